@@ -1,0 +1,80 @@
+//! The block-device contract.
+//!
+//! A block device is a flat array of bytes addressed by `u64` offsets and divided into sectors
+//! (512 bytes unless the device says otherwise). The contract every implementation keeps, and
+//! every engine may rely on:
+//!
+//! * **Sector atomicity.** The bytes of one aligned sector written by one `write` call reach the
+//!   medium all together or not at all. A write that spans sectors may land any subset of them
+//!   if power fails before the next `sync` returns.
+//! * **Sync is a barrier.** When `sync` returns, every write issued before it is durable, and no
+//!   write issued after it can reach the medium before the writes issued before it.
+//! * **No promise between syncs.** Writes not yet covered by a `sync` may be lost in any
+//!   combination; each sector ends up holding one of the images it had since the last sync
+//!   (never bytes it was never given).
+//! * **Reads see writes.** A read returns the latest bytes written, synced or not.
+//!
+//! Offsets and lengths need no alignment; sector alignment only matters for what survives a
+//! crash.
+
+use crate::error::Result;
+
+/// The sector size of a device unless it says otherwise.
+pub const DEFAULT_SECTOR_SIZE: u32 = 512;
+
+/// A byte-addressed device with atomic sectors and a `sync` barrier (see the module docs for
+/// the full contract).
+pub trait BlockDevice {
+    /// Size of the atomic unit of writing, in bytes (a power of two, at least 512 for real
+    /// devices).
+    fn sector_size(&self) -> u32;
+
+    /// Current length of the device in bytes.
+    fn capacity(&self) -> u64;
+
+    /// Reads `buf.len()` bytes starting at `offset`.
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()>;
+
+    /// Writes `data` starting at `offset`. Not durable until the next [`sync`](Self::sync).
+    fn write(&mut self, offset: u64, data: &[u8]) -> Result<()>;
+
+    /// Makes every write issued so far durable; a barrier for later writes.
+    fn sync(&mut self) -> Result<()>;
+
+    /// Changes the length of the device. New bytes read as zero. Devices of fixed size (raw
+    /// block devices, caller-provided buffers) return [`DeviceError::Unsupported`] unless the
+    /// length does not change.
+    ///
+    /// [`DeviceError::Unsupported`]: crate::DeviceError::Unsupported
+    fn resize(&mut self, new_len: u64) -> Result<()>;
+}
+
+/// Forwards the block-device contract through a pointer type.
+macro_rules! forward_block_device {
+    ($($ptr:ty),*) => {$(
+        impl<D: BlockDevice + ?Sized> BlockDevice for $ptr {
+            fn sector_size(&self) -> u32 {
+                (**self).sector_size()
+            }
+            fn capacity(&self) -> u64 {
+                (**self).capacity()
+            }
+            fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+                (**self).read(offset, buf)
+            }
+            fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+                (**self).write(offset, data)
+            }
+            fn sync(&mut self) -> Result<()> {
+                (**self).sync()
+            }
+            fn resize(&mut self, new_len: u64) -> Result<()> {
+                (**self).resize(new_len)
+            }
+        }
+    )*};
+}
+
+forward_block_device!(&mut D);
+#[cfg(feature = "alloc")]
+forward_block_device!(alloc::boxed::Box<D>);

@@ -1,0 +1,57 @@
+//! # ember-device — the floor every EmberDB engine stands on
+//!
+//! This crate owns the devices EmberDB stores data on and the tools that prove the engines
+//! survive losing power on them:
+//!
+//! * [`BlockDevice`]: byte-addressed storage with atomic sectors and a `sync` barrier —
+//!   [`MemBlock`] (RAM or a caller's buffer), [`Extent`] (a window of another device), and with
+//!   `std` the file and raw block devices in [`file`].
+//! * [`FlashDevice`]: flash parts with a runtime [`FlashGeometry`] and [`WriteRule`] —
+//!   [`FlashOnBlock`] (flash made of a block extent), [`SimFlash`] (a NOR simulator that enforces
+//!   the write rule and meters wear, modeled time and energy), and with the `embedded-storage`
+//!   feature adapters both ways to real boards' drivers in [`embedded`].
+//! * [`FaultyBlock`] / [`FaultyFlash`]: fault injection — a power cut at operation N with torn
+//!   writes and erases and lost unsynced writes, deterministic from a seed.
+//! * [`Accounted`]: I/O accounting, overall and per named region.
+//!
+//! It must not know anything about the engines above it: no file formats, no checksums of
+//! pages, no tables. It is `#![no_std]`; the `alloc` feature adds the heap-backed devices, the
+//! simulator and fault injection, and `std` adds files.
+
+#![no_std]
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+// LEAD-WIP mod account;
+mod block;
+#[cfg(feature = "embedded-storage")]
+pub mod embedded;
+mod error;
+mod extent;
+// LEAD-WIP #[cfg(feature = "alloc")]
+// LEAD-WIP mod fault;
+#[cfg(feature = "std")]
+pub mod file;
+mod flash;
+mod mem;
+mod rng;
+// LEAD-WIP #[cfg(feature = "alloc")]
+// LEAD-WIP mod sim;
+
+// LEAD-WIP pub use account::{Accounted, IoStats, RegionId, MAX_REGIONS};
+pub use block::{BlockDevice, DEFAULT_SECTOR_SIZE};
+pub use error::{DeviceError, Op, Result};
+pub use extent::Extent;
+// LEAD-WIP #[cfg(feature = "alloc")]
+// LEAD-WIP pub use fault::{FaultPlan, FaultyBlock, FaultyFlash, PowerCut, TearMode};
+pub use flash::{FlashDevice, FlashGeometry, FlashOnBlock, WriteRule};
+pub use mem::{Backing, MemBlock};
+pub use rng::SplitMix64;
+#[allow(unused_imports)]
+pub(crate) use rng::mix;
+// LEAD-WIP #[cfg(feature = "alloc")]
+// LEAD-WIP pub use sim::{CostModel, Meter, SimFlash, UnitWear};
