@@ -26,32 +26,30 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
-// LEAD-WIP mod account;
+mod account;
 mod block;
 #[cfg(feature = "embedded-storage")]
 pub mod embedded;
 mod error;
 mod extent;
-// LEAD-WIP #[cfg(feature = "alloc")]
-// LEAD-WIP mod fault;
+#[cfg(feature = "alloc")]
+mod fault;
 #[cfg(feature = "std")]
 pub mod file;
 mod flash;
 mod mem;
 mod rng;
-// LEAD-WIP #[cfg(feature = "alloc")]
-// LEAD-WIP mod sim;
+#[cfg(feature = "alloc")]
+mod sim;
 
-// LEAD-WIP pub use account::{Accounted, IoStats, RegionId, MAX_REGIONS};
+pub use account::{Accounted, IoStats, RegionId, MAX_REGIONS};
 pub use block::{BlockDevice, DEFAULT_SECTOR_SIZE};
 pub use error::{DeviceError, Op, Result};
 pub use extent::Extent;
-// LEAD-WIP #[cfg(feature = "alloc")]
-// LEAD-WIP pub use fault::{FaultPlan, FaultyBlock, FaultyFlash, PowerCut, TearMode};
+#[cfg(feature = "alloc")]
+pub use fault::{CutOutcome, EraseTear, FaultPlan, FaultyBlock, FaultyFlash, PowerCut, TearMode};
 pub use flash::{FlashDevice, FlashGeometry, FlashOnBlock, WriteRule};
 pub use mem::{Backing, MemBlock};
 pub use rng::SplitMix64;
-#[allow(unused_imports)]
-pub(crate) use rng::mix;
-// LEAD-WIP #[cfg(feature = "alloc")]
-// LEAD-WIP pub use sim::{CostModel, Meter, SimFlash, UnitWear};
+#[cfg(feature = "alloc")]
+pub use sim::{CostModel, Meter, SimFlash, UnitWear};
