@@ -1,0 +1,342 @@
+//! # ember-crashtest — crash safety, tested rather than argued
+//!
+//! The harness every engine's crash tests use. Given a fresh device, a workload and a checker,
+//! [`CrashTest::run`]:
+//!
+//! 1. runs the workload once on a fault-injecting device to count its device operations
+//!    (writes, syncs, erases, resizes);
+//! 2. for every cut point `n` in `0..=ops` (or a seeded sample when there are more than
+//!    [`CrashTest::max_points`]) re-runs it on a fresh device whose power fails during
+//!    operation `n` (`n == ops`: after the last one), with the torn writes and lost unsynced
+//!    writes of [`ember_device::FaultPlan`];
+//! 3. drops everything the workload held in RAM, keeping only what it wrote down as
+//!    acknowledged, and hands the surviving device bytes to the checker, which reopens the
+//!    structure from them and checks the promises it makes.
+//!
+//! A failure names the cut point and the seed and prints the one command that replays exactly
+//! that run (`EMBER_CRASH_POINT` / `EMBER_CRASH_SEED`).
+//!
+//! This crate is test support: it owns no on-device format and must not be a dependency of
+//! any engine outside `[dev-dependencies]`.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use ember_device::{
+    BlockDevice, FaultPlan, FaultyBlock, FaultyFlash, FlashDevice, PowerCut, SplitMix64,
+};
+
+/// A fault-injecting wrapper the harness can drive: [`FaultyBlock`] or [`FaultyFlash`].
+pub trait Crashable: Sized {
+    /// The device that holds what survives (handed to the checker).
+    type Medium;
+    /// Wraps a device under a fault plan.
+    fn wrap(medium: Self::Medium, plan: FaultPlan) -> Self;
+    /// Operations counted so far.
+    fn ops(&self) -> u64;
+    /// Whether power has failed.
+    fn is_cut(&self) -> bool;
+    /// Loses power (if not yet) and returns what survived.
+    fn power_off(self) -> (Self::Medium, PowerCut);
+}
+
+impl<D: BlockDevice> Crashable for FaultyBlock<D> {
+    type Medium = D;
+    fn wrap(medium: D, plan: FaultPlan) -> Self {
+        FaultyBlock::new(medium, plan)
+    }
+    fn ops(&self) -> u64 {
+        FaultyBlock::ops(self)
+    }
+    fn is_cut(&self) -> bool {
+        FaultyBlock::is_cut(self)
+    }
+    fn power_off(self) -> (D, PowerCut) {
+        FaultyBlock::power_off(self)
+    }
+}
+
+impl<F: FlashDevice> Crashable for FaultyFlash<F> {
+    type Medium = F;
+    fn wrap(medium: F, plan: FaultPlan) -> Self {
+        FaultyFlash::new(medium, plan)
+    }
+    fn ops(&self) -> u64 {
+        FaultyFlash::ops(self)
+    }
+    fn is_cut(&self) -> bool {
+        FaultyFlash::is_cut(self)
+    }
+    fn power_off(self) -> (F, PowerCut) {
+        FaultyFlash::power_off(self)
+    }
+}
+
+/// A crash test: how many cut points, which seed, which fault model.
+#[derive(Debug, Clone)]
+pub struct CrashTest {
+    name: String,
+    seed: u64,
+    max_points: usize,
+    seeds_per_point: u32,
+    shape: fn(FaultPlan) -> FaultPlan,
+}
+
+/// What a passing crash test covered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The test's name.
+    pub name: String,
+    /// Device operations of the workload without a cut.
+    pub ops: u64,
+    /// Cut points tried (including the one after the last operation).
+    pub points: usize,
+    /// Runs made (points × seeds per point).
+    pub runs: usize,
+    /// Whether the points were a sample of all of them.
+    pub sampled: bool,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "crash test '{}': {} runs over {} cut points of {} operations{}: all passed",
+            self.name,
+            self.runs,
+            self.points,
+            self.ops,
+            if self.sampled { " (sampled)" } else { "" }
+        )
+    }
+}
+
+/// The first run that broke a promise, with everything needed to replay it.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The test's name.
+    pub name: String,
+    /// The cut point (index of the interrupted operation; `ops` = after the last).
+    pub point: u64,
+    /// Device operations of the workload without a cut.
+    pub ops: u64,
+    /// The seed of the failing run.
+    pub seed: u64,
+    /// What the cut did, if the run got that far.
+    pub cut: Option<PowerCut>,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "crash test '{}' failed at cut point {} of {} operations (seed {:#x}): {}",
+            self.name, self.point, self.ops, self.seed, self.message
+        )?;
+        if let Some(cut) = &self.cut {
+            write!(f, "\n  the cut: {:?} during {:?}", cut.outcome, cut.op)?;
+        }
+        let pkg = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "<crate>".into());
+        write!(
+            f,
+            "\n  replay: EMBER_CRASH_POINT={} EMBER_CRASH_SEED={:#x} cargo test -p {} -- --exact {}",
+            self.point, self.seed, pkg, self.name
+        )
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// Reads a number in decimal or `0x` hex.
+fn parse_u64(s: &str) -> Option<u64> {
+    let s = s.trim();
+    match s.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// Spreads a base seed over cut points and repetitions.
+fn point_seed(base: u64, point: u64, k: u32) -> u64 {
+    let mut r = SplitMix64::new(base ^ point.rotate_left(17) ^ u64::from(k).rotate_left(41));
+    r.next_u64()
+}
+
+impl CrashTest {
+    /// A crash test named after the running test (libtest names the thread after it), with
+    /// the default seed (or `EMBER_CRASH_SEED` when replaying), at most 2,000 cut points and
+    /// one seed per point.
+    pub fn new() -> Self {
+        let name = std::thread::current()
+            .name()
+            .unwrap_or("crash test")
+            .to_string();
+        CrashTest {
+            name,
+            seed: 0x00E3_BE4D_B000_0001,
+            max_points: 2000,
+            seeds_per_point: 1,
+            shape: |p| p,
+        }
+    }
+
+    /// Sets the base seed.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Sets the most cut points to try; above it a seeded sample is taken (always including
+    /// the first and the last point).
+    pub fn max_points(mut self, n: usize) -> Self {
+        self.max_points = n.max(2);
+        self
+    }
+
+    /// Tries each cut point with this many different seeds (different torn outcomes).
+    pub fn seeds_per_point(mut self, n: u32) -> Self {
+        self.seeds_per_point = n.max(1);
+        self
+    }
+
+    /// Adjusts every fault plan, e.g. `|p| p.write_through()` or `|p| p.tear(TearMode::Bits)`.
+    pub fn plan(mut self, shape: fn(FaultPlan) -> FaultPlan) -> Self {
+        self.shape = shape;
+        self
+    }
+
+    /// Runs the crash test (see the crate docs). `workload` drives the device and records in
+    /// its state what was acknowledged; it returns the device's error once power fails.
+    /// `check` gets the surviving device, that state and the cut, reopens and checks.
+    pub fn run<C, S, E>(
+        &self,
+        fresh: impl Fn() -> C::Medium,
+        workload: impl Fn(&mut C, &mut S) -> Result<(), E>,
+        check: impl Fn(C::Medium, &S, &PowerCut) -> Result<(), String>,
+    ) -> Result<Report, Failure>
+    where
+        C: Crashable,
+        S: Default,
+        E: fmt::Display,
+    {
+        let fail = |point, ops, seed, cut, message| Failure {
+            name: self.name.clone(),
+            point,
+            ops,
+            seed,
+            cut,
+            message,
+        };
+        // Count the operations of an uninterrupted run.
+        let mut dev = C::wrap(fresh(), (self.shape)(FaultPlan::run_to_end(self.seed)));
+        let mut state = S::default();
+        if let Err(e) = workload(&mut dev, &mut state) {
+            return Err(fail(
+                dev.ops(),
+                dev.ops(),
+                self.seed,
+                None,
+                format!("the workload fails without any power cut: {e}"),
+            ));
+        }
+        let ops = dev.ops();
+
+        let replay = (
+            std::env::var("EMBER_CRASH_POINT").ok().and_then(|v| parse_u64(&v)),
+            std::env::var("EMBER_CRASH_SEED").ok().and_then(|v| parse_u64(&v)),
+        );
+        let runs: Vec<(u64, u64)> = match replay {
+            (Some(point), Some(seed)) => vec![(point, seed)],
+            _ => self
+                .points(ops)
+                .into_iter()
+                .flat_map(|p| (0..self.seeds_per_point).map(move |k| (p, k)))
+                .map(|(p, k)| (p, point_seed(self.seed, p, k)))
+                .collect(),
+        };
+        let points: BTreeSet<u64> = runs.iter().map(|r| r.0).collect();
+
+        for &(point, seed) in &runs {
+            let plan = if point >= ops {
+                FaultPlan::run_to_end(seed)
+            } else {
+                FaultPlan::cut_at(point, seed)
+            };
+            let mut dev = C::wrap(fresh(), (self.shape)(plan));
+            let mut state = S::default();
+            let result = workload(&mut dev, &mut state);
+            if let Err(e) = &result {
+                if !dev.is_cut() {
+                    let msg = format!("the workload failed before the cut: {e}");
+                    return Err(fail(point, ops, seed, None, msg));
+                }
+            } else if point < ops && !dev.is_cut() {
+                let msg = format!(
+                    "the workload finished after {} operations without reaching the cut: \
+                     it is not deterministic",
+                    dev.ops()
+                );
+                return Err(fail(point, ops, seed, None, msg));
+            }
+            // Everything in RAM is dropped here; only the medium and the acknowledgements
+            // go on.
+            let (medium, cut) = dev.power_off();
+            if let Err(message) = check(medium, &state, &cut) {
+                return Err(fail(point, ops, seed, Some(cut), message));
+            }
+        }
+        let report = Report {
+            name: self.name.clone(),
+            ops,
+            points: points.len(),
+            runs: runs.len(),
+            sampled: points.len() < ops as usize + 1,
+        };
+        eprintln!("{report}");
+        Ok(report)
+    }
+
+    /// The cut points to try for a workload of `ops` operations.
+    fn points(&self, ops: u64) -> Vec<u64> {
+        let all = ops.saturating_add(1);
+        if all <= self.max_points as u64 {
+            return (0..=ops).collect();
+        }
+        let mut rng = SplitMix64::new(self.seed);
+        let mut chosen = BTreeSet::from([0, ops]);
+        while chosen.len() < self.max_points {
+            chosen.insert(rng.below(all));
+        }
+        chosen.into_iter().collect()
+    }
+}
+
+impl Default for CrashTest {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_include_both_ends_and_are_seeded() {
+        let t = CrashTest::new().max_points(10);
+        let p = t.points(1_000_000);
+        assert_eq!(p.len(), 10);
+        assert_eq!((p[0], p[9]), (0, 1_000_000));
+        assert_eq!(p, t.points(1_000_000));
+        assert_eq!(t.points(5), vec![0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn replay_numbers_parse_in_hex_and_decimal() {
+        assert_eq!(parse_u64("0x1f"), Some(31));
+        assert_eq!(parse_u64(" 42 "), Some(42));
+        assert_eq!(parse_u64("zz"), None);
+    }
+}
