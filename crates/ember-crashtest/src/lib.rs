@@ -244,8 +244,12 @@ impl CrashTest {
         let ops = dev.ops();
 
         let replay = (
-            std::env::var("EMBER_CRASH_POINT").ok().and_then(|v| parse_u64(&v)),
-            std::env::var("EMBER_CRASH_SEED").ok().and_then(|v| parse_u64(&v)),
+            std::env::var("EMBER_CRASH_POINT")
+                .ok()
+                .and_then(|v| parse_u64(&v)),
+            std::env::var("EMBER_CRASH_SEED")
+                .ok()
+                .and_then(|v| parse_u64(&v)),
         );
         let runs: Vec<(u64, u64)> = match replay {
             (Some(point), Some(seed)) => vec![(point, seed)],

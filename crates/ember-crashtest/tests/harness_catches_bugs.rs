@@ -2,6 +2,8 @@
 //! cut point of a workload of more than 200 operations, and it catches each deliberately
 //! broken variant.
 
+#![allow(clippy::unwrap_used)]
+
 use ember_crashtest::{CrashTest, Failure};
 use ember_device::{
     BlockDevice, CostModel, DeviceError, FaultyBlock, FaultyFlash, FlashDevice, FlashGeometry,
@@ -46,7 +48,11 @@ struct BlockLog<D: BlockDevice> {
 
 impl<D: BlockDevice> BlockLog<D> {
     fn header_at(variant: Variant) -> u64 {
-        if variant == Variant::StraddlingHeader { SS - 6 } else { 0 }
+        if variant == Variant::StraddlingHeader {
+            SS - 6
+        } else {
+            0
+        }
     }
 
     fn write_header(&mut self, count: u32) -> Result<(), DeviceError> {
@@ -59,7 +65,11 @@ impl<D: BlockDevice> BlockLog<D> {
     }
 
     fn create(dev: D, variant: Variant) -> Result<Self, DeviceError> {
-        let mut log = BlockLog { dev, count: 0, variant };
+        let mut log = BlockLog {
+            dev,
+            count: 0,
+            variant,
+        };
         log.write_header(0)?;
         log.dev.sync()?;
         Ok(log)
@@ -72,7 +82,11 @@ impl<D: BlockDevice> BlockLog<D> {
         if u32_at(&h, 0) != MAGIC || u32_at(&h, 8) != crc32fast::hash(&h[..8]) {
             return Err("the header is corrupt".into());
         }
-        Ok(BlockLog { dev, count: u32_at(&h, 4), variant })
+        Ok(BlockLog {
+            dev,
+            count: u32_at(&h, 4),
+            variant,
+        })
     }
 
     /// Appends a record; `Ok(true)` when it is acknowledged as durable.
@@ -103,7 +117,9 @@ impl<D: BlockDevice> BlockLog<D> {
             return Err(format!("record {i} has a bad length {len}"));
         }
         let mut data = vec![0u8; len];
-        self.dev.read(at + 6, &mut data).map_err(|e| e.to_string())?;
+        self.dev
+            .read(at + 6, &mut data)
+            .map_err(|e| e.to_string())?;
         if crc32fast::hash(&data) != u32_at(&head, 2) {
             return Err(format!("record {i} fails its checksum"));
         }
@@ -130,14 +146,25 @@ fn block_crash_test(variant: Variant) -> Result<ember_crashtest::Report, Failure
         |medium, acked, _cut| {
             // An empty device means the cut came before creation finished: nothing promised.
             if medium.as_bytes().iter().all(|&b| b == 0) {
-                return if acked.0 == 0 { Ok(()) } else { Err("the log vanished".into()) };
+                return if acked.0 == 0 {
+                    Ok(())
+                } else {
+                    Err("the log vanished".into())
+                };
             }
             let mut log = BlockLog::open(medium, variant)?;
             if log.count < acked.0 {
-                return Err(format!("{} appends acknowledged, {} found", acked.0, log.count));
+                return Err(format!(
+                    "{} appends acknowledged, {} found",
+                    acked.0, log.count
+                ));
             }
             if log.count > acked.0 + 1 {
-                return Err(format!("{} records found, only {} issued", log.count, acked.0 + 1));
+                return Err(format!(
+                    "{} records found, only {} issued",
+                    log.count,
+                    acked.0 + 1
+                ));
             }
             for i in 0..log.count {
                 if log.get(i)? != payload(i) {
@@ -152,15 +179,26 @@ fn block_crash_test(variant: Variant) -> Result<ember_crashtest::Report, Failure
 #[test]
 fn the_correct_log_survives_every_cut_point() {
     let report = block_crash_test(Variant::Correct).unwrap_or_else(|f| panic!("{f}"));
-    assert!(report.ops >= 200, "workload has only {} operations", report.ops);
-    assert_eq!(report.points as u64, report.ops + 1, "every cut point is tried");
+    assert!(
+        report.ops >= 200,
+        "workload has only {} operations",
+        report.ops
+    );
+    assert_eq!(
+        report.points as u64,
+        report.ops + 1,
+        "every cut point is tried"
+    );
     assert!(!report.sampled);
 }
 
 #[test]
 fn a_missing_sync_is_caught() {
     let failure = block_crash_test(Variant::MissingSync).expect_err("the bug went unnoticed");
-    assert!(failure.to_string().contains("EMBER_CRASH_POINT="), "{failure}");
+    assert!(
+        failure.to_string().contains("EMBER_CRASH_POINT="),
+        "{failure}"
+    );
 }
 
 #[test]
@@ -187,7 +225,11 @@ fn a_failure_replays_from_its_point_and_seed() {
         .env("EMBER_REPLAY_EXPECT", failure.message.clone())
         .output()
         .unwrap();
-    assert!(replay.status.success(), "{}", String::from_utf8_lossy(&replay.stdout));
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stdout)
+    );
 }
 
 /// Runs only under `a_failure_replays_from_its_point_and_seed`: with the replay variables set
@@ -211,7 +253,11 @@ fn flash_crash_test(mark_first: bool, tear: TearMode) -> Result<ember_crashtest:
     fn shape_bits(p: ember_device::FaultPlan) -> ember_device::FaultPlan {
         p.tear(TearMode::Bits)
     }
-    let shape = if tear == TearMode::Prefix { shape_prefix } else { shape_bits };
+    let shape = if tear == TearMode::Prefix {
+        shape_prefix
+    } else {
+        shape_bits
+    };
     CrashTest::new().plan(shape).seeds_per_point(3).run(
         || SimFlash::in_memory(FlashGeometry::nor(8192, 512), CostModel::FREE).unwrap(),
         |dev: &mut FaultyFlash<SimFlash<MemBlock<Vec<u8>>>>, acked: &mut Acked| {
@@ -292,4 +338,3 @@ fn a_workload_that_fails_without_a_cut_is_reported() {
         .unwrap_err();
     assert!(f.message.contains("without any power cut"), "{f}");
 }
-

@@ -91,13 +91,13 @@ impl<D> Accounted<D> {
 
     /// Tracks the bytes `[start, start + len)` under `name` from now on.
     pub fn add_region(&mut self, name: &'static str, start: u64, len: u64) -> Result<RegionId> {
-        let slot = self
-            .regions
-            .iter()
-            .position(Option::is_none)
-            .ok_or(DeviceError::BadGeometry {
-                reason: "too many accounting regions",
-            })?;
+        let slot =
+            self.regions
+                .iter()
+                .position(Option::is_none)
+                .ok_or(DeviceError::BadGeometry {
+                    reason: "too many accounting regions",
+                })?;
         self.regions[slot] = Some(Region {
             name,
             start,
@@ -276,13 +276,22 @@ mod tests {
         dev.sync().unwrap();
         dev.sync().unwrap();
         let t = dev.stats();
-        assert_eq!((t.writes, t.write_bytes, t.reads, t.read_bytes), (2, 1124, 1, 10));
+        assert_eq!(
+            (t.writes, t.write_bytes, t.reads, t.read_bytes),
+            (2, 1124, 1, 10)
+        );
         assert_eq!((t.syncs, t.synced_bytes), (2, 1124));
         let (name, m) = dev.region(meta).unwrap();
         assert_eq!(name, "meta");
-        assert_eq!((m.writes, m.write_bytes, m.syncs, m.synced_bytes), (1, 512, 1, 512));
+        assert_eq!(
+            (m.writes, m.write_bytes, m.syncs, m.synced_bytes),
+            (1, 512, 1, 512)
+        );
         let (_, l) = dev.region(log).unwrap();
-        assert_eq!((l.writes, l.write_bytes, l.reads, l.read_bytes), (1, 100, 1, 10));
+        assert_eq!(
+            (l.writes, l.write_bytes, l.reads, l.read_bytes),
+            (1, 100, 1, 10)
+        );
         assert_eq!(l.syncs, 1);
         let before = dev.stats();
         dev.write(0, &[0; 1]).unwrap();

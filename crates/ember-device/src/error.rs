@@ -167,7 +167,7 @@ pub(crate) fn check_bounds(op: Op, offset: u64, len: usize, capacity: u64) -> Re
 /// Checks that `offset` and `len` are both multiples of `align` (a power of two or any
 /// positive number).
 pub(crate) fn check_aligned(op: Op, offset: u64, len: u64, align: u64) -> Result<()> {
-    if align <= 1 || (offset % align == 0 && len % align == 0) {
+    if align <= 1 || (offset.is_multiple_of(align) && len.is_multiple_of(align)) {
         Ok(())
     } else {
         Err(DeviceError::Unaligned {

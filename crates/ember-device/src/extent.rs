@@ -17,7 +17,7 @@ impl<D: BlockDevice> Extent<D> {
     /// The window `[start, start + len)` of `dev`; `start` must be sector-aligned and the
     /// window must lie within the device.
     pub fn new(dev: D, start: u64, len: u64) -> Result<Self> {
-        if start % u64::from(dev.sector_size()) != 0 {
+        if !start.is_multiple_of(u64::from(dev.sector_size())) {
             return Err(DeviceError::Unaligned {
                 op: Op::Open,
                 offset: start,

@@ -451,9 +451,17 @@ impl<D: BlockDevice> BlockDevice for FaultyBlock<D> {
             return Err(DeviceError::PowerLost { op: Op::Resize });
         }
         self.dev.resize(new_len)?;
-        // Pending images past the new end are gone; images are clamped when used.
-        let first_gone = new_len.div_ceil(self.ss());
-        self.pending.split_off(&first_gone);
+        // Pending images past the new end are gone; one that straddles it is cut short.
+        let ss = self.ss();
+        self.pending.split_off(&new_len.div_ceil(ss));
+        if let Some(versions) = self.pending.get_mut(&(new_len / ss)) {
+            let keep = (new_len % ss) as usize;
+            for v in versions.iter_mut() {
+                if v.len() > keep {
+                    *v = Box::from(&v[..keep]);
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -494,7 +502,9 @@ impl<F: FlashDevice> FaultyFlash<F> {
     pub fn power_off(mut self) -> (F, PowerCut) {
         let cut = match self.fuse.cut {
             Some(cut) => cut,
-            None => self.fuse.record(self.fuse.ops, None, CutOutcome::Clean, (0, 0)),
+            None => self
+                .fuse
+                .record(self.fuse.ops, None, CutOutcome::Clean, (0, 0)),
         };
         (self.dev, cut)
     }
@@ -637,7 +647,8 @@ impl<F: FlashDevice> FlashDevice for FaultyFlash<F> {
         if !self.fuse.tick(Op::Sync)? {
             return self.dev.sync();
         }
-        self.fuse.record(index, Some(Op::Sync), CutOutcome::Clean, (0, 0));
+        self.fuse
+            .record(index, Some(Op::Sync), CutOutcome::Clean, (0, 0));
         Err(DeviceError::PowerLost { op: Op::Sync })
     }
 }

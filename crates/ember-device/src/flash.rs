@@ -65,10 +65,10 @@ impl FlashGeometry {
         if self.read_size == 0 || self.write_size == 0 || self.erase_size == 0 {
             return bad("read, write and erase sizes must be positive");
         }
-        if self.erase_size % self.write_size != 0 || self.erase_size % self.read_size != 0 {
+        if !self.erase_size.is_multiple_of(self.write_size) || !self.erase_size.is_multiple_of(self.read_size) {
             return bad("the erase size must be a multiple of the read and write sizes");
         }
-        if self.capacity % u64::from(self.erase_size) != 0 {
+        if !self.capacity.is_multiple_of(u64::from(self.erase_size)) {
             return bad("the capacity must be a whole number of erase units");
         }
         Ok(())
@@ -81,7 +81,12 @@ impl FlashGeometry {
 
     /// Checks bounds and alignment of an access for `op` (read, write or erase).
     pub fn check_access(&self, op: Op, offset: u64, len: u64) -> Result<()> {
-        check_bounds(op, offset, usize::try_from(len).unwrap_or(usize::MAX), self.capacity)?;
+        check_bounds(
+            op,
+            offset,
+            usize::try_from(len).unwrap_or(usize::MAX),
+            self.capacity,
+        )?;
         let align = match op {
             Op::Read => self.read_size,
             Op::Erase => self.erase_size,
@@ -184,7 +189,9 @@ pub(crate) fn check_overwrite<D: BlockDevice + ?Sized>(
         let old = &mut old[..part.len()];
         dev.read(at, old)?;
         if let Some(j) = (0..part.len()).find(|&j| !geom.may_overwrite(old[j], part[j])) {
-            return Err(DeviceError::WriteRule { offset: at + j as u64 });
+            return Err(DeviceError::WriteRule {
+                offset: at + j as u64,
+            });
         }
     }
     Ok(())
@@ -280,12 +287,15 @@ impl<D: BlockDevice> FlashDevice for FlashOnBlock<D> {
     }
 
     fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
-        self.geom.check_access(Op::Write, offset, data.len() as u64)?;
+        self.geom
+            .check_access(Op::Write, offset, data.len() as u64)?;
         if self.checked {
             match self.geom.rule {
                 WriteRule::AndRewrite => check_overwrite(&mut self.dev, &self.geom, offset, data)?,
                 // Without a record of programmed units, require an erased target.
-                WriteRule::WriteOnce => check_erased(&mut self.dev, &self.geom, offset, data.len())?,
+                WriteRule::WriteOnce => {
+                    check_erased(&mut self.dev, &self.geom, offset, data.len())?
+                }
             }
         }
         self.dev.write(offset, data)

@@ -42,7 +42,7 @@ mod rng;
 #[cfg(feature = "alloc")]
 mod sim;
 
-pub use account::{Accounted, IoStats, RegionId, MAX_REGIONS};
+pub use account::{Accounted, IoStats, MAX_REGIONS, RegionId};
 pub use block::{BlockDevice, DEFAULT_SECTOR_SIZE};
 pub use error::{DeviceError, Op, Result};
 pub use extent::Extent;

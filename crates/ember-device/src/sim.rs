@@ -372,7 +372,10 @@ mod tests {
             f.write(256, &[0; 256]),
             Err(DeviceError::WriteRule { offset: 256 })
         );
-        assert!(matches!(f.write(100, &[0; 256]), Err(DeviceError::Unaligned { .. })));
+        assert!(matches!(
+            f.write(100, &[0; 256]),
+            Err(DeviceError::Unaligned { .. })
+        ));
         f.erase(0, 2048).unwrap();
         f.write(256, &[0; 256]).unwrap();
         // An image reopened keeps knowing which units are programmed.
@@ -385,9 +388,18 @@ mod tests {
     #[test]
     fn geometry_is_checked() {
         let mut f = nor();
-        assert!(matches!(f.erase(100, 512), Err(DeviceError::Unaligned { .. })));
-        assert!(matches!(f.erase(0, 100), Err(DeviceError::Unaligned { .. })));
-        assert!(matches!(f.write(4095, &[0, 0]), Err(DeviceError::OutOfBounds { .. })));
+        assert!(matches!(
+            f.erase(100, 512),
+            Err(DeviceError::Unaligned { .. })
+        ));
+        assert!(matches!(
+            f.erase(0, 100),
+            Err(DeviceError::Unaligned { .. })
+        ));
+        assert!(matches!(
+            f.write(4095, &[0, 0]),
+            Err(DeviceError::OutOfBounds { .. })
+        ));
         assert!(SimFlash::in_memory(FlashGeometry::nor(1000, 512), CostModel::FREE).is_err());
     }
 

@@ -1,12 +1,13 @@
 //! Fault injection does what it promises: torn writes and erases of every kind happen, each is
 //! reproducible from its seed, unsynced writes can be lost, synced ones never are.
 
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeSet;
 
 use ember_device::{
     BlockDevice, CostModel, CutOutcome, DeviceError, EraseTear, FaultPlan, FaultyBlock,
-    FaultyFlash, FlashDevice, FlashGeometry, FlashOnBlock, MemBlock, SimFlash, TearMode,
-    WriteRule,
+    FaultyFlash, FlashDevice, FlashGeometry, FlashOnBlock, MemBlock, SimFlash, TearMode, WriteRule,
 };
 
 const SS: usize = 512;
@@ -79,7 +80,10 @@ fn unsynced_writes_may_be_lost_in_any_combination_synced_ones_never() {
                 d.write(3 * SS as u64, &[v; SS]).unwrap();
             }
         });
-        assert!(sector(&bytes, 0).iter().all(|&b| b == 1), "synced data lost");
+        assert!(
+            sector(&bytes, 0).iter().all(|&b| b == 1),
+            "synced data lost"
+        );
         assert_eq!(cut.unsynced_sectors, 3);
         outcomes.insert((sector(&bytes, 1)[0], sector(&bytes, 2)[0]));
         // A sector holds one of the images it had: never a mix.
@@ -111,7 +115,10 @@ fn a_cut_sync_may_lose_what_it_was_syncing_and_everything_after_fails() {
             assert!(d.sync().is_err());
             assert!(d.is_cut());
             let mut b = [0; 4];
-            assert!(matches!(d.read(0, &mut b), Err(DeviceError::PowerLost { .. })));
+            assert!(matches!(
+                d.read(0, &mut b),
+                Err(DeviceError::PowerLost { .. })
+            ));
             assert!(matches!(d.write(0, &b), Err(DeviceError::PowerLost { .. })));
             assert!(matches!(d.sync(), Err(DeviceError::PowerLost { .. })));
         });
@@ -327,7 +334,10 @@ fn a_torn_program_uses_up_a_write_once_unit() {
     let mut f = FaultyFlash::new(sim, FaultPlan::cut_at(0, 3));
     assert!(f.write(0, &[0; 256]).is_err());
     let (mut sim, _) = f.power_off();
-    assert!(matches!(sim.write(0, &[0; 256]), Err(DeviceError::WriteRule { .. })));
+    assert!(matches!(
+        sim.write(0, &[0; 256]),
+        Err(DeviceError::WriteRule { .. })
+    ));
     sim.erase(0, 1024).unwrap();
     sim.write(0, &[0; 256]).unwrap();
 }
@@ -349,4 +359,25 @@ fn flash_on_a_cached_block_device_can_lose_unsynced_writes() {
         assert!(b == [0xFF; 6] || b == b"record");
     }
     assert!(lost && kept);
+}
+
+#[test]
+fn resizing_with_unsynced_writes_keeps_the_device_consistent() {
+    let mut d = FaultyBlock::new(MemBlock::new(4 * SS), FaultPlan::run_to_end(5));
+    d.write(0, &[1; 4 * SS]).unwrap();
+    d.resize(SS as u64 + 100).unwrap();
+    let mut buf = vec![0; SS + 100];
+    d.read(0, &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 1));
+    d.resize(3 * SS as u64).unwrap();
+    d.read(0, &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 1));
+    let mut tail = vec![9; SS];
+    d.read(2 * SS as u64, &mut tail).unwrap();
+    assert!(tail.iter().all(|&b| b == 0), "grown bytes read as zero");
+    d.sync().unwrap();
+    let (mem, _) = d.power_off();
+    assert_eq!(mem.as_bytes().len(), 3 * SS);
+    assert!(mem.as_bytes()[..SS + 100].iter().all(|&b| b == 1));
+    assert!(mem.as_bytes()[SS + 100..].iter().all(|&b| b == 0));
 }
