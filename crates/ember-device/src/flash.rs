@@ -65,7 +65,9 @@ impl FlashGeometry {
         if self.read_size == 0 || self.write_size == 0 || self.erase_size == 0 {
             return bad("read, write and erase sizes must be positive");
         }
-        if !self.erase_size.is_multiple_of(self.write_size) || !self.erase_size.is_multiple_of(self.read_size) {
+        if !self.erase_size.is_multiple_of(self.write_size)
+            || !self.erase_size.is_multiple_of(self.read_size)
+        {
             return bad("the erase size must be a multiple of the read and write sizes");
         }
         if !self.capacity.is_multiple_of(u64::from(self.erase_size)) {
@@ -308,5 +310,76 @@ impl<D: BlockDevice> FlashDevice for FlashOnBlock<D> {
 
     fn sync(&mut self) -> Result<()> {
         self.dev.sync()
+    }
+}
+
+#[cfg(all(test, feature = "alloc"))]
+mod tests {
+    use super::*;
+    use crate::{Extent, MemBlock};
+
+    #[test]
+    fn flash_on_an_extent_erases_writes_and_checks_the_rule() {
+        let mut dev = MemBlock::new(8192);
+        {
+            let ext = Extent::new(&mut dev, 4096, 4096).unwrap();
+            let mut f = FlashOnBlock::new(ext, 1, 1, 1024, 0xFF, WriteRule::AndRewrite)
+                .unwrap()
+                .checked(true);
+            assert_eq!(f.geometry().capacity, 4096);
+            f.erase(1024, 1024).unwrap();
+            f.write(1024, &[0xF0]).unwrap();
+            f.write(1024, &[0x00]).unwrap();
+            assert_eq!(
+                f.write(1024, &[0x01]),
+                Err(DeviceError::WriteRule { offset: 1024 })
+            );
+            // Not erased yet: the zeros of a fresh block device are programmed bits.
+            assert!(f.write(0, &[0xF0]).is_err());
+            assert!(f.erase(0, 1000).is_err());
+        }
+        // The extent's offsets start at 4096 on the device below.
+        assert_eq!(dev.as_bytes()[4096 + 1024], 0);
+        assert_eq!(dev.as_bytes()[4096 + 1025], 0xFF);
+        assert_eq!(dev.as_bytes()[1025], 0);
+    }
+
+    #[test]
+    fn write_once_geometry_on_a_block_device_requires_erased_targets() {
+        let mut f = FlashOnBlock::new(
+            MemBlock::new(4096),
+            1,
+            256,
+            1024,
+            0xFF,
+            WriteRule::WriteOnce,
+        )
+        .unwrap()
+        .checked(true);
+        f.erase(0, 4096).unwrap();
+        f.write(256, &[0x12; 256]).unwrap();
+        assert!(matches!(
+            f.write(256, &[0x12; 256]),
+            Err(DeviceError::WriteRule { .. })
+        ));
+        assert!(matches!(
+            f.write(100, &[0; 256]),
+            Err(DeviceError::Unaligned { .. })
+        ));
+        let mut back = [0; 4];
+        f.read(256, &mut back).unwrap();
+        assert_eq!(back, [0x12; 4]);
+    }
+
+    #[test]
+    fn bad_geometry_is_refused() {
+        assert!(
+            FlashOnBlock::new(MemBlock::new(4096), 1, 3, 1024, 0xFF, WriteRule::AndRewrite)
+                .is_err()
+        );
+        assert!(
+            FlashOnBlock::new(MemBlock::new(4096), 1, 1, 0, 0xFF, WriteRule::AndRewrite).is_err()
+        );
+        assert!(FlashGeometry::nor(1000, 512).validate().is_err());
     }
 }

@@ -235,6 +235,15 @@ fn a_torn_flash_write_leaves_a_clean_prefix() {
         f.write(0, &[0x0F; 8]).unwrap();
         assert!(f.write(0, &[0x00; 64]).is_err());
         let (mut sim, cut) = f.power_off();
+        let again = {
+            let mut f =
+                FaultyFlash::new(nor_sim(), FaultPlan::cut_at(1, seed).tear(TearMode::Prefix));
+            f.write(0, &[0x0F; 8]).unwrap();
+            let _ = f.write(0, &[0x00; 64]);
+            f.power_off()
+        };
+        assert_eq!(again.1, cut, "seed {seed} does not replay");
+        assert_eq!(again.0.store().as_bytes(), sim.store().as_bytes());
         let CutOutcome::Prefix { bytes, of: 64 } = cut.outcome else {
             panic!("{:?}", cut.outcome)
         };
@@ -287,14 +296,24 @@ fn a_torn_flash_write_lands_any_subset_of_its_bits_and_replays_from_its_seed() {
 
 #[test]
 fn an_interrupted_erase_leaves_every_kind_of_damage() {
-    let mut kinds = BTreeSet::new();
-    for seed in 0..200 {
+    let run = |seed| {
         let mut f = FaultyFlash::new(nor_sim(), FaultPlan::cut_at(4, seed));
         for u in 0..4 {
             f.write(u * 512, &[0x5A; 512]).unwrap();
         }
         assert!(f.erase(0, 2048).is_err());
-        let (sim, cut) = f.power_off();
+        f.power_off()
+    };
+    let mut kinds = BTreeSet::new();
+    for seed in 0..200 {
+        let (sim, cut) = run(seed);
+        let (again, cut2) = run(seed);
+        assert_eq!(cut, cut2);
+        assert_eq!(
+            sim.store().as_bytes(),
+            again.store().as_bytes(),
+            "seed {seed} does not replay"
+        );
         let CutOutcome::Erase { erased_units, torn } = cut.outcome else {
             panic!("{:?}", cut.outcome)
         };
