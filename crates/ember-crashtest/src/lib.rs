@@ -215,19 +215,21 @@ impl CrashTest {
         fresh: impl Fn() -> C::Medium,
         workload: impl Fn(&mut C, &mut S) -> Result<(), E>,
         check: impl Fn(C::Medium, &S, &PowerCut) -> Result<(), String>,
-    ) -> Result<Report, Failure>
+    ) -> Result<Report, Box<Failure>>
     where
         C: Crashable,
         S: Default,
         E: fmt::Display,
     {
-        let fail = |point, ops, seed, cut, message| Failure {
-            name: self.name.clone(),
-            point,
-            ops,
-            seed,
-            cut,
-            message,
+        let fail = |point, ops, seed, cut, message| {
+            Box::new(Failure {
+                name: self.name.clone(),
+                point,
+                ops,
+                seed,
+                cut,
+                message,
+            })
         };
         // Count the operations of an uninterrupted run.
         let mut dev = C::wrap(fresh(), (self.shape)(FaultPlan::run_to_end(self.seed)));

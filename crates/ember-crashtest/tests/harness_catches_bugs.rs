@@ -131,7 +131,7 @@ impl<D: BlockDevice> BlockLog<D> {
 #[derive(Default)]
 struct Acked(u32);
 
-fn block_crash_test(variant: Variant) -> Result<ember_crashtest::Report, Failure> {
+fn block_crash_test(variant: Variant) -> Result<ember_crashtest::Report, Box<Failure>> {
     CrashTest::new().run(
         || MemBlock::new(((APPENDS + 2) as u64 * SS) as usize),
         |dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, acked: &mut Acked| {
@@ -246,7 +246,10 @@ fn replay_target() {
 /// A NOR flash log: records (len u16, payload, crc32) appended byte-wise, each followed by a
 /// one-byte commit mark programmed from 0xFF to 0x00. Flash writes are durable on return, so
 /// the order of the two writes is the whole argument.
-fn flash_crash_test(mark_first: bool, tear: TearMode) -> Result<ember_crashtest::Report, Failure> {
+fn flash_crash_test(
+    mark_first: bool,
+    tear: TearMode,
+) -> Result<ember_crashtest::Report, Box<Failure>> {
     fn shape_prefix(p: ember_device::FaultPlan) -> ember_device::FaultPlan {
         p.tear(TearMode::Prefix)
     }

@@ -32,7 +32,7 @@ fn write_loop<D: BlockDevice>(dev: &mut D, size: usize, sync_every: u64, i: &mut
     dev.write((*i % slots) * size as u64, &data[..size])
         .unwrap();
     *i += 1;
-    if *i % sync_every == 0 {
+    if i.is_multiple_of(sync_every) {
         dev.sync().unwrap();
     }
 }
@@ -96,7 +96,7 @@ fn flash(c: &mut Criterion) {
         g.bench_function(BenchmarkId::from_parameter(name), |b| {
             b.iter(|| {
                 let unit = (i / 8) % (DEV as u64 / 512);
-                if i % 8 == 0 {
+                if i.is_multiple_of(8) {
                     f.erase(unit * 512, 512).unwrap();
                 }
                 f.write(unit * 512 + (i % 8) * 64, &[0; 64]).unwrap();

@@ -1,0 +1,801 @@
+//! Block devices in operating-system files: [`FileBlock`] (a regular file) and [`RawBlock`] (a
+//! raw block device or partition such as `/dev/sdb`, `/dev/loop0` or `/dev/mmcblk0p2`).
+//!
+//! Both do positioned I/O (`pread`/`pwrite`, never seek-then-read), keep the device length in
+//! memory instead of asking the kernel on every call, and never grow the file implicitly: an
+//! access past the cached length is [`DeviceError::OutOfBounds`].
+//!
+//! # Durability
+//!
+//! These devices keep the [`BlockDevice`] contract only as far as the layers below keep
+//! theirs. What they rely on:
+//!
+//! * **`sync` is `fdatasync`** ([`File::sync_data`]; `F_FULLFSYNC` on Apple platforms, where
+//!   plain `fsync` does not flush the drive's cache). When it returns, the kernel has written
+//!   every earlier write, and the metadata needed to read it back (the file length after a
+//!   [`resize`](crate::BlockDevice::resize)), to the device and flushed the device's volatile cache.
+//!   A `sync` after a `resize` therefore makes the new length durable too.
+//! * **Sector atomicity comes from the medium.** An aligned sector written in place reaches the
+//!   disk whole or not at all only if the drive writes its sectors atomically and the file
+//!   system overwrites file data in place (ext4, XFS, and raw block devices do; copy-on-write
+//!   file systems give stronger guarantees). The sector size a [`FileBlock`] reports is a
+//!   promise the caller makes with [`FileBlock::with_sector_size`]; a [`RawBlock`] reports the
+//!   device's logical block size.
+//! * **The file itself must survive.** [`FileBlock::create`] and [`FileBlock::open_or_create`]
+//!   (when they create the file) sync the new file and its parent directory before returning, so
+//!   the file's name and initial length are durable from the start; nothing the engine does
+//!   later through `sync` could make the directory entry durable.
+//! * **No one else writes the file.** Another process or handle that writes, truncates or
+//!   extends the file behind the device's back breaks every promise above; a read that finds
+//!   the file shorter than the cached length fails with [`DeviceError::Io`] ("unexpected end
+//!   of file") rather than returning made-up bytes.
+//!
+//! Discovering a raw device's size and logical block size uses Linux interfaces (seeking to the
+//! end of the device, and sysfs); on other Unix systems the sector size falls back to 512.
+//!
+//! The module only has content on Unix (it needs `pread`/`pwrite` and file-type inspection from
+//! `std::os::unix`); on other platforms it is empty.
+//!
+//! [`BlockDevice`]: crate::BlockDevice
+//! [`DeviceError::OutOfBounds`]: crate::DeviceError::OutOfBounds
+//! [`DeviceError::Io`]: crate::DeviceError::Io
+//! [`File::sync_data`]: std::fs::File::sync_data
+
+#[cfg(unix)]
+pub use unix::{FileBlock, RawBlock};
+
+#[cfg(unix)]
+mod unix {
+    use std::fs::{self, File, OpenOptions};
+    use std::io::{self, Seek, SeekFrom};
+    use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
+    use std::path::Path;
+
+    use crate::block::{BlockDevice, DEFAULT_SECTOR_SIZE};
+    use crate::error::{DeviceError, Op, Result, check_bounds};
+
+    /// Maps an OS error from operation `op` at `offset` to a [`DeviceError::Io`].
+    pub(super) fn io_error(op: Op, offset: u64, e: &io::Error) -> DeviceError {
+        use io::ErrorKind as K;
+        let detail = match e.kind() {
+            K::UnexpectedEof => "unexpected end of file",
+            K::PermissionDenied => "permission denied",
+            K::NotFound => "not found",
+            K::AlreadyExists => "already exists",
+            K::WriteZero => "the device accepted no more bytes",
+            K::InvalidInput => "invalid argument",
+            K::StorageFull => "no space left on device",
+            K::ReadOnlyFilesystem => "read-only file system",
+            K::IsADirectory => "is a directory",
+            K::NotADirectory => "not a directory",
+            K::ResourceBusy => "device or resource busy",
+            K::FileTooLarge => "file too large",
+            _ => "I/O error",
+        };
+        DeviceError::Io {
+            op,
+            offset,
+            errno: e.raw_os_error(),
+            detail,
+        }
+    }
+
+    /// An error from opening or inspecting the device.
+    fn open_error(e: &io::Error) -> DeviceError {
+        io_error(Op::Open, 0, e)
+    }
+
+    /// The kind of file a device type accepts.
+    #[derive(Clone, Copy)]
+    enum Kind {
+        Regular,
+        Block,
+    }
+
+    impl Kind {
+        fn accepts(self, ty: fs::FileType) -> bool {
+            match self {
+                Kind::Regular => ty.is_file(),
+                Kind::Block => ty.is_block_device(),
+            }
+        }
+
+        fn refusal(self) -> DeviceError {
+            DeviceError::Unsupported {
+                op: Op::Open,
+                reason: match self {
+                    Kind::Regular => "not a regular file (use RawBlock for a block device)",
+                    Kind::Block => "not a block device (use FileBlock for a regular file)",
+                },
+            }
+        }
+
+        /// Checks an opened file (`fstat`, so the check and the I/O concern the same file).
+        fn check_open(self, file: &File) -> Result<()> {
+            let meta = file.metadata().map_err(|e| open_error(&e))?;
+            if self.accepts(meta.file_type()) {
+                Ok(())
+            } else {
+                Err(self.refusal())
+            }
+        }
+
+        /// Checks a path before opening it, so that opening has no side effects on files of
+        /// the wrong kind (a FIFO, a tape drive). A missing path passes; opening reports it.
+        fn check_path(self, path: &Path) -> Result<()> {
+            match fs::metadata(path) {
+                Ok(meta) if !self.accepts(meta.file_type()) => Err(self.refusal()),
+                Ok(_) => Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(open_error(&e)),
+            }
+        }
+    }
+
+    /// Positioned I/O on an open file with a cached length: the code [`FileBlock`] and
+    /// [`RawBlock`] share.
+    #[derive(Debug)]
+    struct Positioned {
+        file: File,
+        len: u64,
+        sector_size: u32,
+    }
+
+    impl Positioned {
+        fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+            check_bounds(Op::Read, offset, buf.len(), self.len)?;
+            self.file
+                .read_exact_at(buf, offset)
+                .map_err(|e| io_error(Op::Read, offset, &e))
+        }
+
+        fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+            check_bounds(Op::Write, offset, data.len(), self.len)?;
+            self.file
+                .write_all_at(data, offset)
+                .map_err(|e| io_error(Op::Write, offset, &e))
+        }
+
+        fn sync(&self) -> Result<()> {
+            self.file.sync_data().map_err(|e| io_error(Op::Sync, 0, &e))
+        }
+    }
+
+    /// Forwards the shared part of [`BlockDevice`] to the `inner` [`Positioned`].
+    macro_rules! forward_positioned {
+        () => {
+            fn sector_size(&self) -> u32 {
+                self.inner.sector_size
+            }
+            fn capacity(&self) -> u64 {
+                self.inner.len
+            }
+            fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+                self.inner.read(offset, buf)
+            }
+            fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+                self.inner.write(offset, data)
+            }
+            fn sync(&mut self) -> Result<()> {
+                self.inner.sync()
+            }
+        };
+    }
+
+    /// Syncs the directory holding `path`, making a newly created name in it durable.
+    fn sync_parent_dir(path: &Path) -> Result<()> {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| open_error(&e))
+    }
+
+    /// A block device in a regular file.
+    ///
+    /// Reads and writes are positioned (`pread`/`pwrite`); [`sync`](BlockDevice::sync) is
+    /// `fdatasync`; [`resize`](BlockDevice::resize) truncates or extends the file (new bytes
+    /// read as zero). The length is cached: accesses past it fail with
+    /// [`DeviceError::OutOfBounds`] and never grow the file. The sector size is 512 bytes
+    /// unless set with [`with_sector_size`](Self::with_sector_size). See the
+    /// [module docs](super) for the durability this relies on.
+    #[derive(Debug)]
+    pub struct FileBlock {
+        inner: Positioned,
+    }
+
+    impl FileBlock {
+        /// Opens an existing regular file for reading and writing; the device length is the
+        /// file's length.
+        ///
+        /// Fails with [`DeviceError::Io`] if the file cannot be opened (errno `ENOENT` if it
+        /// does not exist) and with [`DeviceError::Unsupported`] if the path is not a regular
+        /// file.
+        pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+            let path = path.as_ref();
+            Kind::Regular.check_path(path)?;
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(path)
+                .map_err(|e| open_error(&e))?;
+            Self::from_opened(file)
+        }
+
+        /// Creates a regular file of `len` zero bytes, truncating it if it exists, and makes
+        /// the file and its name durable (syncs it and its directory) before returning.
+        pub fn create(path: impl AsRef<Path>, len: u64) -> Result<Self> {
+            let path = path.as_ref();
+            Kind::Regular.check_path(path)?;
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(path)
+                .map_err(|e| open_error(&e))?;
+            Self::init_new(path, file, len)
+        }
+
+        /// Opens the regular file at `path` if it exists (its length is kept and `len_if_new`
+        /// ignored); otherwise creates it with `len_if_new` zero bytes and makes it durable as
+        /// [`create`](Self::create) does.
+        ///
+        /// If the process dies between creating the file and setting its length, the next
+        /// call finds an empty file and opens it with length zero.
+        pub fn open_or_create(path: impl AsRef<Path>, len_if_new: u64) -> Result<Self> {
+            let path = path.as_ref();
+            Kind::Regular.check_path(path)?;
+            let created = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(path);
+            match created {
+                Ok(file) => Self::init_new(path, file, len_if_new),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Self::open(path),
+                Err(e) => Err(open_error(&e)),
+            }
+        }
+
+        /// Sets the sector size (a power of two): the unit the caller trusts the file system
+        /// and drive to write atomically.
+        pub fn with_sector_size(mut self, sector_size: u32) -> Result<Self> {
+            if !sector_size.is_power_of_two() {
+                return Err(DeviceError::BadGeometry {
+                    reason: "sector size must be a power of two",
+                });
+            }
+            self.inner.sector_size = sector_size;
+            Ok(self)
+        }
+
+        fn from_opened(file: File) -> Result<Self> {
+            Kind::Regular.check_open(&file)?;
+            let len = file.metadata().map_err(|e| open_error(&e))?.len();
+            Ok(FileBlock {
+                inner: Positioned {
+                    file,
+                    len,
+                    sector_size: DEFAULT_SECTOR_SIZE,
+                },
+            })
+        }
+
+        /// Sizes a freshly created (or truncated) file and makes it and its name durable.
+        fn init_new(path: &Path, file: File, len: u64) -> Result<Self> {
+            Kind::Regular.check_open(&file)?;
+            file.set_len(len)
+                .map_err(|e| io_error(Op::Resize, len, &e))?;
+            file.sync_all().map_err(|e| io_error(Op::Sync, 0, &e))?;
+            sync_parent_dir(path)?;
+            Ok(FileBlock {
+                inner: Positioned {
+                    file,
+                    len,
+                    sector_size: DEFAULT_SECTOR_SIZE,
+                },
+            })
+        }
+    }
+
+    impl BlockDevice for FileBlock {
+        forward_positioned!();
+
+        fn resize(&mut self, new_len: u64) -> Result<()> {
+            self.inner
+                .file
+                .set_len(new_len)
+                .map_err(|e| io_error(Op::Resize, new_len, &e))?;
+            self.inner.len = new_len;
+            Ok(())
+        }
+    }
+
+    /// A block device on a raw block device or partition (`/dev/sdb`, `/dev/loop0`,
+    /// `/dev/mmcblk0p2`).
+    ///
+    /// I/O is the same as [`FileBlock`]'s (positioned, `fdatasync` for `sync`, no access past
+    /// the end). The length is the device's size and cannot change:
+    /// [`resize`](BlockDevice::resize) fails with [`DeviceError::Unsupported`] unless the
+    /// length is unchanged. The sector size is the device's logical block size, read from
+    /// sysfs (512 if it cannot be read).
+    #[derive(Debug)]
+    pub struct RawBlock {
+        inner: Positioned,
+    }
+
+    impl RawBlock {
+        /// Opens a block device for reading and writing.
+        ///
+        /// Fails with [`DeviceError::Unsupported`] if `path` is not a block device (checked
+        /// before opening, so a regular file, FIFO or character device is not touched), and
+        /// with [`DeviceError::Io`] if it cannot be opened or its size cannot be determined.
+        pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+            let path = path.as_ref();
+            Kind::Block.check_path(path)?;
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(path)
+                .map_err(|e| open_error(&e))?;
+            Kind::Block.check_open(&file)?;
+            let rdev = file.metadata().map_err(|e| open_error(&e))?.rdev();
+            // A block device's size is where its end is; `&File` seeks without `mut`, and the
+            // file position is never used for I/O.
+            let len = (&file).seek(SeekFrom::End(0)).map_err(|e| open_error(&e))?;
+            Ok(RawBlock {
+                inner: Positioned {
+                    file,
+                    len,
+                    sector_size: logical_block_size(rdev),
+                },
+            })
+        }
+    }
+
+    impl BlockDevice for RawBlock {
+        forward_positioned!();
+
+        fn resize(&mut self, new_len: u64) -> Result<()> {
+            if new_len == self.inner.len {
+                Ok(())
+            } else {
+                Err(DeviceError::Unsupported {
+                    op: Op::Resize,
+                    reason: "a raw block device has a fixed size",
+                })
+            }
+        }
+    }
+
+    /// Splits a device number into (major, minor) with glibc's encoding.
+    pub(super) fn major_minor(rdev: u64) -> (u32, u32) {
+        let major = ((rdev >> 8) & 0xfff) | ((rdev >> 32) & 0xffff_f000);
+        let minor = (rdev & 0xff) | ((rdev >> 12) & 0xffff_ff00);
+        // Both are masked to 32 bits above.
+        (major as u32, minor as u32)
+    }
+
+    /// The logical block size of the block device numbered `rdev`, from sysfs: the device's
+    /// own queue, or for a partition its parent disk's; 512 if neither can be read.
+    fn logical_block_size(rdev: u64) -> u32 {
+        let (major, minor) = major_minor(rdev);
+        let base = std::format!("/sys/dev/block/{major}:{minor}");
+        ["queue", "../queue"]
+            .iter()
+            .find_map(|q| {
+                let text =
+                    fs::read_to_string(std::format!("{base}/{q}/logical_block_size")).ok()?;
+                let size: u32 = text.trim().parse().ok()?;
+                size.is_power_of_two().then_some(size)
+            })
+            .unwrap_or(DEFAULT_SECTOR_SIZE)
+    }
+}
+
+#[cfg(test)]
+#[cfg(unix)]
+mod tests {
+    use super::unix::{io_error, major_minor};
+    use super::*;
+    use crate::{BlockDevice, DeviceError, Op};
+
+    use std::fs;
+    use std::io;
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+    use std::string::String;
+    use std::vec;
+
+    fn temp_path(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+        dir.path().join(name)
+    }
+
+    fn file_len(path: &Path) -> u64 {
+        fs::metadata(path).unwrap().len()
+    }
+
+    #[test]
+    fn round_trip_at_unaligned_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "dev");
+        let mut dev = FileBlock::create(&path, 8192).unwrap();
+        assert_eq!(dev.capacity(), 8192);
+        assert_eq!(dev.sector_size(), 512);
+        assert_eq!(file_len(&path), 8192);
+
+        dev.write(510, b"across a sector boundary").unwrap();
+        let data: vec::Vec<u8> = (0..1500u32).map(|i| (i % 251) as u8).collect();
+        dev.write(3001, &data).unwrap();
+        dev.write(8191, &[0xee]).unwrap();
+        dev.write(100, &[]).unwrap();
+
+        let mut buf = [0u8; 24];
+        dev.read(510, &mut buf).unwrap();
+        assert_eq!(&buf, b"across a sector boundary");
+        let mut back = vec![0u8; data.len()];
+        dev.read(3001, &mut back).unwrap();
+        assert_eq!(back, data);
+        let mut last = [0u8; 2];
+        dev.read(8190, &mut last).unwrap();
+        assert_eq!(last, [0, 0xee]);
+        let mut untouched = [1u8; 10];
+        dev.read(0, &mut untouched).unwrap();
+        assert_eq!(untouched, [0; 10]);
+        dev.read(8192, &mut []).unwrap();
+    }
+
+    #[test]
+    fn out_of_bounds_accesses_fail_and_do_not_grow_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "dev");
+        let mut dev = FileBlock::create(&path, 1024).unwrap();
+
+        let err = dev.write(1020, b"hello").unwrap_err();
+        assert_eq!(
+            err,
+            DeviceError::OutOfBounds {
+                op: Op::Write,
+                offset: 1020,
+                len: 5,
+                capacity: 1024
+            }
+        );
+        assert!(matches!(
+            dev.write(5000, b"x").unwrap_err(),
+            DeviceError::OutOfBounds { op: Op::Write, .. }
+        ));
+        let mut buf = [0u8; 5];
+        assert!(matches!(
+            dev.read(1020, &mut buf).unwrap_err(),
+            DeviceError::OutOfBounds {
+                op: Op::Read,
+                offset: 1020,
+                ..
+            }
+        ));
+        assert!(matches!(
+            dev.read(u64::MAX, &mut buf).unwrap_err(),
+            DeviceError::OutOfBounds { .. }
+        ));
+        assert!(dev.write(u64::MAX - 1, b"xyz").is_err());
+
+        assert_eq!(dev.capacity(), 1024);
+        assert_eq!(file_len(&path), 1024);
+    }
+
+    #[test]
+    fn resize_grows_with_zeros_and_shrinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "dev");
+        let mut dev = FileBlock::create(&path, 100).unwrap();
+        dev.write(0, &[0xab; 100]).unwrap();
+
+        dev.resize(4096).unwrap();
+        assert_eq!(dev.capacity(), 4096);
+        assert_eq!(file_len(&path), 4096);
+        let mut buf = vec![0xffu8; 4096];
+        dev.read(0, &mut buf).unwrap();
+        assert!(buf[..100].iter().all(|&b| b == 0xab));
+        assert!(buf[100..].iter().all(|&b| b == 0));
+        dev.write(4000, b"tail").unwrap();
+
+        dev.resize(50).unwrap();
+        assert_eq!(dev.capacity(), 50);
+        assert_eq!(file_len(&path), 50);
+        let mut one = [0u8; 1];
+        assert!(matches!(
+            dev.read(50, &mut one).unwrap_err(),
+            DeviceError::OutOfBounds { capacity: 50, .. }
+        ));
+        dev.read(49, &mut one).unwrap();
+        assert_eq!(one, [0xab]);
+
+        // Growing again does not resurrect the bytes cut off.
+        dev.resize(4096).unwrap();
+        let mut tail = [1u8; 4];
+        dev.read(4000, &mut tail).unwrap();
+        assert_eq!(tail, [0; 4]);
+        dev.resize(4096).unwrap();
+        dev.sync().unwrap();
+    }
+
+    #[test]
+    fn sync_and_reopen_see_the_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "dev");
+        {
+            let mut dev = FileBlock::create(&path, 2048).unwrap();
+            dev.write(700, b"durable").unwrap();
+            dev.sync().unwrap();
+            dev.sync().unwrap();
+        }
+        let mut dev = FileBlock::open(&path).unwrap();
+        assert_eq!(dev.capacity(), 2048);
+        let mut buf = [0u8; 7];
+        dev.read(700, &mut buf).unwrap();
+        assert_eq!(&buf, b"durable");
+
+        // open_or_create keeps an existing file as it is.
+        drop(dev);
+        let mut dev = FileBlock::open_or_create(&path, 99).unwrap();
+        assert_eq!(dev.capacity(), 2048);
+        dev.read(700, &mut buf).unwrap();
+        assert_eq!(&buf, b"durable");
+
+        // ... and creates a missing one with the given length.
+        let fresh = temp_path(&dir, "fresh");
+        let dev = FileBlock::open_or_create(&fresh, 3000).unwrap();
+        assert_eq!(dev.capacity(), 3000);
+        assert_eq!(file_len(&fresh), 3000);
+
+        // create truncates an existing file and zero-fills it.
+        let mut dev = FileBlock::create(&path, 1024).unwrap();
+        let mut buf = [1u8; 7];
+        dev.read(700, &mut buf).unwrap();
+        assert_eq!(buf, [0; 7]);
+    }
+
+    #[test]
+    fn open_of_a_missing_file_is_enoent() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = FileBlock::open(temp_path(&dir, "missing")).unwrap_err();
+        assert_eq!(
+            err,
+            DeviceError::Io {
+                op: Op::Open,
+                offset: 0,
+                errno: Some(2),
+                detail: "not found"
+            }
+        );
+        let err = RawBlock::open(temp_path(&dir, "missing")).unwrap_err();
+        assert!(matches!(err, DeviceError::Io { errno: Some(2), .. }));
+        // Creating in a missing directory fails the same way.
+        let err = FileBlock::create(dir.path().join("no/such/dir"), 10).unwrap_err();
+        assert!(matches!(
+            err,
+            DeviceError::Io {
+                op: Op::Open,
+                errno: Some(2),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn wrong_kinds_of_file_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "regular");
+        fs::write(&path, [7u8; 4096]).unwrap();
+
+        let err = RawBlock::open(&path).unwrap_err();
+        assert!(matches!(err, DeviceError::Unsupported { op: Op::Open, .. }));
+        let text = std::format!("{err}");
+        assert!(text.contains("not a block device"), "{text}");
+        // The refused file is untouched.
+        assert_eq!(fs::read(&path).unwrap(), vec![7u8; 4096]);
+
+        assert!(matches!(
+            FileBlock::open(dir.path()).unwrap_err(),
+            DeviceError::Unsupported { op: Op::Open, .. }
+        ));
+        assert!(matches!(
+            FileBlock::create(dir.path(), 0).unwrap_err(),
+            DeviceError::Unsupported { op: Op::Open, .. }
+        ));
+        if Path::new("/dev/null").exists() {
+            assert!(matches!(
+                FileBlock::open("/dev/null").unwrap_err(),
+                DeviceError::Unsupported { op: Op::Open, .. }
+            ));
+            assert!(matches!(
+                RawBlock::open("/dev/null").unwrap_err(),
+                DeviceError::Unsupported { op: Op::Open, .. }
+            ));
+        }
+    }
+
+    #[test]
+    fn sector_size_must_be_a_power_of_two() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "dev");
+        let dev = FileBlock::create(&path, 0).unwrap();
+        assert!(matches!(
+            dev.with_sector_size(3).unwrap_err(),
+            DeviceError::BadGeometry { .. }
+        ));
+        let dev = FileBlock::open(&path).unwrap();
+        assert!(dev.with_sector_size(0).is_err());
+        let dev = FileBlock::open(&path)
+            .unwrap()
+            .with_sector_size(4096)
+            .unwrap();
+        assert_eq!(dev.sector_size(), 4096);
+    }
+
+    #[test]
+    fn a_file_shrunk_behind_the_devices_back_is_an_io_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "dev");
+        let mut dev = FileBlock::create(&path, 4096).unwrap();
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(100)
+            .unwrap();
+        let mut buf = [0u8; 512];
+        assert_eq!(
+            dev.read(0, &mut buf).unwrap_err(),
+            DeviceError::Io {
+                op: Op::Read,
+                offset: 0,
+                errno: None,
+                detail: "unexpected end of file"
+            }
+        );
+        dev.read(0, &mut buf[..100]).unwrap();
+    }
+
+    #[test]
+    fn os_errors_map_to_io_with_errno_and_detail() {
+        let e = io_error(Op::Write, 7, &io::Error::from_raw_os_error(13));
+        assert_eq!(
+            e,
+            DeviceError::Io {
+                op: Op::Write,
+                offset: 7,
+                errno: Some(13),
+                detail: "permission denied"
+            }
+        );
+        let e = io_error(Op::Write, 0, &io::Error::from_raw_os_error(28));
+        assert!(matches!(
+            e,
+            DeviceError::Io {
+                errno: Some(28),
+                detail: "no space left on device",
+                ..
+            }
+        ));
+        let e = io_error(Op::Sync, 0, &io::Error::other("odd"));
+        assert!(matches!(
+            e,
+            DeviceError::Io {
+                errno: None,
+                detail: "I/O error",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn device_numbers_decode_like_glibc() {
+        assert_eq!(major_minor(0x0801), (8, 1));
+        assert_eq!(major_minor(0xfe00), (254, 0));
+        assert_eq!(major_minor(0x0001_0303), (259, 3));
+        // loop256: minor above 255 uses the high bits.
+        assert_eq!(major_minor(0x0010_0700), (7, 256));
+        // A major above 4095 uses bits 44 and up.
+        assert_eq!(major_minor(0x0000_1000_0000_0000), (4096, 0));
+    }
+
+    /// Whether the effective user is root (from /proc; false where it cannot be read).
+    fn running_as_root() -> bool {
+        fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                let line = s.lines().find(|l| l.starts_with("Uid:"))?;
+                let euid = line.split_whitespace().nth(2)?;
+                Some(euid == "0")
+            })
+            .unwrap_or(false)
+    }
+
+    /// Detaches a loop device when dropped, whether the test passed or not.
+    struct LoopGuard(String);
+
+    impl Drop for LoopGuard {
+        fn drop(&mut self) {
+            let _ = Command::new("losetup").arg("-d").arg(&self.0).status();
+        }
+    }
+
+    #[test]
+    fn raw_block_on_a_loop_device() {
+        const SKIP: &str = "raw_block_on_a_loop_device: skipped";
+        if !running_as_root() {
+            std::println!("{SKIP}: not running as root");
+            return;
+        }
+        let backing = tempfile::NamedTempFile::new().unwrap();
+        backing.as_file().set_len(1 << 20).unwrap();
+        let out = match Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(backing.path())
+            .output()
+        {
+            Ok(out) => out,
+            Err(e) => {
+                std::println!("{SKIP}: cannot run losetup: {e}");
+                return;
+            }
+        };
+        if !out.status.success() {
+            std::println!(
+                "{SKIP}: losetup failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            return;
+        }
+        let loop_dev = String::from_utf8_lossy(&out.stdout).trim().into();
+        // Declared after the backing file and before the device: dropped after the device is
+        // closed and before the backing file is removed.
+        let guard = LoopGuard(loop_dev);
+
+        let mut dev = match RawBlock::open(&guard.0) {
+            Err(DeviceError::Io { errno: Some(2), .. }) => {
+                std::println!("{SKIP}: {} has no device node here", guard.0);
+                return;
+            }
+            other => other.unwrap(),
+        };
+        assert_eq!(dev.capacity(), 1 << 20);
+        assert_eq!(dev.sector_size(), 512);
+
+        dev.write(1000, b"raw block bytes").unwrap();
+        dev.write((1 << 20) - 3, b"end").unwrap();
+        dev.sync().unwrap();
+        let mut buf = [0u8; 15];
+        dev.read(1000, &mut buf).unwrap();
+        assert_eq!(&buf, b"raw block bytes");
+        assert!(matches!(
+            dev.write((1 << 20) - 2, b"end").unwrap_err(),
+            DeviceError::OutOfBounds { .. }
+        ));
+        dev.resize(1 << 20).unwrap();
+        assert!(matches!(
+            dev.resize(2 << 20).unwrap_err(),
+            DeviceError::Unsupported { op: Op::Resize, .. }
+        ));
+        assert_eq!(dev.capacity(), 1 << 20);
+
+        // After the sync the bytes are in the backing file.
+        let image = fs::read(backing.path()).unwrap();
+        assert_eq!(image.len(), 1 << 20);
+        assert_eq!(&image[1000..1015], b"raw block bytes");
+        assert_eq!(&image[(1 << 20) - 3..], b"end");
+
+        // A regular-file view of a block device is refused the other way round.
+        assert!(matches!(
+            FileBlock::open(&guard.0).unwrap_err(),
+            DeviceError::Unsupported { op: Op::Open, .. }
+        ));
+        drop(dev);
+        drop(guard);
+    }
+}

@@ -38,6 +38,7 @@ impl SplitMix64 {
 }
 
 /// Mixes a base seed with a second number into a new, well-spread seed.
+#[cfg(feature = "alloc")]
 pub(crate) fn mix(seed: u64, n: u64) -> u64 {
     SplitMix64::new(seed ^ n.wrapping_mul(0xD6E8_FEB8_6659_FD93)).next_u64()
 }
