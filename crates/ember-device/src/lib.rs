@@ -5,7 +5,7 @@
 //!
 //! * [`BlockDevice`]: byte-addressed storage with atomic sectors and a `sync` barrier —
 //!   [`MemBlock`] (RAM or a caller's buffer), [`Extent`] (a window of another device), and with
-//!   `std` the file and raw block devices in [`file`].
+//!   `std` the file and raw block devices in [`file`](mod@file).
 //! * [`FlashDevice`]: flash parts with a runtime [`FlashGeometry`] and [`WriteRule`] —
 //!   [`FlashOnBlock`] (flash made of a block extent), [`SimFlash`] (a NOR simulator that enforces
 //!   the write rule and meters wear, modeled time and energy), and with the `embedded-storage`

@@ -432,16 +432,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("nor.img");
         let geom = FlashGeometry::nor(64 * 1024, 512);
-        let mut f = SimFlash::new(FileBlock::create(&path, 0).unwrap(), geom, CostModel::FREE)
-            .unwrap();
+        let mut f =
+            SimFlash::new(FileBlock::create(&path, 0).unwrap(), geom, CostModel::FREE).unwrap();
         f.write(1000, b"kept").unwrap();
         f.sync().unwrap();
         drop(f);
-        let mut f =
-            SimFlash::open(FileBlock::open(&path).unwrap(), geom, CostModel::FREE).unwrap();
+        let mut f = SimFlash::open(FileBlock::open(&path).unwrap(), geom, CostModel::FREE).unwrap();
         let mut b = [0; 6];
         f.read(999, &mut b).unwrap();
         assert_eq!(&b, b"\xFFkept\xFF");
-        assert!(f.write(1000, &[0xFF]).is_err(), "the rule holds across reopening");
+        assert!(
+            f.write(1000, &[0xFF]).is_err(),
+            "the rule holds across reopening"
+        );
     }
 }
