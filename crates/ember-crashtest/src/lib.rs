@@ -22,55 +22,8 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use ember_device::{
-    BlockDevice, FaultPlan, FaultyBlock, FaultyFlash, FlashDevice, PowerCut, SplitMix64,
-};
-
-/// A fault-injecting wrapper the harness can drive: [`FaultyBlock`] or [`FaultyFlash`].
-pub trait Crashable: Sized {
-    /// The device that holds what survives (handed to the checker).
-    type Medium;
-    /// Wraps a device under a fault plan.
-    fn wrap(medium: Self::Medium, plan: FaultPlan) -> Self;
-    /// Operations counted so far.
-    fn ops(&self) -> u64;
-    /// Whether power has failed.
-    fn is_cut(&self) -> bool;
-    /// Loses power (if not yet) and returns what survived.
-    fn power_off(self) -> (Self::Medium, PowerCut);
-}
-
-impl<D: BlockDevice> Crashable for FaultyBlock<D> {
-    type Medium = D;
-    fn wrap(medium: D, plan: FaultPlan) -> Self {
-        FaultyBlock::new(medium, plan)
-    }
-    fn ops(&self) -> u64 {
-        FaultyBlock::ops(self)
-    }
-    fn is_cut(&self) -> bool {
-        FaultyBlock::is_cut(self)
-    }
-    fn power_off(self) -> (D, PowerCut) {
-        FaultyBlock::power_off(self)
-    }
-}
-
-impl<F: FlashDevice> Crashable for FaultyFlash<F> {
-    type Medium = F;
-    fn wrap(medium: F, plan: FaultPlan) -> Self {
-        FaultyFlash::new(medium, plan)
-    }
-    fn ops(&self) -> u64 {
-        FaultyFlash::ops(self)
-    }
-    fn is_cut(&self) -> bool {
-        FaultyFlash::is_cut(self)
-    }
-    fn power_off(self) -> (F, PowerCut) {
-        FaultyFlash::power_off(self)
-    }
-}
+pub use ember_device::PowerFail;
+use ember_device::{FaultPlan, PowerCut, SplitMix64};
 
 /// A crash test: how many cut points, which seed, which fault model.
 #[derive(Debug, Clone)]
@@ -217,7 +170,7 @@ impl CrashTest {
         check: impl Fn(C::Medium, &S, &PowerCut) -> Result<(), String>,
     ) -> Result<Report, Box<Failure>>
     where
-        C: Crashable,
+        C: PowerFail,
         S: Default,
         E: fmt::Display,
     {

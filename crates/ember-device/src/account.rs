@@ -157,6 +157,20 @@ impl<D> Accounted<D> {
         self.dev
     }
 
+    /// Counts an operation that succeeded and passes its result on.
+    fn counted(&mut self, done: Result<()>, kind: Kind, offset: u64, len: u64) -> Result<()> {
+        done?;
+        self.count(kind, offset, len);
+        Ok(())
+    }
+
+    /// Counts a sync that succeeded and passes its result on.
+    fn counted_sync(&mut self, done: Result<()>) -> Result<()> {
+        done?;
+        self.count_sync();
+        Ok(())
+    }
+
     fn count(&mut self, kind: Kind, offset: u64, len: u64) {
         bump(&mut self.total, kind, len);
         if let Kind::Write = kind {
@@ -214,19 +228,16 @@ impl<D: BlockDevice> BlockDevice for Accounted<D> {
         self.dev.capacity()
     }
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.dev.read(offset, buf)?;
-        self.count(Kind::Read, offset, buf.len() as u64);
-        Ok(())
+        let done = self.dev.read(offset, buf);
+        self.counted(done, Kind::Read, offset, buf.len() as u64)
     }
     fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
-        self.dev.write(offset, data)?;
-        self.count(Kind::Write, offset, data.len() as u64);
-        Ok(())
+        let done = self.dev.write(offset, data);
+        self.counted(done, Kind::Write, offset, data.len() as u64)
     }
     fn sync(&mut self) -> Result<()> {
-        self.dev.sync()?;
-        self.count_sync();
-        Ok(())
+        let done = self.dev.sync();
+        self.counted_sync(done)
     }
     fn resize(&mut self, new_len: u64) -> Result<()> {
         self.dev.resize(new_len)
@@ -238,24 +249,20 @@ impl<F: FlashDevice> FlashDevice for Accounted<F> {
         self.dev.geometry()
     }
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.dev.read(offset, buf)?;
-        self.count(Kind::Read, offset, buf.len() as u64);
-        Ok(())
+        let done = self.dev.read(offset, buf);
+        self.counted(done, Kind::Read, offset, buf.len() as u64)
     }
     fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
-        self.dev.write(offset, data)?;
-        self.count(Kind::Write, offset, data.len() as u64);
-        Ok(())
+        let done = self.dev.write(offset, data);
+        self.counted(done, Kind::Write, offset, data.len() as u64)
     }
     fn erase(&mut self, offset: u64, len: u64) -> Result<()> {
-        self.dev.erase(offset, len)?;
-        self.count(Kind::Erase, offset, len);
-        Ok(())
+        let done = self.dev.erase(offset, len);
+        self.counted(done, Kind::Erase, offset, len)
     }
     fn sync(&mut self) -> Result<()> {
-        self.dev.sync()?;
-        self.count_sync();
-        Ok(())
+        let done = self.dev.sync();
+        self.counted_sync(done)
     }
 }
 

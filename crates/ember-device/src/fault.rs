@@ -219,6 +219,81 @@ impl Fuse {
     }
 }
 
+/// What the fault-injecting wrappers have in common: the harness in `ember-crashtest` drives
+/// any of them through this trait.
+pub trait PowerFail: Sized {
+    /// The wrapped device, which holds what survives a cut.
+    type Medium;
+
+    /// Wraps `medium` under `plan`.
+    fn wrap(medium: Self::Medium, plan: FaultPlan) -> Self;
+
+    /// Operations counted so far.
+    fn ops(&self) -> u64;
+
+    /// The cut, once power has failed.
+    fn power_cut(&self) -> Option<PowerCut>;
+
+    /// Whether power has failed.
+    fn is_cut(&self) -> bool {
+        self.power_cut().is_some()
+    }
+
+    /// Cuts power now (if it has not failed yet) and returns the device holding exactly what
+    /// survived, for a reopen.
+    fn power_off(self) -> (Self::Medium, PowerCut);
+}
+
+impl<D: BlockDevice> PowerFail for FaultyBlock<D> {
+    type Medium = D;
+
+    fn wrap(medium: D, plan: FaultPlan) -> Self {
+        Self::new(medium, plan)
+    }
+
+    fn ops(&self) -> u64 {
+        self.fuse.ops
+    }
+
+    fn power_cut(&self) -> Option<PowerCut> {
+        self.fuse.cut
+    }
+
+    fn power_off(mut self) -> (D, PowerCut) {
+        let cut = match self.fuse.cut {
+            Some(cut) => cut,
+            None => self.crash(self.fuse.ops, None, Vec::new()),
+        };
+        (self.dev, cut)
+    }
+}
+
+impl<F: FlashDevice> PowerFail for FaultyFlash<F> {
+    type Medium = F;
+
+    fn wrap(medium: F, plan: FaultPlan) -> Self {
+        Self::new(medium, plan)
+    }
+
+    fn ops(&self) -> u64 {
+        self.fuse.ops
+    }
+
+    fn power_cut(&self) -> Option<PowerCut> {
+        self.fuse.cut
+    }
+
+    fn power_off(mut self) -> (F, PowerCut) {
+        let cut = match self.fuse.cut {
+            Some(cut) => cut,
+            None => self
+                .fuse
+                .record(self.fuse.ops, None, CutOutcome::Clean, (0, 0)),
+        };
+        (self.dev, cut)
+    }
+}
+
 /// A block device with a volatile write cache that loses power when the plan says (see the
 /// module docs for exactly what survives).
 #[derive(Debug)]
@@ -238,31 +313,6 @@ impl<D: BlockDevice> FaultyBlock<D> {
             fuse: Fuse::new(plan),
             pending: BTreeMap::new(),
         }
-    }
-
-    /// Operations counted so far.
-    pub fn ops(&self) -> u64 {
-        self.fuse.ops
-    }
-
-    /// The cut, once power has failed.
-    pub fn power_cut(&self) -> Option<PowerCut> {
-        self.fuse.cut
-    }
-
-    /// Whether power has failed.
-    pub fn is_cut(&self) -> bool {
-        self.fuse.cut.is_some()
-    }
-
-    /// Cuts power now (if it has not failed yet) and returns the device holding exactly what
-    /// survived, for a reopen.
-    pub fn power_off(mut self) -> (D, PowerCut) {
-        let cut = match self.fuse.cut {
-            Some(cut) => cut,
-            None => self.crash(self.fuse.ops, None, Vec::new()),
-        };
-        (self.dev, cut)
     }
 
     fn ss(&self) -> u64 {
@@ -481,32 +531,6 @@ impl<F: FlashDevice> FaultyFlash<F> {
             dev,
             fuse: Fuse::new(plan),
         }
-    }
-
-    /// Operations counted so far.
-    pub fn ops(&self) -> u64 {
-        self.fuse.ops
-    }
-
-    /// The cut, once power has failed.
-    pub fn power_cut(&self) -> Option<PowerCut> {
-        self.fuse.cut
-    }
-
-    /// Whether power has failed.
-    pub fn is_cut(&self) -> bool {
-        self.fuse.cut.is_some()
-    }
-
-    /// Cuts power now (if it has not failed yet) and returns the part as it was left.
-    pub fn power_off(mut self) -> (F, PowerCut) {
-        let cut = match self.fuse.cut {
-            Some(cut) => cut,
-            None => self
-                .fuse
-                .record(self.fuse.ops, None, CutOutcome::Clean, (0, 0)),
-        };
-        (self.dev, cut)
     }
 
     /// Programs a torn version of `data` at `offset`.

@@ -47,7 +47,9 @@ pub use block::{BlockDevice, DEFAULT_SECTOR_SIZE};
 pub use error::{DeviceError, Op, Result};
 pub use extent::Extent;
 #[cfg(feature = "alloc")]
-pub use fault::{CutOutcome, EraseTear, FaultPlan, FaultyBlock, FaultyFlash, PowerCut, TearMode};
+pub use fault::{
+    CutOutcome, EraseTear, FaultPlan, FaultyBlock, FaultyFlash, PowerCut, PowerFail, TearMode,
+};
 pub use flash::{FlashDevice, FlashGeometry, FlashOnBlock, WriteRule};
 pub use mem::{Backing, MemBlock};
 pub use rng::SplitMix64;

@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 
 use ember_device::{
     BlockDevice, CostModel, CutOutcome, DeviceError, EraseTear, FaultPlan, FaultyBlock,
-    FaultyFlash, FlashDevice, FlashGeometry, FlashOnBlock, MemBlock, SimFlash, TearMode, WriteRule,
+    FaultyFlash, FlashDevice, FlashGeometry, FlashOnBlock, MemBlock, PowerFail, SimFlash, TearMode,
+    WriteRule,
 };
 
 const SS: usize = 512;
