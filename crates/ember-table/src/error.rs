@@ -1,0 +1,85 @@
+//! The table engine's error type.
+
+use core::fmt;
+
+use ember_device::DeviceError;
+
+/// What went wrong in the table engine, and where.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum TableError {
+    /// The device failed.
+    Device(DeviceError),
+    /// An on-device structure failed its checks: wrong magic, unknown format version, bad
+    /// checksum or an impossible field. Names the structure and its byte offset.
+    Corrupt {
+        /// The structure, e.g. "journal record" or "superblock".
+        structure: &'static str,
+        /// Byte offset of the structure on the device.
+        offset: u64,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The structure was written by a newer format version than this build reads.
+    Version {
+        /// The structure.
+        structure: &'static str,
+        /// Byte offset of the structure on the device.
+        offset: u64,
+        /// The version found.
+        found: u16,
+    },
+    /// The journal has no room for a record of this size even after a checkpoint.
+    JournalFull {
+        /// Bytes the record needs.
+        needed: u64,
+        /// Bytes the journal can hold at most.
+        capacity: u64,
+    },
+    /// A configuration or argument is invalid.
+    Invalid(&'static str),
+}
+
+impl fmt::Display for TableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TableError::Device(e) => write!(f, "device error: {e}"),
+            TableError::Corrupt {
+                structure,
+                offset,
+                reason,
+            } => write!(f, "corrupt {structure} at byte {offset}: {reason}"),
+            TableError::Version {
+                structure,
+                offset,
+                found,
+            } => write!(
+                f,
+                "{structure} at byte {offset} has format version {found}, newer than this build reads"
+            ),
+            TableError::JournalFull { needed, capacity } => write!(
+                f,
+                "a journal record of {needed} bytes does not fit a journal of {capacity} bytes"
+            ),
+            TableError::Invalid(what) => write!(f, "invalid: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for TableError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TableError::Device(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<DeviceError> for TableError {
+    fn from(e: DeviceError) -> Self {
+        TableError::Device(e)
+    }
+}
+
+/// Result type of the table engine.
+pub type Result<T> = core::result::Result<T, TableError>;

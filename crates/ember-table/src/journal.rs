@@ -1,0 +1,396 @@
+//! The journal: the LOG zone, a ring of checksummed, chained redo records.
+//!
+//! The table engine writes every transaction's redo record here and makes it durable with one
+//! `sync` (group commit: several records in one write and one sync); the changes reach their
+//! home locations later, at a checkpoint. The journal does not interpret payloads.
+//!
+//! # On-device format
+//!
+//! The zone starts with two journal header sectors, A and B, written alternately; the valid
+//! one with the higher generation is current:
+//!
+//! ```text
+//!  0 16  block header (kind JournalHeader, see `format`)
+//! 16  8  generation        incremented on every header write
+//! 24  8  checkpoint lsn    LSN of the first record still needed
+//! 32  8  checkpoint pos    its byte offset in the ring
+//! 40  4  checkpoint crc    CRC of the record before it (the chain continues from it)
+//! 44  8  ring length       bytes of the ring (the rest of the zone)
+//! ```
+//!
+//! The ring follows. Records start on sector boundaries and occupy whole sectors:
+//!
+//! ```text
+//!  0 16  block header (kind JournalRecord; the checksum covers header and payload)
+//! 16  8  lsn               consecutive, from the checkpoint lsn on (a wrap record
+//!                          carries the LSN of the record after it)
+//! 24  4  prev crc          checksum field of the previous record
+//! 28  4  payload length
+//! 32  1  record type       1 = payload, 2 = wrap (continue at ring offset 0)
+//! 33  7  reserved
+//! 40  …  payload, then zero padding to the sector boundary
+//! ```
+//!
+//! Recovery reads from the checkpoint position and accepts records while each one checks,
+//! carries the next LSN and names its predecessor's checksum; the first that does not is the
+//! end of the log. The chain makes a stale record from an earlier lap of the ring — or one
+//! embedded in a torn record's payload — unacceptable, since it cannot name a checksum written
+//! after it.
+
+use ember_device::BlockDevice;
+
+use crate::error::{Result, TableError};
+use crate::format::{self, Kind};
+
+const SECTOR: u64 = 512;
+const HEADERS: u64 = 2 * SECTOR;
+const RECORD_HEADER: usize = 40;
+const TYPE_PAYLOAD: u8 = 1;
+const TYPE_WRAP: u8 = 2;
+
+/// A record recovered from the journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Its log sequence number.
+    pub lsn: u64,
+    /// What the engine wrote.
+    pub payload: Vec<u8>,
+}
+
+/// The journal of one device (see the module docs for the format).
+#[derive(Debug, Clone)]
+pub struct Journal {
+    /// Byte offset of the zone on the device.
+    start: u64,
+    /// Bytes of the ring.
+    ring: u64,
+    generation: u64,
+    /// Where the next record goes (ring offset), its LSN and the chain value it names.
+    head: u64,
+    next_lsn: u64,
+    last_crc: u32,
+    /// The oldest record still needed.
+    ckpt_pos: u64,
+    ckpt_lsn: u64,
+    ckpt_crc: u32,
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut x = [0u8; 4];
+    x.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(x)
+}
+
+/// Bytes a record with `payload` bytes occupies in the ring.
+pub fn record_size(payload: usize) -> u64 {
+    ((RECORD_HEADER + payload) as u64).div_ceil(SECTOR) * SECTOR
+}
+
+impl Journal {
+    /// Lays out an empty journal in the zone `[start, start + len)` (sector-aligned, at least
+    /// four sectors) and makes it durable.
+    pub fn format<D: BlockDevice>(dev: &mut D, start: u64, len: u64) -> Result<Self> {
+        if !start.is_multiple_of(SECTOR) || !len.is_multiple_of(SECTOR) || len < HEADERS + 2 * SECTOR {
+            return Err(TableError::Invalid(
+                "the journal zone must be sector-aligned and at least 2 KB",
+            ));
+        }
+        let mut j = Journal {
+            start,
+            ring: len - HEADERS,
+            generation: 0,
+            head: 0,
+            next_lsn: 1,
+            last_crc: 0,
+            ckpt_pos: 0,
+            ckpt_lsn: 1,
+            ckpt_crc: 0,
+        };
+        // Both copies, so that neither holds an older format's leftovers.
+        j.write_header(dev)?;
+        j.write_header(dev)?;
+        dev.sync()?;
+        Ok(j)
+    }
+
+    /// Opens the journal in the zone and returns the records written since the last
+    /// checkpoint, in order, for replay.
+    pub fn open<D: BlockDevice>(dev: &mut D, start: u64, len: u64) -> Result<(Self, Vec<Record>)> {
+        let mut best: Option<(u64, [u8; 512], u64)> = None;
+        let mut first_err = None;
+        for copy in 0..2 {
+            let at = start + copy * SECTOR;
+            let mut h = [0u8; 512];
+            dev.read(at, &mut h)?;
+            match format::check(Kind::JournalHeader, &h, at) {
+                Ok(_) => {
+                    let generation = u64_at(&h, 16);
+                    if best.is_none_or(|(g, _, _)| generation > g) {
+                        best = Some((generation, h, at));
+                    }
+                }
+                Err(e) => first_err = first_err.or(Some(e)),
+            }
+        }
+        let Some((generation, h, at)) = best else {
+            return Err(first_err.unwrap_or(TableError::Invalid("no journal header")));
+        };
+        let ring = u64_at(&h, 44);
+        let ckpt_pos = u64_at(&h, 32);
+        if len < HEADERS || ring != len - HEADERS || ckpt_pos >= ring || !ckpt_pos.is_multiple_of(SECTOR) {
+            return Err(TableError::Corrupt {
+                structure: Kind::JournalHeader.name(),
+                offset: at,
+                reason: "ring geometry does not match the zone",
+            });
+        }
+        let mut j = Journal {
+            start,
+            ring,
+            generation,
+            head: ckpt_pos,
+            next_lsn: u64_at(&h, 24),
+            last_crc: u32_at(&h, 40),
+            ckpt_pos,
+            ckpt_lsn: u64_at(&h, 24),
+            ckpt_crc: u32_at(&h, 40),
+        };
+        let records = j.scan(dev)?;
+        Ok((j, records))
+    }
+
+    /// Reads records from the checkpoint on, leaving `head`, `next_lsn` and `last_crc` after
+    /// the last valid one.
+    fn scan<D: BlockDevice>(&mut self, dev: &mut D) -> Result<Vec<Record>> {
+        let mut out = Vec::new();
+        let mut used = 0u64;
+        let mut sector = [0u8; 512];
+        loop {
+            if self.head == self.ring {
+                self.head = 0;
+            }
+            let at = self.start + HEADERS + self.head;
+            dev.read(at, &mut sector)?;
+            let Some(len) = format::sealed_len(&sector) else {
+                break;
+            };
+            if sector[0..4] != Kind::JournalRecord.magic()
+                || len < RECORD_HEADER
+                || u64_at(&sector, 16) != self.next_lsn
+                || u32_at(&sector, 24) != self.last_crc
+            {
+                break;
+            }
+            let size = len.div_ceil(SECTOR as usize) as u64 * SECTOR;
+            if self.head + size > self.ring || used + size >= self.ring {
+                break;
+            }
+            let mut rec = vec![0u8; len];
+            dev.read(at, &mut rec)?;
+            if format::check(Kind::JournalRecord, &rec, at).is_err() {
+                break;
+            }
+            let payload_len = u32_at(&rec, 28) as usize;
+            let kind = rec[32];
+            if RECORD_HEADER + payload_len != len || !(kind == TYPE_PAYLOAD || kind == TYPE_WRAP) {
+                break;
+            }
+            self.last_crc = u32_at(&rec, 8);
+            used += size;
+            if kind == TYPE_WRAP {
+                self.head = self.ring;
+                continue;
+            }
+            self.head += size;
+            out.push(Record {
+                lsn: self.next_lsn,
+                payload: rec[RECORD_HEADER..].to_vec(),
+            });
+            self.next_lsn += 1;
+        }
+        Ok(out)
+    }
+
+    fn write_header<D: BlockDevice>(&mut self, dev: &mut D) -> Result<()> {
+        self.generation += 1;
+        let mut h = [0u8; 512];
+        h[16..24].copy_from_slice(&self.generation.to_le_bytes());
+        h[24..32].copy_from_slice(&self.ckpt_lsn.to_le_bytes());
+        h[32..40].copy_from_slice(&self.ckpt_pos.to_le_bytes());
+        h[40..44].copy_from_slice(&self.ckpt_crc.to_le_bytes());
+        h[44..52].copy_from_slice(&self.ring.to_le_bytes());
+        format::seal(Kind::JournalHeader, &mut h, 52);
+        let copy = self.generation % 2;
+        dev.write(self.start + copy * SECTOR, &h)?;
+        Ok(())
+    }
+
+    /// Bytes of the ring in use by records not yet checkpointed.
+    pub fn used(&self) -> u64 {
+        (self.head + self.ring - self.ckpt_pos) % self.ring
+    }
+
+    /// Bytes the ring can hold.
+    pub fn capacity(&self) -> u64 {
+        self.ring
+    }
+
+    /// Whether records with these payload sizes fit without a checkpoint first (counting a
+    /// possible wrap record).
+    pub fn fits(&self, payloads: &[usize]) -> bool {
+        let need: u64 = payloads.iter().map(|&p| record_size(p)).sum::<u64>() + SECTOR;
+        // Keep one sector free so a full ring never looks empty.
+        self.used() + need + self.wasted_at_wrap(need) < self.ring
+    }
+
+    /// Bytes skipped at the end of the ring if `need` bytes are appended now.
+    fn wasted_at_wrap(&self, need: u64) -> u64 {
+        if self.head + need > self.ring {
+            self.ring - self.head
+        } else {
+            0
+        }
+    }
+
+    /// The LSN of the first record not yet checkpointed (where replay starts).
+    pub fn checkpoint_lsn(&self) -> u64 {
+        self.ckpt_lsn
+    }
+
+    /// The LSN the next record will get.
+    pub fn next_lsn(&self) -> u64 {
+        self.next_lsn
+    }
+
+    /// Appends one record per payload, in order, with as few device writes as the ring allows
+    /// (one, or two around the wrap). Not durable until the device is synced. Returns the LSN
+    /// of the last record.
+    pub fn append<D: BlockDevice>(&mut self, dev: &mut D, payloads: &[&[u8]]) -> Result<u64> {
+        let sizes: Vec<usize> = payloads.iter().map(|p| p.len()).collect();
+        if !self.fits(&sizes) {
+            let needed = sizes.iter().map(|&p| record_size(p)).sum::<u64>() + SECTOR;
+            return Err(TableError::JournalFull {
+                needed,
+                capacity: self.ring,
+            });
+        }
+        let mut buf: Vec<u8> = Vec::new();
+        let mut buf_start = self.head;
+        for p in payloads {
+            let size = record_size(p.len());
+            if self.head + size > self.ring {
+                // Close this lap: a wrap record where there is room for one, then go on at 0.
+                if self.head < self.ring {
+                    self.push_record(&mut buf, TYPE_WRAP, &[]);
+                }
+                self.flush(dev, buf_start, &mut buf)?;
+                self.head = 0;
+                buf_start = 0;
+            }
+            self.push_record(&mut buf, TYPE_PAYLOAD, p);
+            self.head += size;
+        }
+        self.flush(dev, buf_start, &mut buf)?;
+        Ok(self.next_lsn - 1)
+    }
+
+    fn push_record(&mut self, buf: &mut Vec<u8>, kind: u8, payload: &[u8]) {
+        let at = buf.len();
+        let len = RECORD_HEADER + payload.len();
+        buf.resize(at + record_size(payload.len()) as usize, 0);
+        let rec = &mut buf[at..];
+        rec[16..24].copy_from_slice(&self.next_lsn.to_le_bytes());
+        rec[24..28].copy_from_slice(&self.last_crc.to_le_bytes());
+        rec[28..32].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        rec[32] = kind;
+        rec[RECORD_HEADER..len].copy_from_slice(payload);
+        format::seal(Kind::JournalRecord, rec, len);
+        self.last_crc = u32_at(rec, 8);
+        if kind == TYPE_PAYLOAD {
+            self.next_lsn += 1;
+        }
+    }
+
+    fn flush<D: BlockDevice>(&self, dev: &mut D, ring_at: u64, buf: &mut Vec<u8>) -> Result<()> {
+        if !buf.is_empty() {
+            dev.write(self.start + HEADERS + ring_at, buf)?;
+            buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Declares every record appended so far applied to its home locations (the caller has
+    /// written and synced them) and frees their space: writes the header and syncs.
+    pub fn checkpoint<D: BlockDevice>(&mut self, dev: &mut D) -> Result<()> {
+        if self.head == self.ring {
+            self.head = 0;
+        }
+        self.ckpt_pos = self.head;
+        self.ckpt_lsn = self.next_lsn;
+        self.ckpt_crc = self.last_crc;
+        self.write_header(dev)?;
+        dev.sync()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ember_device::MemBlock;
+
+    fn payload(i: u64) -> Vec<u8> {
+        (0..(i * 97 % 1500)).map(|j| (i ^ j) as u8).collect()
+    }
+
+    #[test]
+    fn records_come_back_in_order_across_many_laps_of_the_ring() {
+        let mut dev = MemBlock::new(64 * 1024);
+        let mut j = Journal::format(&mut dev, 4096, 16 * 1024).unwrap();
+        let mut since_ckpt = Vec::new();
+        for i in 0..400u64 {
+            let p = payload(i);
+            if !j.fits(&[p.len()]) {
+                j.checkpoint(&mut dev).unwrap();
+                since_ckpt.clear();
+            }
+            let lsn = j.append(&mut dev, &[&p]).unwrap();
+            since_ckpt.push(Record { lsn, payload: p });
+            if i % 37 == 0 {
+                let (j2, recs) = Journal::open(&mut dev, 4096, 16 * 1024).unwrap();
+                assert_eq!(recs, since_ckpt, "after record {i}");
+                assert_eq!(j2.next_lsn(), j.next_lsn());
+            }
+        }
+        assert!(j.generation > 4, "the ring wrapped several times");
+    }
+
+    #[test]
+    fn a_batch_is_one_write_and_a_full_journal_says_so() {
+        let mut dev = ember_device::Accounted::new(MemBlock::new(32 * 1024));
+        let mut j = Journal::format(&mut dev, 0, 8 * 1024).unwrap();
+        let before = dev.stats();
+        j.append(&mut dev, &[b"one", b"two", b"three"]).unwrap();
+        assert_eq!(dev.stats().since(&before).writes, 1);
+        let err = j.append(&mut dev, &[&vec![0u8; 8 * 1024]]).unwrap_err();
+        assert!(matches!(err, TableError::JournalFull { .. }));
+        let (_, recs) = Journal::open(&mut dev, 0, 8 * 1024).unwrap();
+        assert_eq!(recs.len(), 3);
+        assert_eq!(recs[2].payload, b"three");
+    }
+
+    #[test]
+    fn damaged_headers_are_reported_by_name() {
+        let mut dev = MemBlock::new(16 * 1024);
+        Journal::format(&mut dev, 0, 8 * 1024).unwrap();
+        dev.write(0, &[0xAB; 1024]).unwrap();
+        let err = Journal::open(&mut dev, 0, 8 * 1024).unwrap_err();
+        assert!(err.to_string().contains("journal header"), "{err}");
+    }
+}
