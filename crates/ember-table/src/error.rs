@@ -36,6 +36,11 @@ pub enum TableError {
         /// Bytes the journal can hold at most.
         capacity: u64,
     },
+    /// The device has no free block for an allocation.
+    NoSpace {
+        /// Bytes asked for.
+        bytes: u64,
+    },
     /// A configuration or argument is invalid.
     Invalid(&'static str),
 }
@@ -61,6 +66,9 @@ impl fmt::Display for TableError {
                 f,
                 "a journal record of {needed} bytes does not fit a journal of {capacity} bytes"
             ),
+            TableError::NoSpace { bytes } => {
+                write!(f, "no free space for an allocation of {bytes} bytes")
+            }
             TableError::Invalid(what) => write!(f, "invalid: {what}"),
         }
     }

@@ -28,6 +28,10 @@ pub enum Kind {
     JournalHeader,
     /// A journal record.
     JournalRecord,
+    /// One slot of a chunk's allocation bitmap.
+    Bitmap,
+    /// A copy of the allocator's class directory (the active bitmap group of each class).
+    ClassDir,
 }
 
 impl Kind {
@@ -37,6 +41,8 @@ impl Kind {
             Kind::Super => *b"EMSB",
             Kind::JournalHeader => *b"EMJH",
             Kind::JournalRecord => *b"EMJR",
+            Kind::Bitmap => *b"EMBM",
+            Kind::ClassDir => *b"EMCD",
         }
     }
 
@@ -51,6 +57,8 @@ impl Kind {
             Kind::Super => "superblock",
             Kind::JournalHeader => "journal header",
             Kind::JournalRecord => "journal record",
+            Kind::Bitmap => "allocation bitmap",
+            Kind::ClassDir => "allocator class directory",
         }
     }
 }

@@ -96,7 +96,10 @@ impl Journal {
     /// Lays out an empty journal in the zone `[start, start + len)` (sector-aligned, at least
     /// four sectors) and makes it durable.
     pub fn format<D: BlockDevice>(dev: &mut D, start: u64, len: u64) -> Result<Self> {
-        if !start.is_multiple_of(SECTOR) || !len.is_multiple_of(SECTOR) || len < HEADERS + 2 * SECTOR {
+        if !start.is_multiple_of(SECTOR)
+            || !len.is_multiple_of(SECTOR)
+            || len < HEADERS + 2 * SECTOR
+        {
             return Err(TableError::Invalid(
                 "the journal zone must be sector-aligned and at least 2 KB",
             ));
@@ -143,7 +146,11 @@ impl Journal {
         };
         let ring = u64_at(&h, 44);
         let ckpt_pos = u64_at(&h, 32);
-        if len < HEADERS || ring != len - HEADERS || ckpt_pos >= ring || !ckpt_pos.is_multiple_of(SECTOR) {
+        if len < HEADERS
+            || ring != len - HEADERS
+            || ckpt_pos >= ring
+            || !ckpt_pos.is_multiple_of(SECTOR)
+        {
             return Err(TableError::Corrupt {
                 structure: Kind::JournalHeader.name(),
                 offset: at,

@@ -14,9 +14,11 @@
 
 #![forbid(unsafe_code)]
 
+pub mod allocator;
 pub mod error;
 pub mod format;
 pub mod journal;
 
+pub use allocator::{AllocConfig, Allocator, BlockRef};
 pub use error::{Result, TableError};
 pub use journal::{Journal, Record};
