@@ -46,7 +46,7 @@
 use ember_device::BlockDevice;
 
 use crate::error::{Result, TableError};
-use crate::format::{self, Kind};
+use crate::format::{self, Kind, u32_at, u64_at};
 
 const SECTOR: u64 = 512;
 /// Blocks one bitmap sector can track.
@@ -177,16 +177,6 @@ pub struct Allocator {
     active: Vec<u8>,
     dir_gen: u64,
     next_gen: u64,
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(x)
 }
 
 impl Allocator {
@@ -515,8 +505,10 @@ impl Allocator {
         Ok(())
     }
 
-    /// Sets a block's state, as journal replay does: idempotent. A chunk that serves another
-    /// class with blocks in use cannot take the block.
+    /// Sets a block's state, as journal replay does. Replaying a journal's marks in order over
+    /// any mix of the bitmaps before and after them ends in the state after them: the last
+    /// mark of each block wins, and a mark for a class other than the chunk's takes the chunk
+    /// over, clearing it (in a valid history the chunk was empty when it changed class).
     pub fn mark(&mut self, b: BlockRef, used: bool) -> Result<()> {
         if usize::from(b.class) >= self.sizes.len() || b.index >= self.blocks_per_chunk(b.class) {
             return Err(TableError::Invalid("block reference out of range"));
@@ -526,12 +518,8 @@ impl Allocator {
             .get_mut(b.chunk as usize)
             .ok_or(TableError::Invalid("block reference out of range"))?;
         if ch.class != Some(b.class) {
-            if ch.used > 0 {
-                return Err(TableError::Invalid("the chunk serves another size class"));
-            }
-            if !used {
-                return Ok(());
-            }
+            ch.bits = [0; WORDS];
+            ch.used = 0;
             ch.class = Some(b.class);
             ch.dirty = true;
         }
@@ -808,9 +796,12 @@ mod tests {
         a.mark(b, true).unwrap();
         a.mark(b, true).unwrap();
         assert!(a.is_allocated(b));
-        assert!(a.mark(BlockRef { class: 1, ..b }, true).is_err());
         a.flush(&mut dev).unwrap();
         let r = Allocator::open(&mut dev, 4096, ZONE, a.config()).unwrap();
         assert_eq!(r.allocated(), vec![b]);
+        // A later mark for another class takes the chunk over.
+        let other = BlockRef { class: 1, ..b };
+        a.mark(other, true).unwrap();
+        assert_eq!(a.allocated(), vec![other]);
     }
 }

@@ -34,6 +34,18 @@ pub enum Kind {
     ClassDir,
 }
 
+/// Reads a little-endian `u32` at `at` (the caller has checked the length).
+pub fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Reads a little-endian `u64` at `at` (the caller has checked the length).
+pub fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
 impl Kind {
     /// The magic number at offset 0.
     pub const fn magic(self) -> [u8; 4] {

@@ -40,7 +40,7 @@
 use ember_device::BlockDevice;
 
 use crate::error::{Result, TableError};
-use crate::format::{self, Kind};
+use crate::format::{self, Kind, u32_at, u64_at};
 
 const SECTOR: u64 = 512;
 const HEADERS: u64 = 2 * SECTOR;
@@ -73,18 +73,6 @@ pub struct Journal {
     ckpt_pos: u64,
     ckpt_lsn: u64,
     ckpt_crc: u32,
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(x)
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut x = [0u8; 4];
-    x.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(x)
 }
 
 /// Bytes a record with `payload` bytes occupies in the ring.

@@ -1,0 +1,241 @@
+//! The space manager: owns the device of one database — its superblock, journal and data-zone
+//! allocator — and hands out extents, to the table engine and to the other engines.
+//!
+//! An allocation or free is durable when its call returns: its block marks go into one
+//! journal record and one `sync` (case 3 of the allocator: atomic across size classes). The
+//! bitmaps themselves are written later, at a checkpoint, with the allocator's in-place and
+//! copy-on-write updates; recovery replays the journal records after the last checkpoint,
+//! which is idempotent.
+//!
+//! Journal payload of the space manager (record kind 1):
+//!
+//! ```text
+//!  0 1  kind = 1 (block marks)
+//!  1 4  count
+//!  5 …  count × (class u8, chunk u32, index u32, in use u8)
+//! ```
+
+use ember_device::BlockDevice;
+
+use crate::allocator::{Allocator, BlockRef};
+use crate::error::{Result, TableError};
+use crate::format::u32_at;
+use crate::journal::{Journal, Record};
+use crate::superblock::{FormatOptions, Superblock};
+
+const MARKS: u8 = 1;
+const MARK_BYTES: usize = 10;
+
+/// A piece of the device handed out by the space manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Extent {
+    /// The allocator's name for it (give it back with [`SpaceManager::free`]).
+    pub block: BlockRef,
+    /// First byte on the device.
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+/// The owner of one database device (see the module docs).
+#[derive(Debug)]
+pub struct SpaceManager<D: BlockDevice> {
+    dev: D,
+    sb: Superblock,
+    alloc: Allocator,
+    journal: Journal,
+}
+
+fn encode_marks(marks: &[(BlockRef, bool)]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(5 + MARK_BYTES * marks.len());
+    p.push(MARKS);
+    p.extend_from_slice(&(marks.len() as u32).to_le_bytes());
+    for (b, used) in marks {
+        p.push(b.class);
+        p.extend_from_slice(&b.chunk.to_le_bytes());
+        p.extend_from_slice(&b.index.to_le_bytes());
+        p.push(u8::from(*used));
+    }
+    p
+}
+
+fn decode_marks(r: &Record) -> Result<Vec<(BlockRef, bool)>> {
+    let bad = TableError::Corrupt {
+        structure: "journal record (block marks)",
+        offset: r.lsn,
+        reason: "malformed payload",
+    };
+    let p = &r.payload;
+    if p.len() < 5 || p[0] != MARKS {
+        return Err(bad);
+    }
+    let n = u32_at(p, 1) as usize;
+    if p.len() != 5 + n * MARK_BYTES {
+        return Err(bad);
+    }
+    Ok(p[5..]
+        .chunks_exact(MARK_BYTES)
+        .map(|m| {
+            (
+                BlockRef {
+                    class: m[0],
+                    chunk: u32_at(m, 1),
+                    index: u32_at(m, 5),
+                },
+                m[9] != 0,
+            )
+        })
+        .collect())
+}
+
+impl<D: BlockDevice> SpaceManager<D> {
+    /// Formats the whole device as a new, empty database.
+    pub fn format(mut dev: D, opts: FormatOptions) -> Result<Self> {
+        let mut sb = Superblock::plan(dev.capacity(), dev.sector_size(), &opts)?;
+        let journal = Journal::format(&mut dev, sb.log.start, sb.log.len)?;
+        let alloc = Allocator::format(&mut dev, sb.data.start, sb.data.len, sb.alloc)?;
+        // The superblock goes last: a device without one was never formatted.
+        sb.write(&mut dev)?;
+        sb.write(&mut dev)?;
+        dev.sync()?;
+        Ok(SpaceManager {
+            dev,
+            sb,
+            alloc,
+            journal,
+        })
+    }
+
+    /// Opens a database device: reads the superblock, the allocator and the journal, and
+    /// replays the journal's block marks.
+    pub fn open(mut dev: D) -> Result<Self> {
+        let sb = Superblock::read(&mut dev)?;
+        let mut alloc = Allocator::open(&mut dev, sb.data.start, sb.data.len, sb.alloc)?;
+        let (journal, records) = Journal::open(&mut dev, sb.log.start, sb.log.len)?;
+        for r in &records {
+            for (b, used) in decode_marks(r)? {
+                alloc.mark(b, used)?;
+            }
+        }
+        let mut sm = SpaceManager {
+            dev,
+            sb,
+            alloc,
+            journal,
+        };
+        if !records.is_empty() {
+            sm.checkpoint()?;
+        }
+        Ok(sm)
+    }
+
+    /// The superblock.
+    pub fn superblock(&self) -> &Superblock {
+        &self.sb
+    }
+
+    /// The device.
+    pub fn device(&mut self) -> &mut D {
+        &mut self.dev
+    }
+
+    /// The allocator (read-only: changes go through [`allocate`](Self::allocate) and
+    /// [`free`](Self::free)).
+    pub fn allocator(&self) -> &Allocator {
+        &self.alloc
+    }
+
+    fn extent(&self, block: BlockRef) -> Extent {
+        let (offset, len) = self.alloc.extent(block);
+        Extent { block, offset, len }
+    }
+
+    /// Allocates room for `bytes` bytes (one block, or several for more than the largest
+    /// block) and makes the allocation durable.
+    pub fn allocate(&mut self, bytes: u64) -> Result<Vec<Extent>> {
+        let blocks = self.alloc.allocate(bytes)?;
+        let marks: Vec<(BlockRef, bool)> = blocks.iter().map(|&b| (b, true)).collect();
+        if let Err(e) = self.log_marks(&marks) {
+            // Not durable: forget it in RAM too.
+            let _ = self.alloc.free(&blocks);
+            return Err(e);
+        }
+        Ok(blocks.iter().map(|&b| self.extent(b)).collect())
+    }
+
+    /// Gives extents back, durably.
+    pub fn free(&mut self, extents: &[Extent]) -> Result<()> {
+        let blocks: Vec<BlockRef> = extents.iter().map(|e| e.block).collect();
+        self.alloc.free(&blocks)?;
+        let marks: Vec<(BlockRef, bool)> = blocks.iter().map(|&b| (b, false)).collect();
+        if let Err(e) = self.log_marks(&marks) {
+            for b in &blocks {
+                let _ = self.alloc.mark(*b, true);
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn log_marks(&mut self, marks: &[(BlockRef, bool)]) -> Result<()> {
+        let payload = encode_marks(marks);
+        if !self.journal.fits(&[payload.len()]) {
+            self.checkpoint()?;
+        }
+        self.journal.append(&mut self.dev, &[&payload])?;
+        self.dev.sync()?;
+        Ok(())
+    }
+
+    /// Writes the allocator's bitmaps home and empties the journal.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        self.alloc.flush(&mut self.dev)?;
+        self.journal.checkpoint(&mut self.dev)
+    }
+
+    /// Checkpoints and returns the device.
+    pub fn close(mut self) -> Result<D> {
+        self.checkpoint()?;
+        Ok(self.dev)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ember_device::MemBlock;
+
+    #[test]
+    fn extents_survive_reopening_with_and_without_a_checkpoint() {
+        let sm = SpaceManager::format(MemBlock::new(16 << 20), FormatOptions::default()).unwrap();
+        let mut sm = sm;
+        let a = sm.allocate(1000).unwrap();
+        let b = sm.allocate(300 * 1024).unwrap();
+        assert_eq!(a.len(), 1);
+        assert_eq!(b.len(), 5);
+        assert!(b.iter().all(|e| e.offset >= sm.superblock().data.start));
+        sm.free(&b[1..3]).unwrap();
+        // Reopen from the bytes alone, without a checkpoint: the journal replays.
+        let dev = std::mem::replace(sm.device(), MemBlock::new(0));
+        let mut sm = SpaceManager::open(dev).unwrap();
+        let mut want: Vec<BlockRef> = a
+            .iter()
+            .chain(&b[..1])
+            .chain(&b[3..])
+            .map(|e| e.block)
+            .collect();
+        want.sort();
+        assert_eq!(sm.allocator().allocated(), want);
+        assert!(sm.free(&b[1..2]).is_err(), "already free");
+        let dev = sm.close().unwrap();
+        let sm = SpaceManager::open(dev).unwrap();
+        assert_eq!(sm.allocator().allocated(), want);
+    }
+
+    #[test]
+    fn an_unformatted_device_is_refused_cleanly() {
+        let err = SpaceManager::open(MemBlock::new(1 << 20)).unwrap_err();
+        assert!(err.to_string().contains("superblock"), "{err}");
+        assert!(SpaceManager::format(MemBlock::new(64 * 1024), FormatOptions::default()).is_err());
+    }
+}
