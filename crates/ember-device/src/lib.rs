@@ -9,7 +9,7 @@
 //! * [`FlashDevice`]: flash parts with a runtime [`FlashGeometry`] and [`WriteRule`] —
 //!   [`FlashOnBlock`] (flash made of a block extent), [`SimFlash`] (a NOR simulator that enforces
 //!   the write rule and meters wear, modeled time and energy), and with the `embedded-storage`
-//!   feature adapters both ways to real boards' drivers in [`embedded`].
+//!   feature adapters both ways to real boards' drivers in its `embedded` module.
 //! * [`FaultyBlock`] / [`FaultyFlash`]: fault injection — a power cut at operation N with torn
 //!   writes and erases and lost unsynced writes, deterministic from a seed.
 //! * [`Accounted`]: I/O accounting, overall and per named region.

@@ -41,6 +41,8 @@ pub enum TableError {
         /// Bytes asked for.
         bytes: u64,
     },
+    /// A row or key failed to decode.
+    Row(crate::row::RowError),
     /// A configuration or argument is invalid.
     Invalid(&'static str),
 }
@@ -69,6 +71,7 @@ impl fmt::Display for TableError {
             TableError::NoSpace { bytes } => {
                 write!(f, "no free space for an allocation of {bytes} bytes")
             }
+            TableError::Row(e) => write!(f, "bad row: {e}"),
             TableError::Invalid(what) => write!(f, "invalid: {what}"),
         }
     }
@@ -78,8 +81,15 @@ impl std::error::Error for TableError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             TableError::Device(e) => Some(e),
+            TableError::Row(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl From<crate::row::RowError> for TableError {
+    fn from(e: crate::row::RowError) -> Self {
+        TableError::Row(e)
     }
 }
 

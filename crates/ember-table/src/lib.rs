@@ -6,9 +6,10 @@
 //! primary indexes; the optional modules (buffer, prefetcher, secondary index, query cache);
 //! and the five consistency modes none / disorder / metadata / data / full.
 //!
-//! Built so far: the block header every structure carries ([`format`]), the journal
+//! Built so far: the block header every structure carries ([`format`](mod@format)), the journal
 //! ([`journal`]), the variable-size allocator ([`allocator`]), the superblock and zones
-//! ([`superblock`]) and the space manager that hands out extents ([`space`]). Tables, indexes,
+//! ([`superblock`]), the space manager that hands out extents ([`space`]), and the typed values
+//! with their row and order-preserving key encodings ([`row`]). Tables, indexes,
 //! the consistency modes and the modules build on them.
 //!
 //! Must not touch: SQL (it takes typed rows and keys), files (it sees only a
@@ -20,11 +21,13 @@ pub mod allocator;
 pub mod error;
 pub mod format;
 pub mod journal;
+pub mod row;
 pub mod space;
 pub mod superblock;
 
 pub use allocator::{AllocConfig, Allocator, BlockRef};
 pub use error::{Result, TableError};
 pub use journal::{Journal, Record};
+pub use row::{RowError, Value, ValueRef};
 pub use space::{Extent, SpaceManager};
 pub use superblock::{FormatOptions, Superblock, Zone};
