@@ -32,6 +32,8 @@ pub enum Kind {
     Bitmap,
     /// A copy of the allocator's class directory (the active bitmap group of each class).
     ClassDir,
+    /// A slotted data block of a table.
+    Slotted,
 }
 
 /// Reads a little-endian `u32` at `at` (the caller has checked the length).
@@ -55,6 +57,7 @@ impl Kind {
             Kind::JournalRecord => *b"EMJR",
             Kind::Bitmap => *b"EMBM",
             Kind::ClassDir => *b"EMCD",
+            Kind::Slotted => *b"EMSL",
         }
     }
 
@@ -71,6 +74,7 @@ impl Kind {
             Kind::JournalRecord => "journal record",
             Kind::Bitmap => "allocation bitmap",
             Kind::ClassDir => "allocator class directory",
+            Kind::Slotted => "data block",
         }
     }
 }

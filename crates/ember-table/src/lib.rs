@@ -22,6 +22,7 @@ pub mod error;
 pub mod format;
 pub mod journal;
 pub mod row;
+pub mod slotted;
 pub mod space;
 pub mod superblock;
 
@@ -29,5 +30,6 @@ pub use allocator::{AllocConfig, Allocator, BlockRef};
 pub use error::{Result, TableError};
 pub use journal::{Journal, Record};
 pub use row::{RowError, Value, ValueRef};
+pub use slotted::SlottedBlock;
 pub use space::{Extent, SpaceManager};
 pub use superblock::{FormatOptions, Superblock, Zone};
