@@ -332,21 +332,17 @@ mod tests {
 
     #[test]
     fn a_new_slot_never_overwrites_the_lowest_tuple() {
-        // Fill the block so the lowest tuple ends right where a new slot would go, with
-        // room elsewhere (a deleted tuple) for the next insert.
+        // The lowest tuple ends right where a new slot would go, and there is room in a hole
+        // left by a shrinking update.
         let mut b = SlottedBlock::new(512, 1).unwrap();
         let first = b.insert(&[1; 100]).unwrap();
-        let second = b.insert(&[2; 100]).unwrap();
         let gap = b.data_start() - (SLOTS_AT + 2 * SLOT);
-        let third = b.insert(&vec![3; gap - SLOT]).unwrap();
-        assert_eq!(b.data_start(), SLOTS_AT + 3 * SLOT);
-        b.delete(first).unwrap();
-        b.delete(second).unwrap();
-        let _ = b.insert(&[7; 10]).unwrap();
-        let fifth = b.insert(&[8; 10]).unwrap();
-        let sixth = b.insert(&[9; 10]).unwrap();
-        assert!(fifth != sixth);
-        assert!(b.get(third).unwrap().iter().all(|&x| x == 3));
+        let second = b.insert(&vec![2; gap]).unwrap();
+        assert_eq!(b.data_start(), SLOTS_AT + 2 * SLOT);
+        assert!(b.update(first, &[3; 10]).unwrap());
+        let third = b.insert(&[4; 10]).unwrap();
+        assert!(b.get(second).unwrap().iter().all(|&x| x == 2));
+        assert_eq!(b.get(third).unwrap(), &[4; 10][..]);
     }
 
     proptest! {
