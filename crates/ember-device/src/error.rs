@@ -151,8 +151,7 @@ impl fmt::Display for DeviceError {
 impl core::error::Error for DeviceError {}
 
 /// Checks that `[offset, offset + len)` lies within `capacity` bytes.
-pub(crate) fn check_bounds(op: Op, offset: u64, len: usize, capacity: u64) -> Result<()> {
-    let len = len as u64;
+pub(crate) fn check_bounds(op: Op, offset: u64, len: u64, capacity: u64) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= capacity => Ok(()),
         _ => Err(DeviceError::OutOfBounds {

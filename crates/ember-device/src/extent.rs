@@ -25,8 +25,7 @@ impl<D: BlockDevice> Extent<D> {
                 align: u64::from(dev.sector_size()),
             });
         }
-        let len_usize = usize::try_from(len).unwrap_or(usize::MAX);
-        check_bounds(Op::Open, start, len_usize, dev.capacity())?;
+        check_bounds(Op::Open, start, len, dev.capacity())?;
         Ok(Extent { dev, start, len })
     }
 
@@ -41,7 +40,7 @@ impl<D: BlockDevice> Extent<D> {
     }
 
     fn abs(&self, op: Op, offset: u64, len: usize) -> Result<u64> {
-        check_bounds(op, offset, len, self.len)?;
+        check_bounds(op, offset, len as u64, self.len)?;
         Ok(self.start + offset)
     }
 }

@@ -13,12 +13,15 @@
 //! images it had since then — its image at the last sync, or its image after any one of the
 //! later writes to it (the cache wrote back part of its history, in order). The interrupted
 //! write is the last entry of that history for the sectors it covers, so each of its sectors
-//! lands or not, whole. With `lose_unsynced` off the device is write-through: everything
-//! before the cut is durable and only the interrupted write's sectors may be missing.
+//! lands or not, whole. A resize since the last sync may be undone too (the length and the
+//! bytes a shrink cut off come back as they were at the sync). With `lose_unsynced` off the
+//! device is write-through: everything before the cut is durable and only the interrupted
+//! write's sectors may be missing.
 //!
 //! **Flash devices** ([`FaultyFlash`]) have no cache: a write or erase that returned is
-//! durable. An interrupted write leaves a clean prefix of its bytes ([`TearMode::Prefix`]) or
-//! any subset of the bits it was programming ([`TearMode::Bits`]); an interrupted erase of
+//! durable. An interrupted write leaves a clean prefix of its bytes and some of the bits of
+//! the byte after it ([`TearMode::Prefix`]) or any subset of the bits it was programming
+//! ([`TearMode::Bits`]); an interrupted erase of
 //! several units finishes the units before a random one, leaves that one unchanged, erased,
 //! partly erased (some of its programmed bits back at the erase value) or holding garbage, and
 //! the rest untouched. The torn state is produced with ordinary writes and erases on the inner
@@ -38,7 +41,7 @@ use crate::rng::{SplitMix64, mix};
 /// How an interrupted flash write is torn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TearMode {
-    /// The first bytes land, the rest do not.
+    /// The first bytes land, then some bits of the next byte, the rest do not.
     Prefix,
     /// Any subset of the bits the write was programming lands.
     Bits,
@@ -119,9 +122,9 @@ pub enum CutOutcome {
         /// Sectors the write covered.
         of: u64,
     },
-    /// A flash write: its first `bytes` of `of` bytes landed.
+    /// A flash write: its first `bytes` of `of` bytes landed, and some bits of the next.
     Prefix {
-        /// Bytes that landed.
+        /// Bytes that landed whole.
         bytes: u64,
         /// Bytes the write carried.
         of: u64,
@@ -157,6 +160,8 @@ pub struct PowerCut {
     pub unsynced_sectors: u64,
     /// Of those, sectors that lost at least their latest write.
     pub lost_sectors: u64,
+    /// Whether a resize since the last sync was undone (block devices).
+    pub length_reverted: bool,
 }
 
 /// Shared bookkeeping of both fault devices.
@@ -213,6 +218,7 @@ impl Fuse {
             outcome,
             unsynced_sectors: unsynced.0,
             lost_sectors: unsynced.1,
+            length_reverted: false,
         };
         self.cut = Some(cut);
         cut
@@ -303,6 +309,10 @@ pub struct FaultyBlock<D: BlockDevice> {
     /// Sector index -> the sector's images since the last sync, oldest first. Only used with
     /// `lose_unsynced`; `dev` holds the synced state.
     pending: BTreeMap<u64, Vec<Box<[u8]>>>,
+    /// The device length at the last sync, while a resize since then is not yet durable.
+    synced_len: Option<u64>,
+    /// Synced bytes `[from, synced_len)` that a shrink since the last sync cut off.
+    cut_tail: Option<(u64, Vec<u8>)>,
 }
 
 impl<D: BlockDevice> FaultyBlock<D> {
@@ -312,11 +322,13 @@ impl<D: BlockDevice> FaultyBlock<D> {
             dev,
             fuse: Fuse::new(plan),
             pending: BTreeMap::new(),
+            synced_len: None,
+            cut_tail: None,
         }
     }
 
     fn ss(&self) -> u64 {
-        u64::from(self.dev.sector_size())
+        u64::from(self.dev.sector_size()).max(1)
     }
 
     /// The sectors `[offset, offset + len)` touches.
@@ -372,6 +384,7 @@ impl<D: BlockDevice> FaultyBlock<D> {
         let ss = self.ss();
         let torn_ids: Vec<u64> = torn.iter().map(|(s, _)| *s).collect();
         let (mut landed, mut unsynced, mut lost) = (0, 0, 0);
+        let mut reverted = false;
         if self.fuse.plan.lose_unsynced {
             for (s, img) in torn {
                 self.pending.entry(s).or_default().push(img);
@@ -392,6 +405,16 @@ impl<D: BlockDevice> FaultyBlock<D> {
                 }
             }
             self.pending.clear();
+            if let Some(len) = self.synced_len.take() {
+                if len != self.dev.capacity() && rng.coin() {
+                    // The resize since the last sync did not reach the medium.
+                    reverted = true;
+                    let _ = self.dev.resize(len);
+                    if let Some((from, bytes)) = self.cut_tail.take() {
+                        let _ = self.dev.write(from, &bytes);
+                    }
+                }
+            }
         } else {
             for (s, img) in torn {
                 if rng.coin() {
@@ -408,27 +431,65 @@ impl<D: BlockDevice> FaultyBlock<D> {
                 of: torn_ids.len() as u64,
             }
         };
-        self.fuse.record(index, op, outcome, (unsynced, lost))
+        let mut cut = self.fuse.record(index, op, outcome, (unsynced, lost));
+        cut.length_reverted = reverted;
+        self.fuse.cut = Some(cut);
+        cut
     }
 
     /// Writes the latest image of every pending sector to the device, merging neighbours.
     fn flush_pending(&mut self) -> Result<()> {
+        let pending = core::mem::take(&mut self.pending);
+        if let Err(e) = self.write_latest(&pending) {
+            // Nothing is lost: the images stay pending.
+            self.pending = pending;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Before a resize to `new_len`: remembers the synced length and the synced bytes a
+    /// shrink cuts off, so that a crash can undo the resize.
+    fn remember_length(&mut self, new_len: u64) -> Result<()> {
+        let cur = self.dev.capacity();
+        let synced = *self.synced_len.get_or_insert(cur);
+        // Bytes below `kept_from` are already saved (or were never cut).
+        let kept_from = self
+            .cut_tail
+            .as_ref()
+            .map_or(synced.min(cur), |(from, _)| *from);
+        if new_len < kept_from {
+            let n = usize::try_from(kept_from - new_len).map_err(|_| DeviceError::Unsupported {
+                op: Op::Resize,
+                reason: "the cut-off tail does not fit in memory",
+            })?;
+            let mut bytes = vec![0u8; n];
+            self.dev.read(new_len, &mut bytes)?;
+            if let Some((_, older)) = self.cut_tail.take() {
+                bytes.extend_from_slice(&older);
+            }
+            self.cut_tail = Some((new_len, bytes));
+        }
+        Ok(())
+    }
+
+    /// Writes the latest image of each sector, merging runs of whole, consecutive sectors
+    /// into one write (a short image — the device's last sector — ends a run).
+    fn write_latest(&mut self, pending: &BTreeMap<u64, Vec<Box<[u8]>>>) -> Result<()> {
         let ss = self.ss();
         let mut run: Vec<u8> = Vec::new();
         let mut run_start = 0;
-        let mut next = None;
-        let pending = core::mem::take(&mut self.pending);
-        for (s, versions) in &pending {
+        for (&s, versions) in pending {
             let Some(img) = versions.last() else { continue };
-            if next != Some(*s) && !run.is_empty() {
+            let contiguous = run_start + (run.len() as u64) / ss == s && run.len() as u64 % ss == 0;
+            if !run.is_empty() && !contiguous {
                 self.dev.write(run_start * ss, &run)?;
                 run.clear();
             }
             if run.is_empty() {
-                run_start = *s;
+                run_start = s;
             }
             run.extend_from_slice(img);
-            next = Some(s + 1);
         }
         if !run.is_empty() {
             self.dev.write(run_start * ss, &run)?;
@@ -471,7 +532,7 @@ impl<D: BlockDevice> BlockDevice for FaultyBlock<D> {
         if !cut && !self.fuse.plan.lose_unsynced {
             return self.dev.write(offset, data);
         }
-        let images = check_bounds(Op::Write, offset, data.len(), self.dev.capacity())
+        let images = check_bounds(Op::Write, offset, data.len() as u64, self.dev.capacity())
             .and_then(|()| self.images_after(offset, data));
         if cut {
             // A write that could not have happened tears nothing.
@@ -491,7 +552,10 @@ impl<D: BlockDevice> BlockDevice for FaultyBlock<D> {
             return Err(DeviceError::PowerLost { op: Op::Sync });
         }
         self.flush_pending()?;
-        self.dev.sync()
+        self.dev.sync()?;
+        self.synced_len = None;
+        self.cut_tail = None;
+        Ok(())
     }
 
     fn resize(&mut self, new_len: u64) -> Result<()> {
@@ -499,6 +563,9 @@ impl<D: BlockDevice> BlockDevice for FaultyBlock<D> {
         if self.fuse.tick(Op::Resize)? {
             self.crash(index, Some(Op::Resize), Vec::new());
             return Err(DeviceError::PowerLost { op: Op::Resize });
+        }
+        if self.fuse.plan.lose_unsynced {
+            self.remember_length(new_len)?;
         }
         self.dev.resize(new_len)?;
         // Pending images past the new end are gone; one that straddles it is cut short.
@@ -563,6 +630,12 @@ impl<F: FlashDevice> FaultyFlash<F> {
         } else {
             let bytes = rng.below(data.len() as u64 + 1) as usize;
             torn[..bytes].copy_from_slice(&data[..bytes]);
+            // The byte being programmed when power failed got some of its bits.
+            if let (Some(t), Some(&d)) = (torn.get_mut(bytes), data.get(bytes)) {
+                let old = geom.programmed(*t);
+                let changing = geom.programmed(d) & !old;
+                *t = (old | (changing & rng.byte())) ^ geom.erase_value;
+            }
             CutOutcome::Prefix {
                 bytes: bytes as u64,
                 of: data.len() as u64,
@@ -579,7 +652,7 @@ impl<F: FlashDevice> FaultyFlash<F> {
     fn tear_erase(&mut self, rng: &mut SplitMix64, offset: u64, len: u64) -> CutOutcome {
         let geom = self.dev.geometry();
         let es = u64::from(geom.erase_size);
-        let units = len / es;
+        let units = len.checked_div(es).unwrap_or(0);
         if units == 0 {
             return CutOutcome::Erase {
                 erased_units: 0,

@@ -143,14 +143,14 @@ mod unix {
 
     impl Positioned {
         fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-            check_bounds(Op::Read, offset, buf.len(), self.len)?;
+            check_bounds(Op::Read, offset, buf.len() as u64, self.len)?;
             self.file
                 .read_exact_at(buf, offset)
                 .map_err(|e| io_error(Op::Read, offset, &e))
         }
 
         fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
-            check_bounds(Op::Write, offset, data.len(), self.len)?;
+            check_bounds(Op::Write, offset, data.len() as u64, self.len)?;
             self.file
                 .write_all_at(data, offset)
                 .map_err(|e| io_error(Op::Write, offset, &e))

@@ -83,12 +83,7 @@ impl FlashGeometry {
 
     /// Checks bounds and alignment of an access for `op` (read, write or erase).
     pub fn check_access(&self, op: Op, offset: u64, len: u64) -> Result<()> {
-        check_bounds(
-            op,
-            offset,
-            usize::try_from(len).unwrap_or(usize::MAX),
-            self.capacity,
-        )?;
+        check_bounds(op, offset, len, self.capacity)?;
         let align = match op {
             Op::Read => self.read_size,
             Op::Erase => self.erase_size,

@@ -100,7 +100,7 @@ impl<B: Backing> MemBlock<B> {
     }
 
     fn range(&self, op: Op, offset: u64, len: usize) -> Result<core::ops::Range<usize>> {
-        check_bounds(op, offset, len, self.capacity())?;
+        check_bounds(op, offset, len as u64, self.capacity())?;
         // In bounds of a slice, so the offset fits in usize.
         let start = offset as usize;
         Ok(start..start + len)

@@ -149,11 +149,20 @@ impl<D: BlockDevice> SimFlash<D> {
         Self::build(store, geom, cost, false)
     }
 
-    /// A part whose contents are already in `store` (an image from an earlier run). For a
-    /// write-once part a write unit counts as programmed if any of its bytes is not erased.
-    pub fn open(mut store: D, geom: FlashGeometry, cost: CostModel) -> Result<Self> {
+    /// A part whose contents are already in `store` (an image from an earlier run), which
+    /// must hold at least `geom.capacity` bytes.
+    ///
+    /// For a write-once part a write unit counts as programmed if any of its bytes is not
+    /// erased; a unit whose program left every byte erased (a torn program that landed
+    /// nothing, or a program of erased-value bytes) looks fresh again. Crash tests keep the
+    /// `SimFlash` that lost power instead of reopening its image, and so keep that knowledge.
+    pub fn open(store: D, geom: FlashGeometry, cost: CostModel) -> Result<Self> {
         geom.validate()?;
-        Self::fit(&mut store, &geom)?;
+        if store.capacity() < geom.capacity {
+            return Err(DeviceError::BadGeometry {
+                reason: "the flash image is smaller than the part",
+            });
+        }
         Self::build(store, geom, cost, true)
     }
 
@@ -423,6 +432,13 @@ mod tests {
         f.write(500, &[0; 20]).unwrap();
         assert_eq!(f.wear()[0].write_bytes, 112);
         assert_eq!(f.wear()[1].write_bytes, 8);
+    }
+
+    #[test]
+    fn a_short_image_is_refused_not_padded_with_programmed_zeros() {
+        let store = MemBlock::new(512);
+        let err = SimFlash::open(store, FlashGeometry::nor(1024, 512), CostModel::FREE);
+        assert!(matches!(err, Err(DeviceError::BadGeometry { .. })));
     }
 
     #[cfg(feature = "std")]

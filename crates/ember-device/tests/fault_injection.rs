@@ -157,6 +157,7 @@ mod model {
         Write(u16, Vec<u8>),
         Sync,
         Read(u16, u16),
+        Resize(u16),
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -165,6 +166,7 @@ mod model {
                 .prop_map(|(o, d)| Step::Write(o, d)),
             1 => Just(Step::Sync),
             3 => (0u16..4096, 0u16..1500).prop_map(|(o, l)| Step::Read(o, l)),
+            1 => (0u16..5000).prop_map(Step::Resize),
         ]
     }
 
@@ -172,21 +174,33 @@ mod model {
         /// Before a cut the wrapper behaves exactly like plain memory; after power_off every
         /// sector holds its synced image or one of its later images.
         #[test]
-        fn behaves_like_memory_until_the_cut(steps in proptest::collection::vec(step(), 1..40), seed: u64) {
+        fn behaves_like_memory_until_the_cut(
+            steps in proptest::collection::vec(step(), 1..40),
+            seed: u64,
+            start_len in 1000usize..4097,
+        ) {
             let len = 4096usize;
-            let mut d = FaultyBlock::new(MemBlock::new(len), FaultPlan::run_to_end(seed));
-            let mut model = vec![0u8; len];
-            let mut synced = model.clone();
+            let mut d = FaultyBlock::new(MemBlock::new(start_len), FaultPlan::run_to_end(seed));
+            let mut model = vec![0u8; start_len];
+            let mut synced = vec![0u8; len];
             let mut history: Vec<Vec<Vec<u8>>> = vec![Vec::new(); len / SS];
+            // Sector histories are only checked when the length never changed.
+            let mut resized = start_len != len;
             for st in &steps {
+                let len = model.len();
                 match st {
+                    Step::Resize(n) => {
+                        d.resize(u64::from(*n)).unwrap();
+                        model.resize(usize::from(*n), 0);
+                        resized = true;
+                    }
                     Step::Write(o, data) => {
                         let o = *o as usize;
                         let r = d.write(o as u64, data);
                         if o + data.len() <= len {
                             r.unwrap();
                             model[o..o + data.len()].copy_from_slice(data);
-                            if !data.is_empty() {
+                            if !data.is_empty() && !resized {
                                 for s in o / SS..(o + data.len()).div_ceil(SS) {
                                     history[s].push(model[s * SS..(s + 1) * SS].to_vec());
                                 }
@@ -199,6 +213,10 @@ mod model {
                         d.sync().unwrap();
                         synced = model.clone();
                         history.iter_mut().for_each(Vec::clear);
+                        // After a sync the whole device reads back as the model.
+                        let mut all = vec![0u8; model.len()];
+                        d.read(0, &mut all).unwrap();
+                        prop_assert_eq!(&all, &model);
                     }
                     Step::Read(o, l) => {
                         let (o, l) = (*o as usize, *l as usize);
@@ -215,6 +233,9 @@ mod model {
             }
             let (mem, _) = d.power_off();
             let after = mem.as_bytes();
+            if resized {
+                return Ok(());
+            }
             for s in 0..len / SS {
                 let got = &after[s * SS..(s + 1) * SS];
                 let ok = got == &synced[s * SS..(s + 1) * SS] || history[s].iter().any(|h| h == got);
@@ -229,8 +250,9 @@ fn nor_sim() -> SimFlash<MemBlock<Vec<u8>>> {
 }
 
 #[test]
-fn a_torn_flash_write_leaves_a_clean_prefix() {
+fn a_torn_flash_write_leaves_a_clean_prefix_and_one_half_programmed_byte() {
     let mut prefixes = BTreeSet::new();
+    let mut partial = false;
     for seed in 0..200 {
         let mut f = FaultyFlash::new(nor_sim(), FaultPlan::cut_at(1, seed).tear(TearMode::Prefix));
         f.write(0, &[0x0F; 8]).unwrap();
@@ -251,18 +273,21 @@ fn a_torn_flash_write_leaves_a_clean_prefix() {
         let mut img = [0; 64];
         sim.read(0, &mut img).unwrap();
         for (i, &b) in img.iter().enumerate() {
-            let want = if (i as u64) < bytes {
-                0
-            } else if i < 8 {
-                0x0F
+            let old = if i < 8 { 0x0F } else { 0xFF };
+            if (i as u64) < bytes {
+                assert_eq!(b, 0, "byte {i} with {bytes} landed");
+            } else if i as u64 == bytes {
+                // Half-programmed: only bits that were going to 0 may have.
+                assert_eq!(b & !old, 0, "byte {i}");
+                partial |= b != old && b != 0;
             } else {
-                0xFF
-            };
-            assert_eq!(b, want, "byte {i} with {bytes} landed");
+                assert_eq!(b, old, "byte {i} with {bytes} landed");
+            }
         }
         prefixes.insert(bytes);
     }
     assert!(prefixes.contains(&0) && prefixes.iter().any(|&b| b > 0 && b < 64));
+    assert!(partial, "a half-programmed byte occurs");
 }
 
 #[test]
@@ -400,4 +425,61 @@ fn resizing_with_unsynced_writes_keeps_the_device_consistent() {
     assert_eq!(mem.as_bytes().len(), 3 * SS);
     assert!(mem.as_bytes()[..SS + 100].iter().all(|&b| b == 1));
     assert!(mem.as_bytes()[SS + 100..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn a_short_last_sector_does_not_shift_later_sectors_on_sync() {
+    // Found in review: a 188-byte image of the old last sector was merged with the next
+    // sector's image into one write, shifting it.
+    let mut d = FaultyBlock::new(MemBlock::new(700), FaultPlan::run_to_end(1));
+    d.write(600, &[1; 10]).unwrap();
+    d.resize(2048).unwrap();
+    d.write(1024, &[2; 512]).unwrap();
+    d.sync().unwrap();
+    let (mem, _) = d.power_off();
+    let b = mem.as_bytes();
+    assert!(b[600..610].iter().all(|&x| x == 1));
+    assert!(b[610..1024].iter().all(|&x| x == 0));
+    assert!(b[1024..1536].iter().all(|&x| x == 2));
+    assert!(b[1536..].iter().all(|&x| x == 0));
+}
+
+#[test]
+fn an_unsynced_resize_may_be_undone_a_synced_one_never() {
+    let mut lengths = BTreeSet::new();
+    for seed in 0..40 {
+        let mut d = FaultyBlock::new(MemBlock::new(512), FaultPlan::run_to_end(seed));
+        d.resize(4096).unwrap();
+        let (mem, cut) = d.power_off();
+        assert_eq!(cut.length_reverted, mem.as_bytes().len() == 512);
+        lengths.insert(mem.as_bytes().len());
+
+        let mut d = FaultyBlock::new(MemBlock::new(512), FaultPlan::run_to_end(seed));
+        d.resize(4096).unwrap();
+        d.sync().unwrap();
+        assert_eq!(d.power_off().0.as_bytes().len(), 4096);
+    }
+    assert_eq!(lengths, BTreeSet::from([512, 4096]));
+}
+
+#[test]
+fn an_undone_shrink_brings_back_the_synced_bytes() {
+    let mut seen = BTreeSet::new();
+    for seed in 0..40 {
+        let mut d = FaultyBlock::new(MemBlock::new(4096), FaultPlan::run_to_end(seed));
+        d.write(0, &[7; 4096]).unwrap();
+        d.sync().unwrap();
+        d.resize(1000).unwrap();
+        d.resize(3000).unwrap();
+        d.resize(600).unwrap();
+        let (mem, _) = d.power_off();
+        let b = mem.as_bytes();
+        assert!(b.len() == 600 || b.len() == 4096);
+        assert!(
+            b.iter().all(|&x| x == 7),
+            "seed {seed}: only synced bytes come back"
+        );
+        seen.insert(b.len());
+    }
+    assert_eq!(seen.len(), 2);
 }
