@@ -481,7 +481,8 @@ impl<D: BlockDevice> FaultyBlock<D> {
         let mut run_start = 0;
         for (&s, versions) in pending {
             let Some(img) = versions.last() else { continue };
-            let contiguous = run_start + (run.len() as u64) / ss == s && run.len() as u64 % ss == 0;
+            let contiguous =
+                run_start + (run.len() as u64) / ss == s && (run.len() as u64).is_multiple_of(ss);
             if !run.is_empty() && !contiguous {
                 self.dev.write(run_start * ss, &run)?;
                 run.clear();
