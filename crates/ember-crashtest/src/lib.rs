@@ -102,6 +102,17 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
+/// Runs `f`, turning a panic into its message (a panic in an engine under test is a finding
+/// like any other, and must come with its cut point and seed).
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+        p.downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into())
+    })
+}
+
 /// Reads a number in decimal or `0x` hex.
 fn parse_u64(s: &str) -> Option<u64> {
     let s = s.trim();
@@ -119,16 +130,20 @@ fn point_seed(base: u64, point: u64, k: u32) -> u64 {
 
 impl CrashTest {
     /// A crash test named after the running test (libtest names the thread after it), with
-    /// the default seed (or `EMBER_CRASH_SEED` when replaying), at most 2,000 cut points and
-    /// one seed per point.
+    /// the default base seed (`EMBER_CRASH_BASE_SEED` overrides it, to sample other points and
+    /// outcomes), at most 2,000 cut points and one seed per point.
     pub fn new() -> Self {
         let name = std::thread::current()
             .name()
             .unwrap_or("crash test")
             .to_string();
+        let seed = std::env::var("EMBER_CRASH_BASE_SEED")
+            .ok()
+            .and_then(|v| parse_u64(&v))
+            .unwrap_or(0x00E3_BE4D_B000_0001);
         CrashTest {
             name,
-            seed: 0x00E3_BE4D_B000_0001,
+            seed,
             max_points: 2000,
             seeds_per_point: 1,
             shape: |p| p,
@@ -187,16 +202,19 @@ impl CrashTest {
         // Count the operations of an uninterrupted run.
         let mut dev = C::wrap(fresh(), (self.shape)(FaultPlan::run_to_end(self.seed)));
         let mut state = S::default();
-        if let Err(e) = workload(&mut dev, &mut state) {
-            return Err(fail(
-                dev.ops(),
-                dev.ops(),
-                self.seed,
-                None,
-                format!("the workload fails without any power cut: {e}"),
-            ));
+        match guarded(|| workload(&mut dev, &mut state)) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let msg = format!("the workload fails without any power cut: {e}");
+                return Err(fail(dev.ops(), dev.ops(), self.seed, None, msg));
+            }
+            Err(panic) => {
+                let msg = format!("the workload panics without any power cut: {panic}");
+                return Err(fail(dev.ops(), dev.ops(), self.seed, None, msg));
+            }
         }
         let ops = dev.ops();
+        let trace = dev.trace().to_vec();
 
         let replay = (
             std::env::var("EMBER_CRASH_POINT")
@@ -225,7 +243,21 @@ impl CrashTest {
             };
             let mut dev = C::wrap(fresh(), (self.shape)(plan));
             let mut state = S::default();
-            let result = workload(&mut dev, &mut state);
+            let result = match guarded(|| workload(&mut dev, &mut state)) {
+                Ok(r) => r,
+                Err(panic) => {
+                    let msg = format!("the workload panicked: {panic}");
+                    return Err(fail(point, ops, seed, dev.power_cut(), msg));
+                }
+            };
+            let t = dev.trace();
+            if let Some(k) = (0..t.len()).find(|&k| trace.get(k) != Some(&t[k])) {
+                let msg = format!(
+                    "the workload is not deterministic: operation {k} differs from the \
+                     counting run"
+                );
+                return Err(fail(point, ops, seed, None, msg));
+            }
             if let Err(e) = &result {
                 if !dev.is_cut() {
                     let msg = format!("the workload failed before the cut: {e}");
@@ -242,8 +274,13 @@ impl CrashTest {
             // Everything in RAM is dropped here; only the medium and the acknowledgements
             // go on.
             let (medium, cut) = dev.power_off();
-            if let Err(message) = check(medium, &state, &cut) {
-                return Err(fail(point, ops, seed, Some(cut), message));
+            match guarded(|| check(medium, &state, &cut)) {
+                Ok(Ok(())) => {}
+                Ok(Err(message)) => return Err(fail(point, ops, seed, Some(cut), message)),
+                Err(panic) => {
+                    let msg = format!("the checker panicked (the reopen or the check): {panic}");
+                    return Err(fail(point, ops, seed, Some(cut), msg));
+                }
             }
         }
         let report = Report {

@@ -38,8 +38,9 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-/// A tiny block-device log: a header (magic, count, crc32) and record `i` in sector `i + 1`
-/// as (len u16, crc32 u32, payload).
+/// A tiny block-device log: a header (magic, count, crc32) and record `i` in sector `i + 2`
+/// as (len u16, crc32 u32, payload). (The header of the `StraddlingHeader` variant spans
+/// sectors 0 and 1.)
 struct BlockLog<D: BlockDevice> {
     dev: D,
     count: u32,
@@ -95,7 +96,7 @@ impl<D: BlockDevice> BlockLog<D> {
         rec[..2].copy_from_slice(&(data.len() as u16).to_le_bytes());
         rec[2..6].copy_from_slice(&crc32fast::hash(data).to_le_bytes());
         rec[6..].copy_from_slice(data);
-        self.dev.write(SS * (u64::from(self.count) + 1), &rec)?;
+        self.dev.write(SS * (u64::from(self.count) + 2), &rec)?;
         if self.variant != Variant::MissingSync {
             self.dev.sync()?;
         }
@@ -109,7 +110,7 @@ impl<D: BlockDevice> BlockLog<D> {
     }
 
     fn get(&mut self, i: u32) -> Result<Vec<u8>, String> {
-        let at = SS * (u64::from(i) + 1);
+        let at = SS * (u64::from(i) + 2);
         let mut head = [0u8; 6];
         self.dev.read(at, &mut head).map_err(|e| e.to_string())?;
         let len = usize::from(u16::from_le_bytes([head[0], head[1]]));
@@ -133,7 +134,7 @@ struct Acked(u32);
 
 fn block_crash_test(variant: Variant) -> Result<ember_crashtest::Report, Box<Failure>> {
     CrashTest::new().run(
-        || MemBlock::new(((APPENDS + 2) as u64 * SS) as usize),
+        || MemBlock::new(((APPENDS + 3) as u64 * SS) as usize),
         |dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, acked: &mut Acked| {
             let mut log = BlockLog::create(&mut *dev, variant)?;
             for i in 0..APPENDS {
@@ -340,4 +341,45 @@ fn a_workload_that_fails_without_a_cut_is_reported() {
         )
         .unwrap_err();
     assert!(f.message.contains("without any power cut"), "{f}");
+}
+
+#[test]
+fn a_panicking_checker_is_a_failure_with_its_cut_point() {
+    let f = CrashTest::new()
+        .run(
+            || MemBlock::new(1024),
+            |dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, _: &mut Acked| {
+                dev.write(0, &[1])?;
+                dev.sync()
+            },
+            |medium, _, _| {
+                let b = medium.as_bytes();
+                // An "engine" that indexes with a byte it read: panics on some cut.
+                let v = [0u8; 1][usize::from(b[0])];
+                Ok(drop(v))
+            },
+        )
+        .unwrap_err();
+    assert!(f.message.contains("panicked"), "{f}");
+    assert!(f.to_string().contains("EMBER_CRASH_POINT="));
+}
+
+#[test]
+fn a_workload_that_differs_between_runs_is_caught() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    let f = CrashTest::new()
+        .run(
+            || MemBlock::new(8192),
+            |dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, _: &mut Acked| {
+                // Writes somewhere else on every run, like iterating a randomly seeded map.
+                let run = RUNS.fetch_add(1, Ordering::Relaxed);
+                dev.write(0, &[1])?;
+                dev.write(512 * (1 + run % 8), &[2])?;
+                dev.sync()
+            },
+            |_, _, _| Ok(()),
+        )
+        .unwrap_err();
+    assert!(f.message.contains("not deterministic"), "{f}");
 }

@@ -170,6 +170,9 @@ struct Fuse {
     plan: FaultPlan,
     ops: u64,
     cut: Option<PowerCut>,
+    /// A running fingerprint after each counted operation (kind, offset, length, a sample of
+    /// the data), so a harness can tell that a re-run issued the same operations.
+    trace: Vec<u64>,
 }
 
 impl Fuse {
@@ -178,14 +181,30 @@ impl Fuse {
             plan,
             ops: 0,
             cut: None,
+            trace: Vec::new(),
         }
     }
 
     /// Counts an operation: `Ok(true)` if power fails during it.
-    fn tick(&mut self, op: Op) -> Result<bool> {
+    fn tick(&mut self, op: Op, offset: u64, len: u64, data: &[u8]) -> Result<bool> {
         if self.cut.is_some() {
             return Err(DeviceError::PowerLost { op });
         }
+        let mut h = self.trace.last().copied().unwrap_or(0x5EED);
+        let mut mix_in = |x: u64| h = mix(h, x);
+        mix_in(op as u64);
+        mix_in(offset);
+        mix_in(len);
+        let (head, tail) = (data.len().min(32), data.len().saturating_sub(32));
+        for chunk in data[..head]
+            .chunks(8)
+            .chain(data[tail.max(head)..].chunks(8))
+        {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            mix_in(u64::from_le_bytes(w));
+        }
+        self.trace.push(h);
         let index = self.ops;
         self.ops += 1;
         Ok(self.plan.cut_at == Some(index))
@@ -240,6 +259,10 @@ pub trait PowerFail: Sized {
     /// The cut, once power has failed.
     fn power_cut(&self) -> Option<PowerCut>;
 
+    /// A running fingerprint after each counted operation: two runs issued the same
+    /// operations up to `n` exactly when their traces agree up to `n`.
+    fn trace(&self) -> &[u64];
+
     /// Whether power has failed.
     fn is_cut(&self) -> bool {
         self.power_cut().is_some()
@@ -265,6 +288,10 @@ impl<D: BlockDevice> PowerFail for FaultyBlock<D> {
         self.fuse.cut
     }
 
+    fn trace(&self) -> &[u64] {
+        &self.fuse.trace
+    }
+
     fn power_off(mut self) -> (D, PowerCut) {
         let cut = match self.fuse.cut {
             Some(cut) => cut,
@@ -287,6 +314,10 @@ impl<F: FlashDevice> PowerFail for FaultyFlash<F> {
 
     fn power_cut(&self) -> Option<PowerCut> {
         self.fuse.cut
+    }
+
+    fn trace(&self) -> &[u64] {
+        &self.fuse.trace
     }
 
     fn power_off(mut self) -> (F, PowerCut) {
@@ -529,7 +560,7 @@ impl<D: BlockDevice> BlockDevice for FaultyBlock<D> {
 
     fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         let index = self.fuse.ops;
-        let cut = self.fuse.tick(Op::Write)?;
+        let cut = self.fuse.tick(Op::Write, offset, data.len() as u64, data)?;
         if !cut && !self.fuse.plan.lose_unsynced {
             return self.dev.write(offset, data);
         }
@@ -548,7 +579,7 @@ impl<D: BlockDevice> BlockDevice for FaultyBlock<D> {
 
     fn sync(&mut self) -> Result<()> {
         let index = self.fuse.ops;
-        if self.fuse.tick(Op::Sync)? {
+        if self.fuse.tick(Op::Sync, 0, 0, &[])? {
             self.crash(index, Some(Op::Sync), Vec::new());
             return Err(DeviceError::PowerLost { op: Op::Sync });
         }
@@ -561,7 +592,7 @@ impl<D: BlockDevice> BlockDevice for FaultyBlock<D> {
 
     fn resize(&mut self, new_len: u64) -> Result<()> {
         let index = self.fuse.ops;
-        if self.fuse.tick(Op::Resize)? {
+        if self.fuse.tick(Op::Resize, new_len, 0, &[])? {
             self.crash(index, Some(Op::Resize), Vec::new());
             return Err(DeviceError::PowerLost { op: Op::Resize });
         }
@@ -710,7 +741,7 @@ impl<F: FlashDevice> FlashDevice for FaultyFlash<F> {
 
     fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         let index = self.fuse.ops;
-        if !self.fuse.tick(Op::Write)? {
+        if !self.fuse.tick(Op::Write, offset, data.len() as u64, data)? {
             return self.dev.write(offset, data);
         }
         let mut rng = self.fuse.rng(index);
@@ -728,7 +759,7 @@ impl<F: FlashDevice> FlashDevice for FaultyFlash<F> {
 
     fn erase(&mut self, offset: u64, len: u64) -> Result<()> {
         let index = self.fuse.ops;
-        if !self.fuse.tick(Op::Erase)? {
+        if !self.fuse.tick(Op::Erase, offset, len, &[])? {
             return self.dev.erase(offset, len);
         }
         let mut rng = self.fuse.rng(index);
@@ -742,7 +773,7 @@ impl<F: FlashDevice> FlashDevice for FaultyFlash<F> {
 
     fn sync(&mut self) -> Result<()> {
         let index = self.fuse.ops;
-        if !self.fuse.tick(Op::Sync)? {
+        if !self.fuse.tick(Op::Sync, 0, 0, &[])? {
             return self.dev.sync();
         }
         self.fuse
