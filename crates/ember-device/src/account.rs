@@ -21,7 +21,7 @@ pub struct IoStats {
     pub write_bytes: u64,
     /// Syncs; for a region, the syncs that made some of its writes durable.
     pub syncs: u64,
-    /// Bytes made durable by syncs (written, then covered by a sync).
+    /// Bytes made durable by syncs (written or erased, then covered by a sync).
     pub synced_bytes: u64,
     /// Erase operations.
     pub erases: u64,
@@ -173,7 +173,8 @@ impl<D> Accounted<D> {
 
     fn count(&mut self, kind: Kind, offset: u64, len: u64) {
         bump(&mut self.total, kind, len);
-        if let Kind::Write = kind {
+        // An erase changes the medium too; a sync makes it durable like a write.
+        if let Kind::Write | Kind::Erase = kind {
             self.unsynced += len;
         }
         let end = offset.saturating_add(len);
@@ -184,7 +185,7 @@ impl<D> Accounted<D> {
             if lo < hi || (len == 0 && offset >= r.start && offset < r.end) {
                 let part = hi.saturating_sub(lo);
                 bump(&mut r.stats, kind, part);
-                if let Kind::Write = kind {
+                if let Kind::Write | Kind::Erase = kind {
                     r.unsynced += part;
                 }
             }

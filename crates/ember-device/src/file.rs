@@ -350,7 +350,7 @@ mod unix {
                 inner: Positioned {
                     file,
                     len,
-                    sector_size: logical_block_size(rdev),
+                    sector_size: atomic_block_size(rdev),
                 },
             })
         }
@@ -379,20 +379,23 @@ mod unix {
         (major as u32, minor as u32)
     }
 
-    /// The logical block size of the block device numbered `rdev`, from sysfs: the device's
-    /// own queue, or for a partition its parent disk's; 512 if neither can be read.
-    fn logical_block_size(rdev: u64) -> u32 {
+    /// The atomic write unit of the block device numbered `rdev`: the larger of its logical
+    /// and physical block sizes, from sysfs (the device's own queue, or for a partition its
+    /// parent disk's); 512 if neither can be read. A 512e drive (512-byte logical, 4 KiB
+    /// physical sectors) rewrites whole 4 KiB sectors, so a power cut can damage the
+    /// neighbours of a 512-byte write: the engines must treat 4 KiB as the unit.
+    fn atomic_block_size(rdev: u64) -> u32 {
         let (major, minor) = major_minor(rdev);
         let base = std::format!("/sys/dev/block/{major}:{minor}");
-        ["queue", "../queue"]
-            .iter()
-            .find_map(|q| {
-                let text =
-                    fs::read_to_string(std::format!("{base}/{q}/logical_block_size")).ok()?;
+        let read = |name: &str| {
+            ["queue", "../queue"].iter().find_map(|q| {
+                let text = fs::read_to_string(std::format!("{base}/{q}/{name}")).ok()?;
                 let size: u32 = text.trim().parse().ok()?;
                 size.is_power_of_two().then_some(size)
             })
-            .unwrap_or(DEFAULT_SECTOR_SIZE)
+        };
+        let logical = read("logical_block_size").unwrap_or(DEFAULT_SECTOR_SIZE);
+        read("physical_block_size").map_or(logical, |p| p.max(logical))
     }
 }
 

@@ -41,6 +41,12 @@ impl Backing for alloc::vec::Vec<u8> {
         self
     }
     fn set_len(&mut self, len: usize) -> Result<()> {
+        let more = len.saturating_sub(self.len());
+        self.try_reserve_exact(more)
+            .map_err(|_| DeviceError::Unsupported {
+                op: Op::Resize,
+                reason: "not enough memory for the new length",
+            })?;
         self.resize(len, 0);
         Ok(())
     }
