@@ -1,89 +1,135 @@
-//! Slotted data blocks (LUNAR §3.2.3): tuples of one table in a block from the allocator.
+//! Slotted data blocks (LUNAR §3.2.3), laid out so that no live byte is ever overwritten.
 //!
 //! ```text
-//!  0 16  block header (kind Slotted; the checksum covers the whole block)
-//! 16  8  owner             id of the table the block belongs to
-//! 24  1  next present      1 if the table's next block follows
-//! 25  1  next class        \\
-//! 26  4  next chunk         } the next block of the table (an allocator BlockRef)
-//! 30  4  next index        /
-//! 34  2  slot count
-//! 36  2  data start        offset of the lowest tuple byte (tuples grow down from the end)
-//! 38  2  reserved
-//! 40  …  slot array: per slot (offset u16, length u16); offset 0 marks a free slot
+//! sector 0: the header sector — written as one atomic sector
+//!    0 16  block header (kind Slotted; the checksum covers this sector)
+//!   16  8  owner             id of the table the block belongs to
+//!   24  1  next present      1 if the table's next block follows
+//!   25  9  next block        class u8, chunk u32, index u32 (an allocator BlockRef)
+//!   34  2  slot count
+//!   36  2  free offset       where the next tuple goes (tuples are appended upward)
+//!   38  2  reserved
+//!   40 472 slots             59 × (offset u16, length u16, CRC-32 of the tuple u32);
+//!                            offset 0 marks a free slot
+//! sectors 1…: tuples, appended from byte 512 on
 //! ```
 //!
-//! A slot number never changes while its tuple lives, so the primary index can point at
-//! (block, slot) and tuples can move inside the block (compaction, growing updates) without
-//! touching it. Offsets are 16-bit, so blocks are at most 64 KiB.
+//! A tuple is written into free space first and becomes live only when the header sector
+//! that points at it is written, so a crash at any moment leaves each block's header either
+//! old or new and every tuple it names intact. A tuple whose checksum fails is reported, never
+//! returned. Space left by deleted or replaced tuples is reclaimed by copying the live tuples
+//! into a fresh block ([`SlottedBlock::compacted`]) with the same slot numbers, so the primary
+//! index's (block, slot) locations only change block.
 
 use crate::allocator::BlockRef;
 use crate::error::{Result, TableError};
-use crate::format::{self, HEADER, Kind, u32_at, u64_at};
+use crate::format::{self, Kind, u32_at, u64_at};
 
+/// Bytes of the header sector.
+pub const HEADER_SECTOR: usize = 512;
 const SLOTS_AT: usize = 40;
-const SLOT: usize = 4;
-
-/// A slotted block in RAM.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlottedBlock {
-    buf: Vec<u8>,
-}
+const SLOT: usize = 8;
+/// Slots one block can have.
+pub const MAX_SLOTS: usize = (HEADER_SECTOR - SLOTS_AT) / SLOT;
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
 }
 
+/// One slot: where a tuple is and its checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// Byte offset of the tuple in the block (0: the slot is free).
+    pub offset: u16,
+    /// Tuple length.
+    pub len: u16,
+    /// CRC-32 of the tuple.
+    pub crc: u32,
+}
+
+/// A slotted block in RAM, with the sectors changed since it was read or last written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlottedBlock {
+    buf: Vec<u8>,
+    /// Sector `i` changed: bit `i` (blocks have at most 128 sectors).
+    dirty: u128,
+}
+
 impl SlottedBlock {
-    /// An empty block of `size` bytes (at most 64 KiB) owned by table `owner`.
+    /// An empty block of `size` bytes (1 KiB to 64 KiB, whole sectors) owned by table `owner`.
     pub fn new(size: usize, owner: u64) -> Result<Self> {
-        if !(512..=65536).contains(&size) {
-            return Err(TableError::Invalid("a slotted block is 512 B to 64 KiB"));
+        if !(1024..=65536).contains(&size) || !size.is_multiple_of(512) {
+            return Err(TableError::Invalid(
+                "a slotted block is 1 KiB to 64 KiB of whole sectors",
+            ));
         }
         let mut buf = vec![0u8; size];
         buf[16..24].copy_from_slice(&owner.to_le_bytes());
-        let mut b = SlottedBlock { buf };
-        b.set_data_start(size);
+        let mut b = SlottedBlock { buf, dirty: 1 };
+        b.set_free_at(HEADER_SECTOR);
         Ok(b)
     }
 
-    /// A block read from byte `offset` of the device: checks header and checksum.
+    /// A block read from byte `offset` of the device: checks the header sector. Tuples are
+    /// checked when they are read.
     pub fn from_bytes(buf: Vec<u8>, offset: u64) -> Result<Self> {
         let corrupt = |reason| TableError::Corrupt {
             structure: Kind::Slotted.name(),
             offset,
             reason,
         };
-        if !(512..=65536).contains(&buf.len()) {
+        if !(1024..=65536).contains(&buf.len()) || !buf.len().is_multiple_of(512) {
             return Err(corrupt("block size out of range"));
         }
-        let len = format::check(Kind::Slotted, &buf, offset)?;
-        if len != buf.len() {
-            return Err(corrupt("checksum does not cover the block"));
+        let len = format::check(Kind::Slotted, &buf[..HEADER_SECTOR], offset)?;
+        if len != HEADER_SECTOR {
+            return Err(corrupt("the checksum does not cover the header sector"));
         }
-        let b = SlottedBlock { buf };
-        // Every slot and the free-space bounds must fit the block.
-        let n = b.slot_count();
-        let end_of_slots = SLOTS_AT + n * SLOT;
-        if end_of_slots > b.data_start() || b.data_start() > b.buf.len() {
-            return Err(corrupt("slot array and data overlap"));
+        let b = SlottedBlock { buf, dirty: 0 };
+        if b.slot_count() > MAX_SLOTS {
+            return Err(corrupt("too many slots"));
         }
-        for i in 0..n {
-            let (off, l) = b.slot(i);
-            if off != 0
-                && ((off as usize) < b.data_start() || off as usize + l as usize > b.buf.len())
-            {
+        if b.free_at() < HEADER_SECTOR || b.free_at() > b.buf.len() {
+            return Err(corrupt("free offset out of range"));
+        }
+        for i in 0..b.slot_count() {
+            let s = b.slot(i);
+            let end = usize::from(s.offset) + usize::from(s.len);
+            if s.offset != 0 && (usize::from(s.offset) < HEADER_SECTOR || end > b.free_at()) {
                 return Err(corrupt("a slot points outside the tuple area"));
             }
         }
         Ok(b)
     }
 
-    /// Seals the block for writing: fills in header and checksum, returns the bytes.
+    /// The block's bytes, with the header sector sealed, for writing.
     pub fn seal(&mut self) -> &[u8] {
-        let len = self.buf.len();
-        format::seal(Kind::Slotted, &mut self.buf, len);
+        format::seal(Kind::Slotted, &mut self.buf[..HEADER_SECTOR], HEADER_SECTOR);
         &self.buf
+    }
+
+    /// Size of the block in bytes.
+    pub fn size(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Sectors changed since the block was read or [`clean`](Self::clean)ed, ascending.
+    /// Tuple sectors come before the header sector in the order they must reach the medium.
+    pub fn dirty_sectors(&self) -> impl Iterator<Item = usize> + '_ {
+        (1..self.buf.len() / 512)
+            .chain(core::iter::once(0))
+            .filter(|&i| self.dirty & (1 << i) != 0)
+    }
+
+    /// Forgets which sectors changed (after they were written).
+    pub fn clean(&mut self) {
+        self.dirty = 0;
+    }
+
+    fn touch(&mut self, from: usize, to: usize) {
+        for s in from / 512..to.div_ceil(512) {
+            self.dirty |= 1 << s;
+        }
     }
 
     /// The table the block belongs to.
@@ -111,6 +157,7 @@ impl SlottedBlock {
         self.buf[25] = b.class;
         self.buf[26..30].copy_from_slice(&b.chunk.to_le_bytes());
         self.buf[30..34].copy_from_slice(&b.index.to_le_bytes());
+        self.dirty |= 1;
     }
 
     /// Number of slots, used or free.
@@ -120,166 +167,168 @@ impl SlottedBlock {
 
     fn set_slot_count(&mut self, n: usize) {
         self.buf[34..36].copy_from_slice(&(n as u16).to_le_bytes());
+        self.dirty |= 1;
     }
 
-    fn data_start(&self) -> usize {
+    fn free_at(&self) -> usize {
         match u16_at(&self.buf, 36) {
-            // A full 64 KiB block stores its empty data start as 0.
-            0 => self.buf.len(),
+            0 => self.buf.len(), // a full 64 KiB block
             d => usize::from(d),
         }
     }
 
-    fn set_data_start(&mut self, d: usize) {
-        let v = if d >= 65536 { 0 } else { d as u16 };
+    fn set_free_at(&mut self, at: usize) {
+        let v = if at >= 65536 { 0 } else { at as u16 };
         self.buf[36..38].copy_from_slice(&v.to_le_bytes());
+        self.dirty |= 1;
     }
 
-    fn slot(&self, i: usize) -> (u16, u16) {
+    /// Slot `i` as stored.
+    pub fn slot(&self, i: usize) -> Slot {
         let at = SLOTS_AT + i * SLOT;
-        (u16_at(&self.buf, at), u16_at(&self.buf, at + 2))
+        Slot {
+            offset: u16_at(&self.buf, at),
+            len: u16_at(&self.buf, at + 2),
+            crc: u32_at(&self.buf, at + 4),
+        }
     }
 
-    fn set_slot(&mut self, i: usize, off: u16, len: u16) {
+    /// Sets slot `i` (journal replay of a slot change, or the engine's own updates).
+    pub fn set_slot(&mut self, i: usize, s: Slot) -> Result<()> {
+        if i >= MAX_SLOTS {
+            return Err(TableError::Invalid("slot number out of range"));
+        }
         let at = SLOTS_AT + i * SLOT;
-        self.buf[at..at + 2].copy_from_slice(&off.to_le_bytes());
-        self.buf[at + 2..at + 4].copy_from_slice(&len.to_le_bytes());
-    }
-
-    /// Bytes of live tuples.
-    fn live_bytes(&self) -> usize {
-        (0..self.slot_count())
-            .map(|i| self.slot(i))
-            .filter(|&(o, _)| o != 0)
-            .map(|(_, l)| usize::from(l))
-            .sum()
-    }
-
-    /// The largest tuple an insert could take now (after compaction if need be).
-    pub fn free_space(&self) -> usize {
-        let has_free_slot = (0..self.slot_count()).any(|i| self.slot(i).0 == 0);
-        let slots = SLOTS_AT + (self.slot_count() + usize::from(!has_free_slot)) * SLOT;
-        self.buf.len().saturating_sub(slots + self.live_bytes())
-    }
-
-    /// The largest tuple an empty block of `size` bytes holds.
-    pub fn capacity(size: usize) -> usize {
-        size.saturating_sub(SLOTS_AT + SLOT)
-    }
-
-    /// The tuple in slot `i`.
-    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        self.buf[at..at + 2].copy_from_slice(&s.offset.to_le_bytes());
+        self.buf[at + 2..at + 4].copy_from_slice(&s.len.to_le_bytes());
+        self.buf[at + 4..at + 8].copy_from_slice(&s.crc.to_le_bytes());
         if i >= self.slot_count() {
-            return None;
+            self.set_slot_count(i + 1);
         }
-        let (o, l) = self.slot(i);
-        (o != 0).then(|| &self.buf[usize::from(o)..usize::from(o) + usize::from(l)])
-    }
-
-    /// The live slots, in slot order.
-    pub fn slots(&self) -> impl Iterator<Item = (usize, &[u8])> + '_ {
-        (0..self.slot_count()).filter_map(|i| self.get(i).map(|t| (i, t)))
-    }
-
-    /// Stores a tuple and returns its slot, or `None` if it does not fit.
-    pub fn insert(&mut self, tuple: &[u8]) -> Option<usize> {
-        if tuple.is_empty() || tuple.len() > self.free_space() {
-            return None;
-        }
-        let i = (0..self.slot_count())
-            .find(|&i| self.slot(i).0 == 0)
-            .unwrap_or_else(|| {
-                let n = self.slot_count();
-                // The slot array grows down into the tuple area: make room first.
-                if self.data_start() < SLOTS_AT + (n + 1) * SLOT {
-                    self.compact();
-                }
-                self.set_slot_count(n + 1);
-                self.set_slot(n, 0, 0);
-                n
-            });
-        self.place(i, tuple);
-        Some(i)
-    }
-
-    /// Writes `tuple` into slot `i` at the bottom of the free area, compacting first if the
-    /// contiguous gap is too small (the caller has checked the total free space).
-    fn place(&mut self, i: usize, tuple: &[u8]) {
-        let slots_end = SLOTS_AT + self.slot_count() * SLOT;
-        if self.data_start() < slots_end + tuple.len() {
-            self.compact();
-        }
-        let start = self.data_start() - tuple.len();
-        self.buf[start..start + tuple.len()].copy_from_slice(tuple);
-        self.set_data_start(start);
-        self.set_slot(i, start as u16, tuple.len() as u16);
-    }
-
-    /// Replaces the tuple in slot `i`; the slot number stays. `Ok(false)` if the new tuple
-    /// does not fit in this block (the caller moves it elsewhere).
-    pub fn update(&mut self, i: usize, tuple: &[u8]) -> Result<bool> {
-        let (o, l) = self.get_slot(i)?;
-        if tuple.is_empty() {
-            return Err(TableError::Invalid("an empty tuple"));
-        }
-        if tuple.len() <= usize::from(l) {
-            let o = usize::from(o);
-            self.buf[o..o + tuple.len()].copy_from_slice(tuple);
-            self.set_slot(i, o as u16, tuple.len() as u16);
-            return Ok(true);
-        }
-        let room =
-            self.free_space() + usize::from(l) + SLOT * usize::from(self.has_free_slot_besides(i));
-        if tuple.len() > room.saturating_sub(SLOT * usize::from(self.has_free_slot_besides(i))) {
-            return Ok(false);
-        }
-        self.set_slot(i, 0, 0);
-        self.place(i, tuple);
-        Ok(true)
-    }
-
-    fn has_free_slot_besides(&self, i: usize) -> bool {
-        (0..self.slot_count()).any(|j| j != i && self.slot(j).0 == 0)
-    }
-
-    fn get_slot(&self, i: usize) -> Result<(u16, u16)> {
-        if i >= self.slot_count() || self.slot(i).0 == 0 {
-            return Err(TableError::Invalid("no tuple in that slot"));
-        }
-        Ok(self.slot(i))
-    }
-
-    /// Removes the tuple in slot `i`; the slot can be reused by a later insert.
-    pub fn delete(&mut self, i: usize) -> Result<()> {
-        self.get_slot(i)?;
-        self.set_slot(i, 0, 0);
-        // Trailing free slots go away.
-        let mut n = self.slot_count();
-        while n > 0 && self.slot(n - 1).0 == 0 {
-            n -= 1;
-        }
-        self.set_slot_count(n);
-        if n == 0 {
-            self.set_data_start(self.buf.len());
-        }
+        self.dirty |= 1;
         Ok(())
     }
 
-    /// Moves every live tuple to the end of the block, closing the gaps; slots stay.
-    pub fn compact(&mut self) {
-        let mut live: Vec<(usize, Vec<u8>)> = self.slots().map(|(i, t)| (i, t.to_vec())).collect();
-        live.sort_by_key(|(i, _)| *i);
-        let mut at = self.buf.len();
-        for (i, t) in &live {
-            at -= t.len();
-            self.buf[at..at + t.len()].copy_from_slice(t);
-            self.set_slot(*i, at as u16, t.len() as u16);
+    /// Bytes still free at the end of the tuple area.
+    pub fn free_space(&self) -> usize {
+        self.buf.len() - self.free_at()
+    }
+
+    /// Bytes held by live tuples.
+    pub fn live_bytes(&self) -> usize {
+        (0..self.slot_count())
+            .map(|i| self.slot(i))
+            .filter(|s| s.offset != 0)
+            .map(|s| usize::from(s.len))
+            .sum()
+    }
+
+    /// The largest tuple a fresh block of `size` bytes holds.
+    pub fn capacity(size: usize) -> usize {
+        size.saturating_sub(HEADER_SECTOR)
+    }
+
+    /// The tuple in slot `i`, checked against its checksum; `Ok(None)` for a free slot.
+    /// `offset` is the block's device offset, for the error.
+    pub fn get(&self, i: usize, offset: u64) -> Result<Option<&[u8]>> {
+        if i >= self.slot_count() {
+            return Ok(None);
         }
-        self.set_data_start(at);
+        let s = self.slot(i);
+        if s.offset == 0 {
+            return Ok(None);
+        }
+        let t = &self.buf[usize::from(s.offset)..usize::from(s.offset) + usize::from(s.len)];
+        if crc32fast::hash(t) != s.crc {
+            return Err(TableError::Corrupt {
+                structure: "tuple",
+                offset: offset + u64::from(s.offset),
+                reason: "checksum mismatch",
+            });
+        }
+        Ok(Some(t))
+    }
+
+    /// The live slot numbers.
+    pub fn live_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.slot_count()).filter(|&i| self.slot(i).offset != 0)
+    }
+
+    /// Appends `tuple` to the free space and returns the slot it would occupy, without making
+    /// it live (see [`put`](Self::put)). `None` if it does not fit or no slot is free.
+    fn append(&mut self, slot: usize, tuple: &[u8]) -> Option<Slot> {
+        if tuple.is_empty() || tuple.len() > self.free_space() || slot >= MAX_SLOTS {
+            return None;
+        }
+        let at = self.free_at();
+        self.buf[at..at + tuple.len()].copy_from_slice(tuple);
+        self.touch(at, at + tuple.len());
+        self.set_free_at(at + tuple.len());
+        Some(Slot {
+            offset: at as u16,
+            len: tuple.len() as u16,
+            crc: crc32fast::hash(tuple),
+        })
+    }
+
+    /// A free slot number (reusing one, or the next new one), if the block has one left.
+    pub fn free_slot(&self) -> Option<usize> {
+        (0..self.slot_count())
+            .find(|&i| self.slot(i).offset == 0)
+            .or_else(|| (self.slot_count() < MAX_SLOTS).then_some(self.slot_count()))
+    }
+
+    /// Stores `tuple` in slot `i` (new or replacing): appends it and points the slot at it.
+    /// Returns the new slot entry, or `None` if it does not fit (compact or move it).
+    pub fn put(&mut self, i: usize, tuple: &[u8]) -> Option<Slot> {
+        let s = self.append(i, tuple)?;
+        self.set_slot(i, s).ok()?;
+        Some(s)
+    }
+
+    /// Stores a new tuple in a free slot; `None` if it does not fit.
+    pub fn insert(&mut self, tuple: &[u8]) -> Option<usize> {
+        let i = self.free_slot()?;
+        self.put(i, tuple).map(|_| i)
+    }
+
+    /// Frees slot `i`; its bytes stay until the block is compacted.
+    pub fn delete(&mut self, i: usize) -> Result<()> {
+        if i >= self.slot_count() || self.slot(i).offset == 0 {
+            return Err(TableError::Invalid("no tuple in that slot"));
+        }
+        self.set_slot(
+            i,
+            Slot {
+                offset: 0,
+                len: 0,
+                crc: 0,
+            },
+        )?;
+        let mut n = self.slot_count();
+        while n > 0 && self.slot(n - 1).offset == 0 {
+            n -= 1;
+        }
+        self.set_slot_count(n);
+        Ok(())
+    }
+
+    /// A copy of the live tuples in a fresh block of `size` bytes with the same slot
+    /// numbers, owner and next block; `None` if they do not fit.
+    pub fn compacted(&self, size: usize, offset: u64) -> Result<Option<SlottedBlock>> {
+        let mut b = SlottedBlock::new(size, self.owner())?;
+        b.set_next(self.next());
+        for i in self.live_slots().collect::<Vec<_>>() {
+            let Some(t) = self.get(i, offset)? else {
+                continue;
+            };
+            if b.put(i, t).is_none() {
+                return Ok(None);
+            }
+        }
+        Ok(Some(b))
     }
 }
-
-const _: () = assert!(HEADER <= SLOTS_AT);
 
 #[cfg(test)]
 mod tests {
@@ -287,97 +336,95 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn tuples_keep_their_slots_through_deletes_updates_and_compaction() {
-        let mut b = SlottedBlock::new(512, 7).unwrap();
+    fn live_bytes_are_never_overwritten() {
+        let mut b = SlottedBlock::new(4096, 7).unwrap();
         let a = b.insert(&[1; 100]).unwrap();
-        let c = b.insert(&[2; 100]).unwrap();
-        let d = b.insert(&[3; 100]).unwrap();
-        b.delete(c).unwrap();
-        assert!(
-            b.update(a, &[4; 200]).unwrap(),
-            "grows into the freed space"
+        let before: Vec<u8> = b.buf[512..612].to_vec();
+        b.clean();
+        b.put(a, &[2; 50]).unwrap(); // an update appends
+        assert_eq!(
+            &b.buf[512..612],
+            &before[..],
+            "the old version stays in place"
         );
-        assert_eq!(b.get(a).unwrap(), &[4; 200][..]);
-        assert_eq!(b.get(d).unwrap(), &[3; 100][..]);
-        assert!(b.get(c).is_none());
-        let e = b.insert(&[5; 50]).unwrap();
-        assert_eq!(e, c, "the freed slot is reused");
-        assert!(
-            !b.update(d, &[6; 400]).unwrap(),
-            "too big: the caller moves it"
-        );
-        b.set_next(Some(BlockRef {
-            class: 2,
-            chunk: 9,
-            index: 4,
+        assert_eq!(b.get(a, 0).unwrap().unwrap(), &[2; 50][..]);
+        let dirty: Vec<usize> = b.dirty_sectors().collect();
+        assert_eq!(dirty, [1, 0], "the tuple's sector, then the header sector");
+    }
+
+    #[test]
+    fn round_trip_compaction_and_corruption() {
+        let mut b = SlottedBlock::new(2048, 3).unwrap();
+        let x = b.insert(&[1; 600]).unwrap();
+        let y = b.insert(&[2; 600]).unwrap();
+        b.delete(x).unwrap();
+        assert!(b.insert(&[3; 600]).is_none(), "full until compacted");
+        let mut c = b.compacted(2048, 0).unwrap().unwrap();
+        assert_eq!(c.get(y, 0).unwrap().unwrap(), &[2; 600][..]);
+        let z = c.insert(&[3; 600]).unwrap();
+        c.set_next(Some(BlockRef {
+            class: 1,
+            chunk: 2,
+            index: 3,
         }));
-        let bytes = b.seal().to_vec();
-        let back = SlottedBlock::from_bytes(bytes, 0).unwrap();
-        assert_eq!(back.get(a).unwrap(), &[4; 200][..]);
-        assert_eq!(back.owner(), 7);
-        assert_eq!(back.next().unwrap().chunk, 9);
+        let bytes = c.seal().to_vec();
+        let back = SlottedBlock::from_bytes(bytes.clone(), 8192).unwrap();
+        assert_eq!(back.get(z, 8192).unwrap().unwrap(), &[3; 600][..]);
+        assert_eq!(back.next().unwrap().index, 3);
+        assert_eq!(back.owner(), 3);
+        // A flipped bit in a tuple is caught when the tuple is read.
+        let mut bad = bytes.clone();
+        bad[600] ^= 4;
+        let back = SlottedBlock::from_bytes(bad, 8192).unwrap();
+        let err = back.get(y, 8192).unwrap_err();
+        assert!(err.to_string().contains("tuple"), "{err}");
+        // ... and in the header sector when the block is read.
+        let mut bad = bytes;
+        bad[50] ^= 4;
+        assert!(SlottedBlock::from_bytes(bad, 0).is_err());
     }
 
     #[test]
-    fn a_64k_block_works_and_corruption_is_reported() {
+    fn slots_run_out_cleanly() {
         let mut b = SlottedBlock::new(65536, 1).unwrap();
-        let big = vec![9u8; SlottedBlock::capacity(65536)];
-        let s = b.insert(&big).unwrap();
-        assert_eq!(b.get(s).unwrap().len(), big.len());
-        let mut bytes = b.seal().to_vec();
-        bytes[1000] ^= 1;
-        let err = SlottedBlock::from_bytes(bytes, 4096).unwrap_err();
-        assert!(err.to_string().contains("data block"), "{err}");
-    }
-
-    #[test]
-    fn a_new_slot_never_overwrites_the_lowest_tuple() {
-        // The lowest tuple ends right where a new slot would go, and there is room in a hole
-        // left by a shrinking update.
-        let mut b = SlottedBlock::new(512, 1).unwrap();
-        let first = b.insert(&[1; 100]).unwrap();
-        let gap = b.data_start() - (SLOTS_AT + 2 * SLOT);
-        let second = b.insert(&vec![2; gap]).unwrap();
-        assert_eq!(b.data_start(), SLOTS_AT + 2 * SLOT);
-        assert!(b.update(first, &[3; 10]).unwrap());
-        let third = b.insert(&[4; 10]).unwrap();
-        assert!(b.get(second).unwrap().iter().all(|&x| x == 2));
-        assert_eq!(b.get(third).unwrap(), &[4; 10][..]);
+        for _ in 0..MAX_SLOTS {
+            b.insert(&[1]).unwrap();
+        }
+        assert!(b.insert(&[1]).is_none());
+        let big = SlottedBlock::capacity(65536);
+        let mut c = SlottedBlock::new(65536, 1).unwrap();
+        assert!(c.insert(&vec![0; big]).is_some());
+        let bytes = c.seal().to_vec();
+        SlottedBlock::from_bytes(bytes, 0).unwrap();
     }
 
     proptest! {
-        /// Random inserts, updates and deletes agree with a model of slot -> bytes.
+        /// Random puts and deletes agree with a model of slot -> bytes, across seal/read
+        /// and compaction.
         #[test]
         fn behaves_like_a_map_of_slots(ops in proptest::collection::vec((0u8..3, 0usize..12, 1usize..300), 1..80)) {
-            let mut b = SlottedBlock::new(2048, 1).unwrap();
+            let mut b = SlottedBlock::new(8192, 1).unwrap();
             let mut model: std::collections::BTreeMap<usize, Vec<u8>> = Default::default();
-            for (n, (op, slot, len)) in ops.into_iter().enumerate() {
+            for (n, (op, k, len)) in ops.into_iter().enumerate() {
                 let bytes = vec![n as u8; len];
-                match op {
-                    0 => {
-                        let fits = len <= b.free_space();
-                        match b.insert(&bytes) {
-                            Some(s) => { prop_assert!(fits); prop_assert!(!model.contains_key(&s)); model.insert(s, bytes); }
-                            None => prop_assert!(!fits),
-                        }
+                let pick = model.keys().nth(k % model.len().max(1)).copied();
+                match (op, pick) {
+                    (0, _) | (_, None) => {
+                        if let Some(s) = b.insert(&bytes) { model.insert(s, bytes); }
+                        else if let Some(c) = b.compacted(8192, 0).unwrap() { b = c; }
                     }
-                    1 => if let Some(&s) = model.keys().nth(slot % model.len().max(1)) {
-                        if b.update(s, &bytes).unwrap() { model.insert(s, bytes); }
-                    },
-                    _ => if let Some(&s) = model.keys().nth(slot % model.len().max(1)) {
-                        b.delete(s).unwrap();
-                        model.remove(&s);
-                    },
+                    (1, Some(s)) => if b.put(s, &bytes).is_some() { model.insert(s, bytes); },
+                    (_, Some(s)) => { b.delete(s).unwrap(); model.remove(&s); }
                 }
                 for (s, t) in &model {
-                    prop_assert_eq!(b.get(*s).unwrap(), &t[..]);
+                    prop_assert_eq!(b.get(*s, 0).unwrap().unwrap(), &t[..]);
                 }
-                prop_assert_eq!(b.slots().count(), model.len());
+                prop_assert_eq!(b.live_slots().count(), model.len());
             }
             let bytes = b.seal().to_vec();
             let back = SlottedBlock::from_bytes(bytes, 0).unwrap();
             for (s, t) in &model {
-                prop_assert_eq!(back.get(*s).unwrap(), &t[..]);
+                prop_assert_eq!(back.get(*s, 0).unwrap().unwrap(), &t[..]);
             }
         }
     }
