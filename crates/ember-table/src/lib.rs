@@ -9,7 +9,8 @@
 //! Built so far: the block header every structure carries ([`format`](mod@format)), the journal
 //! ([`journal`]), the variable-size allocator ([`allocator`]), the superblock and zones
 //! ([`superblock`]), the space manager that hands out extents ([`space`]), and the typed values
-//! with their row and order-preserving key encodings ([`row`]). Tables, indexes,
+//! with their row and order-preserving key encodings ([`row`]), table schemas ([`schema`]) and
+//! slotted data blocks ([`slotted`]). Tables, indexes,
 //! the consistency modes and the modules build on them.
 //!
 //! Must not touch: SQL (it takes typed rows and keys), files (it sees only a
@@ -22,6 +23,7 @@ pub mod error;
 pub mod format;
 pub mod journal;
 pub mod row;
+pub mod schema;
 pub mod slotted;
 pub mod space;
 pub mod superblock;
@@ -30,6 +32,7 @@ pub use allocator::{AllocConfig, Allocator, BlockRef};
 pub use error::{Result, TableError};
 pub use journal::{Journal, Record};
 pub use row::{RowError, Value, ValueRef};
+pub use schema::{Column, IndexKind, Schema};
 pub use slotted::SlottedBlock;
 pub use space::{Extent, SpaceManager};
 pub use superblock::{FormatOptions, Superblock, Zone};
