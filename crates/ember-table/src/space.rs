@@ -7,12 +7,13 @@
 //! copy-on-write updates; recovery replays the journal records after the last checkpoint,
 //! which is idempotent.
 //!
-//! Journal payload of the space manager (record kind 1):
+//! Journal payload of the space manager:
 //!
 //! ```text
 //!  0 1  kind = 1 (block marks)
 //!  1 4  count
 //!  5 …  count × (class u8, chunk u32, index u32, in use u8)
+//!  …    the caller's bytes (a table transaction's redo operations), possibly none
 //! ```
 
 use ember_device::BlockDevice;
@@ -46,8 +47,9 @@ pub struct SpaceManager<D: BlockDevice> {
     journal: Journal,
 }
 
-fn encode_marks(marks: &[(BlockRef, bool)]) -> Vec<u8> {
-    let mut p = Vec::with_capacity(5 + MARK_BYTES * marks.len());
+/// Journal payload of a transaction: [`MARKS`], the block marks, then the caller's bytes.
+fn encode_record(marks: &[(BlockRef, bool)], rest: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(5 + MARK_BYTES * marks.len() + rest.len());
     p.push(MARKS);
     p.extend_from_slice(&(marks.len() as u32).to_le_bytes());
     for (b, used) in marks {
@@ -56,10 +58,12 @@ fn encode_marks(marks: &[(BlockRef, bool)]) -> Vec<u8> {
         p.extend_from_slice(&b.index.to_le_bytes());
         p.push(u8::from(*used));
     }
+    p.extend_from_slice(rest);
     p
 }
 
-fn decode_marks(r: &Record) -> Result<Vec<(BlockRef, bool)>> {
+/// Splits a journal payload into its block marks and the caller's bytes.
+pub fn decode_record(r: &Record) -> Result<(Vec<(BlockRef, bool)>, &[u8])> {
     let bad = TableError::Corrupt {
         structure: "journal record (block marks)",
         offset: r.lsn,
@@ -70,10 +74,12 @@ fn decode_marks(r: &Record) -> Result<Vec<(BlockRef, bool)>> {
         return Err(bad);
     }
     let n = u32_at(p, 1) as usize;
-    if p.len() != 5 + n * MARK_BYTES {
-        return Err(bad);
-    }
-    Ok(p[5..]
+    let end = n
+        .checked_mul(MARK_BYTES)
+        .and_then(|m| m.checked_add(5))
+        .filter(|&e| e <= p.len())
+        .ok_or(bad)?;
+    let marks = p[5..end]
         .chunks_exact(MARK_BYTES)
         .map(|m| {
             (
@@ -85,7 +91,8 @@ fn decode_marks(r: &Record) -> Result<Vec<(BlockRef, bool)>> {
                 m[9] != 0,
             )
         })
-        .collect())
+        .collect();
+    Ok((marks, &p[end..]))
 }
 
 impl<D: BlockDevice> SpaceManager<D> {
@@ -108,25 +115,39 @@ impl<D: BlockDevice> SpaceManager<D> {
 
     /// Opens a database device: reads the superblock, the allocator and the journal, and
     /// replays the journal's block marks.
-    pub fn open(mut dev: D) -> Result<Self> {
-        let sb = Superblock::read(&mut dev)?;
-        let mut alloc = Allocator::open(&mut dev, sb.data.start, sb.data.len, sb.alloc)?;
-        let (journal, records) = Journal::open(&mut dev, sb.log.start, sb.log.len)?;
+    pub fn open(dev: D) -> Result<Self> {
+        let (mut sm, records) = Self::open_raw(dev)?;
         for r in &records {
-            for (b, used) in decode_marks(r)? {
-                alloc.mark(b, used)?;
-            }
+            sm.replay(r)?;
         }
-        let mut sm = SpaceManager {
+        if !records.is_empty() {
+            sm.checkpoint()?;
+        }
+        Ok(sm)
+    }
+
+    /// Opens a database device without replaying the journal: returns the records since the
+    /// last checkpoint, for a caller that validates them and replays the ones it accepts
+    /// with [`replay`](Self::replay), in order.
+    pub fn open_raw(mut dev: D) -> Result<(Self, Vec<Record>)> {
+        let sb = Superblock::read(&mut dev)?;
+        let alloc = Allocator::open(&mut dev, sb.data.start, sb.data.len, sb.alloc)?;
+        let (journal, records) = Journal::open(&mut dev, sb.log.start, sb.log.len)?;
+        let sm = SpaceManager {
             dev,
             sb,
             alloc,
             journal,
         };
-        if !records.is_empty() {
-            sm.checkpoint()?;
+        Ok((sm, records))
+    }
+
+    /// Applies a journal record's block marks to the allocator (idempotent).
+    pub fn replay(&mut self, r: &Record) -> Result<()> {
+        for (b, used) in decode_record(r)?.0 {
+            self.alloc.mark(b, used)?;
         }
-        Ok(sm)
+        Ok(())
     }
 
     /// The superblock.
@@ -178,16 +199,48 @@ impl<D: BlockDevice> SpaceManager<D> {
     }
 
     fn log_marks(&mut self, marks: &[(BlockRef, bool)]) -> Result<()> {
-        let payload = encode_marks(marks);
-        if !self.journal.fits(&[payload.len()]) {
+        if !self.journal_fits(marks.len(), 0) {
             self.checkpoint()?;
         }
-        self.journal.append(&mut self.dev, &[&payload])?;
+        self.append(marks, &[])?;
         self.dev.sync()?;
         Ok(())
     }
 
-    /// Writes the allocator's bitmaps home and empties the journal.
+    /// Reserves blocks for `bytes` in RAM only; the caller records them with
+    /// [`append`](Self::append) (or gives them back with [`unreserve`](Self::unreserve)).
+    pub fn reserve(&mut self, bytes: u64) -> Result<Vec<Extent>> {
+        let blocks = self.alloc.allocate(bytes)?;
+        Ok(blocks.iter().map(|&b| self.extent(b)).collect())
+    }
+
+    /// Gives back blocks reserved and never recorded, or frees recorded blocks in RAM once
+    /// the record that frees them is durable (a freed block must not be reused before).
+    pub fn unreserve(&mut self, blocks: &[BlockRef]) -> Result<()> {
+        self.alloc.free(blocks)
+    }
+
+    /// The extent of a block.
+    pub fn extent_of(&self, block: BlockRef) -> Extent {
+        self.extent(block)
+    }
+
+    /// Appends one journal record with block marks and the caller's bytes (not synced).
+    /// A full journal is [`TableError::JournalFull`]: the caller checkpoints what it owns,
+    /// then [`checkpoint`](Self::checkpoint)s.
+    pub fn append(&mut self, marks: &[(BlockRef, bool)], rest: &[u8]) -> Result<()> {
+        let payload = encode_record(marks, rest);
+        self.journal.append(&mut self.dev, &[&payload])?;
+        Ok(())
+    }
+
+    /// Whether a record with this many marks and caller bytes fits the journal now.
+    pub fn journal_fits(&self, marks: usize, rest: usize) -> bool {
+        self.journal.fits(&[5 + MARK_BYTES * marks + rest])
+    }
+
+    /// Writes the allocator's bitmaps home and empties the journal. The caller must have
+    /// written everything else the journal's records describe (and synced it) first.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.alloc.flush(&mut self.dev)?;
         self.journal.checkpoint(&mut self.dev)
