@@ -48,7 +48,7 @@ pub struct SpaceManager<D: BlockDevice> {
 }
 
 /// Journal payload of a transaction: [`MARKS`], the block marks, then the caller's bytes.
-fn encode_record(marks: &[(BlockRef, bool)], rest: &[u8]) -> Vec<u8> {
+fn encode_record(marks: &[Mark], rest: &[u8]) -> Vec<u8> {
     let mut p = Vec::with_capacity(5 + MARK_BYTES * marks.len() + rest.len());
     p.push(MARKS);
     p.extend_from_slice(&(marks.len() as u32).to_le_bytes());
@@ -62,8 +62,11 @@ fn encode_record(marks: &[(BlockRef, bool)], rest: &[u8]) -> Vec<u8> {
     p
 }
 
+/// A block and whether it is in use, as a journal record states it.
+pub type Mark = (BlockRef, bool);
+
 /// Splits a journal payload into its block marks and the caller's bytes.
-pub fn decode_record(r: &Record) -> Result<(Vec<(BlockRef, bool)>, &[u8])> {
+pub fn decode_record(r: &Record) -> Result<(Vec<Mark>, &[u8])> {
     let bad = TableError::Corrupt {
         structure: "journal record (block marks)",
         offset: r.lsn,
@@ -175,7 +178,7 @@ impl<D: BlockDevice> SpaceManager<D> {
     /// block) and makes the allocation durable.
     pub fn allocate(&mut self, bytes: u64) -> Result<Vec<Extent>> {
         let blocks = self.alloc.allocate(bytes)?;
-        let marks: Vec<(BlockRef, bool)> = blocks.iter().map(|&b| (b, true)).collect();
+        let marks: Vec<Mark> = blocks.iter().map(|&b| (b, true)).collect();
         if let Err(e) = self.log_marks(&marks) {
             // Not durable: forget it in RAM too.
             let _ = self.alloc.free(&blocks);
@@ -188,7 +191,7 @@ impl<D: BlockDevice> SpaceManager<D> {
     pub fn free(&mut self, extents: &[Extent]) -> Result<()> {
         let blocks: Vec<BlockRef> = extents.iter().map(|e| e.block).collect();
         self.alloc.free(&blocks)?;
-        let marks: Vec<(BlockRef, bool)> = blocks.iter().map(|&b| (b, false)).collect();
+        let marks: Vec<Mark> = blocks.iter().map(|&b| (b, false)).collect();
         if let Err(e) = self.log_marks(&marks) {
             for b in &blocks {
                 let _ = self.alloc.mark(*b, true);
@@ -198,7 +201,7 @@ impl<D: BlockDevice> SpaceManager<D> {
         Ok(())
     }
 
-    fn log_marks(&mut self, marks: &[(BlockRef, bool)]) -> Result<()> {
+    fn log_marks(&mut self, marks: &[Mark]) -> Result<()> {
         if !self.journal_fits(marks.len(), 0) {
             self.checkpoint()?;
         }
@@ -228,7 +231,7 @@ impl<D: BlockDevice> SpaceManager<D> {
     /// Appends one journal record with block marks and the caller's bytes (not synced).
     /// A full journal is [`TableError::JournalFull`]: the caller checkpoints what it owns,
     /// then [`checkpoint`](Self::checkpoint)s.
-    pub fn append(&mut self, marks: &[(BlockRef, bool)], rest: &[u8]) -> Result<()> {
+    pub fn append(&mut self, marks: &[Mark], rest: &[u8]) -> Result<()> {
         let payload = encode_record(marks, rest);
         self.journal.append(&mut self.dev, &[&payload])?;
         Ok(())
