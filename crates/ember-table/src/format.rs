@@ -34,6 +34,8 @@ pub enum Kind {
     ClassDir,
     /// A slotted data block of a table.
     Slotted,
+    /// The header of a catalog snapshot.
+    Catalog,
 }
 
 /// Reads a little-endian `u32` at `at` (the caller has checked the length).
@@ -58,6 +60,7 @@ impl Kind {
             Kind::Bitmap => *b"EMBM",
             Kind::ClassDir => *b"EMCD",
             Kind::Slotted => *b"EMSL",
+            Kind::Catalog => *b"EMCT",
         }
     }
 
@@ -75,6 +78,7 @@ impl Kind {
             Kind::Bitmap => "allocation bitmap",
             Kind::ClassDir => "allocator class directory",
             Kind::Slotted => "data block",
+            Kind::Catalog => "catalog",
         }
     }
 }

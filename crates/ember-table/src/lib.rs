@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod allocator;
+pub mod catalog;
 pub mod error;
 pub mod format;
 pub mod journal;
