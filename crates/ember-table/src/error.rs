@@ -43,6 +43,15 @@ pub enum TableError {
     },
     /// A row or key failed to decode.
     Row(crate::row::RowError),
+    /// No table has this name.
+    NoSuchTable(String),
+    /// A table with this name exists already.
+    TableExists(String),
+    /// A row breaks a rule of its table (duplicate primary key, NULL in a NOT NULL column,
+    /// wrong number of values).
+    Constraint(&'static str),
+    /// The operation needs (or forbids) an open transaction.
+    Transaction(&'static str),
     /// A configuration or argument is invalid.
     Invalid(&'static str),
 }
@@ -72,6 +81,10 @@ impl fmt::Display for TableError {
                 write!(f, "no free space for an allocation of {bytes} bytes")
             }
             TableError::Row(e) => write!(f, "bad row: {e}"),
+            TableError::NoSuchTable(t) => write!(f, "no such table: {t}"),
+            TableError::TableExists(t) => write!(f, "table {t} already exists"),
+            TableError::Constraint(what) => write!(f, "constraint failed: {what}"),
+            TableError::Transaction(what) => write!(f, "transaction: {what}"),
             TableError::Invalid(what) => write!(f, "invalid: {what}"),
         }
     }

@@ -20,6 +20,7 @@
 
 pub mod allocator;
 pub mod catalog;
+pub mod db;
 pub mod error;
 pub mod format;
 pub mod journal;
@@ -30,6 +31,7 @@ pub mod space;
 pub mod superblock;
 
 pub use allocator::{AllocConfig, Allocator, BlockRef};
+pub use db::{Database, Mode, Options};
 pub use error::{Result, TableError};
 pub use journal::{Journal, Record};
 pub use row::{RowError, Value, ValueRef};

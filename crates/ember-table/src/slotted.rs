@@ -126,6 +126,58 @@ impl SlottedBlock {
         self.dirty = 0;
     }
 
+    /// The changed tuple sectors as byte ranges (runs of consecutive sectors merged), and
+    /// forgets them; the header sector stays marked.
+    pub fn take_dirty_tuples(&mut self) -> Vec<core::ops::Range<usize>> {
+        let mut runs: Vec<core::ops::Range<usize>> = Vec::new();
+        for s in 1..self.buf.len() / 512 {
+            if self.dirty & (1 << s) == 0 {
+                continue;
+            }
+            match runs.last_mut() {
+                Some(r) if r.end == s * 512 => r.end += 512,
+                _ => runs.push(s * 512..(s + 1) * 512),
+            }
+        }
+        self.dirty &= 1;
+        runs
+    }
+
+    /// Marks every sector changed (a block image that was never written).
+    pub fn mark_all_dirty(&mut self) {
+        for s in 0..self.buf.len() / 512 {
+            self.dirty |= 1 << s;
+        }
+    }
+
+    /// Whether the header sector changed.
+    pub fn header_dirty(&self) -> bool {
+        self.dirty & 1 != 0
+    }
+
+    /// The bytes in `range` (for writing dirty tuple sectors).
+    pub fn bytes(&self, range: core::ops::Range<usize>) -> &[u8] {
+        &self.buf[range]
+    }
+
+    /// Raises the free offset to at least `at` (journal replay: tuples up to `at` exist).
+    pub fn reserve_to(&mut self, at: usize) {
+        if at > self.free_at() && at <= self.buf.len() {
+            self.set_free_at(at);
+        }
+    }
+
+    /// Places tuple bytes read from the device at their offset (journal replay of a block
+    /// whose header is rebuilt in RAM).
+    pub fn load_tuple(&mut self, at: usize, bytes: &[u8]) -> Result<()> {
+        let end = at
+            .checked_add(bytes.len())
+            .filter(|&e| at >= HEADER_SECTOR && e <= self.buf.len())
+            .ok_or(TableError::Invalid("tuple outside its block"))?;
+        self.buf[at..end].copy_from_slice(bytes);
+        Ok(())
+    }
+
     fn touch(&mut self, from: usize, to: usize) {
         for s in from / 512..to.div_ceil(512) {
             self.dirty |= 1 << s;

@@ -1,0 +1,1309 @@
+//! The table engine: tables of typed rows over the space manager, with transactions and the
+//! five consistency modes (LUNAR §3.4).
+//!
+//! A row is stored as a tuple `key length u16 | key | row` in a [`SlottedBlock`] of its
+//! table; the primary index maps the order-preserving key encoding to (block, slot). Indexes
+//! live in RAM and are rebuilt from the blocks when the database opens (see ARCHITECTURE.md).
+//!
+//! Every change a transaction makes is a redo operation in one journal record, committed
+//! after the transaction's tuple bytes were written into free space of their blocks:
+//!
+//! ```text
+//! 1 create table   id u64 | name length u16 | name | schema length u32 | schema
+//! 2 drop table     id u64
+//! 3 add block      table u64 | block (class u8, chunk u32, index u32)
+//! 4 remove block   table u64 | block
+//! 5 set slot       table u64 | block | slot u16 | offset u16 | length u16 | CRC-32 u32
+//! ```
+//!
+//! Recovery replays the records after the last checkpoint in order and stops at the first
+//! whose tuples fail their checksums: such a record was never acknowledged (a sync would
+//! have made its tuples durable with it), and nothing after it was either. Block headers, the
+//! catalog and the allocator's bitmaps reach home at checkpoints.
+//!
+//! | mode | journal | commit makes durable | after a crash |
+//! |---|---|---|---|
+//! | none | no | nothing (checkpoint/close) | only a cleanly closed database is promised |
+//! | disorder | buffered, written in batches | nothing | metadata consistent, reopen works |
+//! | metadata | one record per commit | nothing (next sync) | no garbage rows, whole transactions |
+//! | data | one record per commit | nothing (next sync) | no partial operation |
+//! | full | one record and one sync per commit | the transaction | every commit present |
+//!
+//! Because live bytes are never overwritten (see [`slotted`](crate::slotted)), metadata mode
+//! already keeps whole transactions; data mode adds nothing to it here.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::{Bound, RangeBounds};
+
+use ember_device::BlockDevice;
+
+use crate::allocator::BlockRef;
+use crate::catalog::{Catalog, CatalogStore, TableEntry};
+use crate::error::{Result, TableError};
+use crate::format::{u32_at, u64_at};
+use crate::row::{Value, decode_row, encode_key, encode_row};
+use crate::schema::{IndexKind, Schema};
+use crate::slotted::{HEADER_SECTOR, Slot, SlottedBlock};
+use crate::space::{Mark, SpaceManager, decode_record};
+use crate::superblock::FormatOptions;
+
+/// The consistency mode (LUNAR Table 2), chosen when the database is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// No journal.
+    None,
+    /// Metadata journal, written in batches, no ordering.
+    Disorder,
+    /// Metadata journal after the data (the default).
+    #[default]
+    Metadata,
+    /// Metadata and data journal.
+    Data,
+    /// Like data, and every commit is synced.
+    Full,
+}
+
+/// How to create or open a database.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Layout of a new device.
+    pub format: FormatOptions,
+    /// The consistency mode.
+    pub mode: Mode,
+    /// Size of a table's data blocks (larger rows get a block of their own size class).
+    pub block_size: u32,
+    /// Blocks kept in RAM beyond the ones with unwritten changes.
+    pub cache_blocks: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            format: FormatOptions::default(),
+            mode: Mode::default(),
+            block_size: 4096,
+            cache_blocks: 4096,
+        }
+    }
+}
+
+/// Where a row lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Loc {
+    block: BlockRef,
+    slot: u16,
+}
+
+#[derive(Debug)]
+enum Index {
+    Hash(HashMap<Vec<u8>, Loc>),
+    Tree(BTreeMap<Vec<u8>, Loc>),
+}
+
+impl Index {
+    fn new(kind: IndexKind) -> Self {
+        match kind {
+            IndexKind::Hash => Index::Hash(HashMap::new()),
+            IndexKind::Tree => Index::Tree(BTreeMap::new()),
+        }
+    }
+    fn get(&self, k: &[u8]) -> Option<Loc> {
+        match self {
+            Index::Hash(m) => m.get(k).copied(),
+            Index::Tree(m) => m.get(k).copied(),
+        }
+    }
+    fn insert(&mut self, k: Vec<u8>, l: Loc) -> Option<Loc> {
+        match self {
+            Index::Hash(m) => m.insert(k, l),
+            Index::Tree(m) => m.insert(k, l),
+        }
+    }
+    fn remove(&mut self, k: &[u8]) -> Option<Loc> {
+        match self {
+            Index::Hash(m) => m.remove(k),
+            Index::Tree(m) => m.remove(k),
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            Index::Hash(m) => m.len(),
+            Index::Tree(m) => m.len(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Table {
+    id: u64,
+    name: String,
+    schema: Schema,
+    blocks: Vec<BlockRef>,
+    index: Index,
+    next_rowid: i64,
+}
+
+/// How to take back one change of an open transaction.
+#[derive(Debug)]
+enum Undo {
+    Create(u64),
+    Drop(Box<Table>),
+    AddBlock(u64, BlockRef),
+    RemoveBlock(u64, BlockRef, usize),
+    Slot(BlockRef, usize, Slot),
+    Index(u64, Vec<u8>, Option<Loc>),
+    Rowid(u64, i64),
+}
+
+#[derive(Debug, Default)]
+struct Txn {
+    ops: Vec<u8>,
+    marks: Vec<Mark>,
+    frees: Vec<BlockRef>,
+    undo: Vec<Undo>,
+    blocks: BTreeSet<BlockRef>,
+}
+
+const OP_CREATE: u8 = 1;
+const OP_DROP: u8 = 2;
+const OP_ADD_BLOCK: u8 = 3;
+const OP_REMOVE_BLOCK: u8 = 4;
+const OP_SLOT: u8 = 5;
+
+fn put_block(out: &mut Vec<u8>, b: BlockRef) {
+    out.push(b.class);
+    out.extend_from_slice(&b.chunk.to_le_bytes());
+    out.extend_from_slice(&b.index.to_le_bytes());
+}
+
+/// A cursor over a record's redo operations.
+struct Ops<'a> {
+    p: &'a [u8],
+    at: usize,
+    lsn: u64,
+}
+
+impl<'a> Ops<'a> {
+    fn bad(&self) -> TableError {
+        TableError::Corrupt {
+            structure: "journal record (table operations)",
+            offset: self.lsn,
+            reason: "malformed operation",
+        }
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let s = self
+            .p
+            .get(self.at..self.at.checked_add(n).ok_or_else(|| self.bad())?)
+            .ok_or_else(|| self.bad())?;
+        self.at += n;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32_at(self.take(4)?, 0))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64_at(self.take(8)?, 0))
+    }
+    fn block(&mut self) -> Result<BlockRef> {
+        let b = self.take(9)?;
+        Ok(BlockRef {
+            class: b[0],
+            chunk: u32_at(b, 1),
+            index: u32_at(b, 5),
+        })
+    }
+}
+
+/// A redo operation, decoded.
+enum Op {
+    Create(u64, String, Schema),
+    Drop(u64),
+    AddBlock(u64, BlockRef),
+    RemoveBlock(u64, BlockRef),
+    Slot(u64, BlockRef, usize, Slot),
+}
+
+fn decode_ops(p: &[u8], lsn: u64) -> Result<Vec<Op>> {
+    let mut c = Ops { p, at: 0, lsn };
+    let mut out = Vec::new();
+    while c.at < p.len() {
+        out.push(match c.u8()? {
+            OP_CREATE => {
+                let id = c.u64()?;
+                let n = usize::from(c.u16()?);
+                let name = String::from_utf8(c.take(n)?.to_vec()).map_err(|_| c.bad())?;
+                let n = c.u32()? as usize;
+                Op::Create(id, name, Schema::decode(c.take(n)?)?)
+            }
+            OP_DROP => Op::Drop(c.u64()?),
+            OP_ADD_BLOCK => Op::AddBlock(c.u64()?, c.block()?),
+            OP_REMOVE_BLOCK => Op::RemoveBlock(c.u64()?, c.block()?),
+            OP_SLOT => Op::Slot(
+                c.u64()?,
+                c.block()?,
+                usize::from(c.u16()?),
+                Slot {
+                    offset: c.u16()?,
+                    len: c.u16()?,
+                    crc: c.u32()?,
+                },
+            ),
+            _ => return Err(c.bad()),
+        });
+    }
+    Ok(out)
+}
+
+/// An EmberDB database on one device, seen through its table engine.
+#[derive(Debug)]
+pub struct Database<D: BlockDevice> {
+    sm: SpaceManager<D>,
+    opts: Options,
+    store: CatalogStore,
+    next_id: u64,
+    tables: BTreeMap<u64, Table>,
+    names: HashMap<String, u64>,
+    cache: BTreeMap<BlockRef, SlottedBlock>,
+    txn: Option<Txn>,
+    explicit: bool,
+    /// Blocks freed by committed transactions, given back at the next checkpoint.
+    deferred: Vec<BlockRef>,
+    /// Disorder mode: records not yet written.
+    buffered: Vec<(Vec<Mark>, Vec<u8>)>,
+}
+
+fn lower(name: &str) -> String {
+    name.to_ascii_lowercase()
+}
+
+impl<D: BlockDevice> Database<D> {
+    /// Formats `dev` as a new, empty database.
+    pub fn create(dev: D, opts: Options) -> Result<Self> {
+        let mut sm = SpaceManager::format(dev, opts.format)?;
+        let meta = sm.superblock().meta;
+        let store = CatalogStore::format(sm.device(), meta)?;
+        sm.device().sync()?;
+        Ok(Database {
+            sm,
+            opts,
+            store,
+            next_id: 1,
+            tables: BTreeMap::new(),
+            names: HashMap::new(),
+            cache: BTreeMap::new(),
+            txn: None,
+            explicit: false,
+            deferred: Vec::new(),
+            buffered: Vec::new(),
+        })
+    }
+
+    /// Opens a database: reads the catalog, replays the journal, rebuilds the indexes.
+    pub fn open(dev: D, opts: Options) -> Result<Self> {
+        let (mut sm, records) = SpaceManager::open_raw(dev)?;
+        let meta = sm.superblock().meta;
+        let (store, catalog) = CatalogStore::open(sm.device(), meta)?;
+        let mut db = Database {
+            sm,
+            opts,
+            store,
+            next_id: catalog.next_id,
+            tables: BTreeMap::new(),
+            names: HashMap::new(),
+            cache: BTreeMap::new(),
+            txn: None,
+            explicit: false,
+            deferred: Vec::new(),
+            buffered: Vec::new(),
+        };
+        for t in catalog.tables {
+            db.add_table(t.id, t.name, t.schema, t.blocks);
+        }
+        let mut replayed = 0;
+        for r in &records {
+            let (_, rest) = decode_record(r)?;
+            let ops = decode_ops(rest, r.lsn)?;
+            if !db.tuples_durable(&ops)? {
+                break;
+            }
+            db.sm.replay(r)?;
+            for op in ops {
+                db.apply(op)?;
+            }
+            replayed += 1;
+        }
+        db.rebuild_indexes()?;
+        if replayed > 0 || records.len() > replayed {
+            db.checkpoint()?;
+        }
+        Ok(db)
+    }
+
+    fn add_table(&mut self, id: u64, name: String, schema: Schema, blocks: Vec<BlockRef>) {
+        self.next_id = self.next_id.max(id + 1);
+        self.names.insert(lower(&name), id);
+        let index = Index::new(schema.index);
+        self.tables.insert(
+            id,
+            Table {
+                id,
+                name,
+                schema,
+                blocks,
+                index,
+                next_rowid: 1,
+            },
+        );
+    }
+
+    /// Whether every tuple a record's operations make live checks against its CRC on the
+    /// device.
+    fn tuples_durable(&mut self, ops: &[Op]) -> Result<bool> {
+        for op in ops {
+            if let Op::Slot(_, b, _, s) = op {
+                if s.offset == 0 {
+                    continue;
+                }
+                let (at, len) = self.sm.allocator().extent(*b);
+                if u64::from(s.offset) + u64::from(s.len) > len {
+                    return Ok(false);
+                }
+                let mut t = vec![0u8; usize::from(s.len)];
+                self.sm.device().read(at + u64::from(s.offset), &mut t)?;
+                if crc32fast::hash(&t) != s.crc {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Applies a replayed operation to the RAM state.
+    fn apply(&mut self, op: Op) -> Result<()> {
+        match op {
+            Op::Create(id, name, schema) => {
+                if let Some(old) = self.tables.remove(&id) {
+                    self.names.remove(&lower(&old.name));
+                }
+                self.add_table(id, name, schema, Vec::new());
+            }
+            Op::Drop(id) => {
+                if let Some(t) = self.tables.remove(&id) {
+                    self.names.remove(&lower(&t.name));
+                    for b in t.blocks {
+                        self.cache.remove(&b);
+                    }
+                }
+            }
+            Op::AddBlock(id, b) => {
+                if !self.tables.contains_key(&id) {
+                    return Ok(());
+                }
+                let size = self.sm.allocator().extent(b).1 as usize;
+                self.cache.insert(b, SlottedBlock::new(size, id)?);
+                if let Some(t) = self.tables.get_mut(&id) {
+                    if !t.blocks.contains(&b) {
+                        t.blocks.push(b);
+                    }
+                }
+            }
+            Op::RemoveBlock(id, b) => {
+                self.cache.remove(&b);
+                if let Some(t) = self.tables.get_mut(&id) {
+                    t.blocks.retain(|x| *x != b);
+                }
+            }
+            Op::Slot(id, b, slot, s) => {
+                // Replayed over a catalog written by an interrupted checkpoint, a table may
+                // already be gone: a later record drops it, so its changes do not matter.
+                if !self.tables.contains_key(&id) {
+                    return Ok(());
+                }
+                let (at, _) = self.sm.allocator().extent(b);
+                let mut t = vec![0u8; usize::from(s.len)];
+                if s.offset != 0 {
+                    self.sm.device().read(at + u64::from(s.offset), &mut t)?;
+                }
+                let block = self.block_mut(b)?;
+                if s.offset != 0 {
+                    block.load_tuple(usize::from(s.offset), &t)?;
+                    block.reserve_to(usize::from(s.offset) + usize::from(s.len));
+                }
+                block.set_slot(slot, s)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads every block of every table and fills the primary indexes.
+    fn rebuild_indexes(&mut self) -> Result<()> {
+        let ids: Vec<u64> = self.tables.keys().copied().collect();
+        for id in ids {
+            let blocks = self
+                .tables
+                .get(&id)
+                .map(|t| t.blocks.clone())
+                .unwrap_or_default();
+            let mut entries = Vec::new();
+            for b in blocks {
+                let at = self.sm.allocator().extent(b).0;
+                let block = self.block_mut(b)?;
+                for s in block.live_slots().collect::<Vec<_>>() {
+                    if let Some(t) = block.get(s, at)? {
+                        let (key, _) = split_tuple(t, at)?;
+                        entries.push((
+                            key.to_vec(),
+                            Loc {
+                                block: b,
+                                slot: s as u16,
+                            },
+                        ));
+                    }
+                }
+                self.evict();
+            }
+            if let Some(t) = self.tables.get_mut(&id) {
+                for (k, l) in entries {
+                    if t.schema.primary_key.is_empty() {
+                        if let Ok(v) = crate::row::decode_key(&k, 1) {
+                            if let [Value::Integer(r)] = v[..] {
+                                t.next_rowid = t.next_rowid.max(r.saturating_add(1));
+                            }
+                        }
+                    }
+                    t.index.insert(k, l);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn block_mut(&mut self, b: BlockRef) -> Result<&mut SlottedBlock> {
+        if !self.cache.contains_key(&b) {
+            let (at, len) = self.sm.allocator().extent(b);
+            let mut buf = vec![0u8; len as usize];
+            self.sm.device().read(at, &mut buf)?;
+            let block = SlottedBlock::from_bytes(buf, at)?;
+            self.cache.insert(b, block);
+        }
+        self.cache
+            .get_mut(&b)
+            .ok_or(TableError::Invalid("block cache"))
+    }
+
+    /// Drops clean blocks from the cache when it holds more than the setting allows.
+    fn evict(&mut self) {
+        if self.cache.len() <= self.opts.cache_blocks {
+            return;
+        }
+        let busy: BTreeSet<BlockRef> = self
+            .txn
+            .as_ref()
+            .map(|t| t.blocks.clone())
+            .unwrap_or_default();
+        let victims: Vec<BlockRef> = self
+            .cache
+            .iter()
+            .filter(|(b, blk)| !blk.header_dirty() && !busy.contains(b))
+            .map(|(b, _)| *b)
+            .take(self.cache.len() - self.opts.cache_blocks)
+            .collect();
+        for v in victims {
+            self.cache.remove(&v);
+        }
+    }
+
+    fn table_id(&self, name: &str) -> Result<u64> {
+        self.names
+            .get(&lower(name))
+            .copied()
+            .ok_or_else(|| TableError::NoSuchTable(name.to_string()))
+    }
+
+    /// The device (for inspection and statistics; writing to it behind the engine's back
+    /// breaks every promise).
+    pub fn device(&mut self) -> &mut D {
+        self.sm.device()
+    }
+
+    /// Checks the database's structure: every block of a table is allocated and belongs to
+    /// that table only, every allocated block belongs to a table (no leak), and every index
+    /// entry names a live tuple with its key. Reads every block.
+    pub fn verify(&mut self) -> Result<()> {
+        let bad = |reason| TableError::Corrupt {
+            structure: "database",
+            offset: 0,
+            reason,
+        };
+        let mut owned = BTreeSet::new();
+        for t in self.tables.values() {
+            for b in &t.blocks {
+                if !owned.insert(*b) {
+                    return Err(bad("a block belongs to two tables, or twice to one"));
+                }
+                if !self.sm.allocator().is_allocated(*b) {
+                    return Err(bad("a table's block is free in the allocator"));
+                }
+            }
+        }
+        owned.extend(self.deferred.iter().copied());
+        if self
+            .sm
+            .allocator()
+            .allocated()
+            .iter()
+            .any(|b| !owned.contains(b))
+        {
+            return Err(bad("an allocated block belongs to no table"));
+        }
+        let ids: Vec<u64> = self.tables.keys().copied().collect();
+        for id in ids {
+            let entries: Vec<(Vec<u8>, Loc)> = match &self.tables[&id].index {
+                Index::Hash(m) => m.iter().map(|(k, l)| (k.clone(), *l)).collect(),
+                Index::Tree(m) => m.iter().map(|(k, l)| (k.clone(), *l)).collect(),
+            };
+            for (k, l) in entries {
+                let at = self.sm.allocator().extent(l.block).0;
+                let block = self.block_mut(l.block)?;
+                let t = block
+                    .get(usize::from(l.slot), at)?
+                    .ok_or(bad("an index entry points at a free slot"))?;
+                if split_tuple(t, at)?.0 != k.as_slice() {
+                    return Err(bad("an index entry points at another key's tuple"));
+                }
+            }
+            self.evict();
+        }
+        Ok(())
+    }
+
+    /// Bytes of the data zone allocated to tables.
+    pub fn device_bytes_in_use(&self) -> u64 {
+        self.sm.allocator().allocated_bytes()
+    }
+
+    /// The schema of a table.
+    pub fn schema(&self, table: &str) -> Result<&Schema> {
+        let id = self.table_id(table)?;
+        Ok(&self.tables[&id].schema)
+    }
+
+    /// The tables' names, in creation order.
+    pub fn table_names(&self) -> Vec<&str> {
+        self.tables.values().map(|t| t.name.as_str()).collect()
+    }
+
+    /// Number of rows of a table.
+    pub fn row_count(&self, table: &str) -> Result<usize> {
+        Ok(self.tables[&self.table_id(table)?].index.len())
+    }
+
+    // ----- transactions -------------------------------------------------------------------
+
+    /// Starts a transaction spanning several operations and tables.
+    pub fn begin(&mut self) -> Result<()> {
+        if self.explicit {
+            return Err(TableError::Transaction("a transaction is already open"));
+        }
+        self.explicit = true;
+        self.txn = Some(Txn::default());
+        Ok(())
+    }
+
+    /// Commits the open transaction.
+    pub fn commit(&mut self) -> Result<()> {
+        if !self.explicit {
+            return Err(TableError::Transaction("no transaction is open"));
+        }
+        self.explicit = false;
+        self.finish()
+    }
+
+    /// Takes back every change of the open transaction.
+    pub fn rollback(&mut self) -> Result<()> {
+        if !self.explicit {
+            return Err(TableError::Transaction("no transaction is open"));
+        }
+        self.explicit = false;
+        let Some(txn) = self.txn.take() else {
+            return Ok(());
+        };
+        let mut reserved = Vec::new();
+        for u in txn.undo.into_iter().rev() {
+            match u {
+                Undo::Create(id) => {
+                    if let Some(t) = self.tables.remove(&id) {
+                        self.names.remove(&lower(&t.name));
+                    }
+                }
+                Undo::Drop(t) => {
+                    self.names.insert(lower(&t.name), t.id);
+                    self.tables.insert(t.id, *t);
+                }
+                Undo::AddBlock(id, b) => {
+                    if let Some(t) = self.tables.get_mut(&id) {
+                        t.blocks.retain(|x| *x != b);
+                    }
+                    self.cache.remove(&b);
+                    reserved.push(b);
+                }
+                Undo::RemoveBlock(id, b, pos) => {
+                    if let Some(t) = self.tables.get_mut(&id) {
+                        t.blocks.insert(pos.min(t.blocks.len()), b);
+                    }
+                }
+                Undo::Slot(b, slot, old) => {
+                    if let Some(block) = self.cache.get_mut(&b) {
+                        block.set_slot(slot, old)?;
+                    }
+                }
+                Undo::Index(id, k, old) => {
+                    if let Some(t) = self.tables.get_mut(&id) {
+                        match old {
+                            Some(l) => t.index.insert(k, l),
+                            None => t.index.remove(&k),
+                        };
+                    }
+                }
+                Undo::Rowid(id, r) => {
+                    if let Some(t) = self.tables.get_mut(&id) {
+                        t.next_rowid = r;
+                    }
+                }
+            }
+        }
+        self.sm.unreserve(&reserved)?;
+        Ok(())
+    }
+
+    fn txn(&mut self) -> &mut Txn {
+        self.txn.get_or_insert_with(Txn::default)
+    }
+
+    /// Ends an operation: outside an explicit transaction it commits by itself.
+    fn done(&mut self, r: Result<()>) -> Result<()> {
+        match r {
+            Ok(()) if !self.explicit => self.finish(),
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if !self.explicit {
+                    // An autocommit operation that failed leaves nothing behind.
+                    self.explicit = true;
+                    self.rollback()?;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the transaction's tuples and its journal record, as the mode says.
+    fn finish(&mut self) -> Result<()> {
+        let Some(txn) = self.txn.take() else {
+            return Ok(());
+        };
+        if txn.ops.is_empty() {
+            return Ok(());
+        }
+        let mode = self.opts.mode;
+        if mode != Mode::None {
+            for b in &txn.blocks {
+                self.write_tuples(*b)?;
+            }
+        }
+        self.deferred.extend(txn.frees.iter().copied());
+        match mode {
+            Mode::None => {}
+            Mode::Disorder => {
+                self.buffered.push((txn.marks, txn.ops));
+                if self.buffered.iter().map(|r| r.1.len()).sum::<usize>() > 64 * 1024 {
+                    self.write_buffered()?;
+                }
+            }
+            Mode::Metadata | Mode::Data | Mode::Full => {
+                if !self.sm.journal_fits(txn.marks.len(), txn.ops.len()) {
+                    self.checkpoint_now()?;
+                }
+                self.sm.append(&txn.marks, &txn.ops)?;
+                if mode == Mode::Full {
+                    self.sm.device().sync()?;
+                }
+            }
+        }
+        self.evict();
+        Ok(())
+    }
+
+    fn write_buffered(&mut self) -> Result<()> {
+        for (marks, ops) in std::mem::take(&mut self.buffered) {
+            if !self.sm.journal_fits(marks.len(), ops.len()) {
+                return Err(TableError::JournalFull {
+                    needed: ops.len() as u64,
+                    capacity: 0,
+                });
+            }
+            self.sm.append(&marks, &ops)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a block's changed tuple sectors (never its header).
+    fn write_tuples(&mut self, b: BlockRef) -> Result<()> {
+        let at = self.sm.allocator().extent(b).0;
+        let Some(block) = self.cache.get_mut(&b) else {
+            return Ok(());
+        };
+        let runs = block.take_dirty_tuples();
+        for r in runs {
+            let bytes = block.bytes(r.clone()).to_vec();
+            self.sm.device().write(at + r.start as u64, &bytes)?;
+        }
+        Ok(())
+    }
+
+    // ----- checkpoints --------------------------------------------------------------------
+
+    /// Writes everything home — tuples, block headers, the catalog, the allocator — and
+    /// empties the journal. Not inside a transaction.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        if self.explicit {
+            return Err(TableError::Transaction("checkpoint inside a transaction"));
+        }
+        self.finish()?;
+        self.checkpoint_now()
+    }
+
+    fn checkpoint_now(&mut self) -> Result<()> {
+        // Records written in disorder mode may have to wait for room: make room first.
+        let pending = std::mem::take(&mut self.buffered);
+        let blocks: Vec<BlockRef> = self.cache.keys().copied().collect();
+        for b in &blocks {
+            self.write_tuples(*b)?;
+        }
+        for (marks, ops) in &pending {
+            if !self.sm.journal_fits(marks.len(), ops.len()) {
+                break;
+            }
+            self.sm.append(marks, ops)?;
+        }
+        // Tuples and records first, then the headers that point at them.
+        self.sm.device().sync()?;
+        for b in &blocks {
+            let at = self.sm.allocator().extent(*b).0;
+            let Some(block) = self.cache.get_mut(b) else {
+                continue;
+            };
+            if block.header_dirty() {
+                let header = block.seal()[..HEADER_SECTOR].to_vec();
+                self.sm.device().write(at, &header)?;
+                block.clean();
+            }
+        }
+        let catalog = Catalog {
+            next_id: self.next_id,
+            tables: self
+                .tables
+                .values()
+                .map(|t| TableEntry {
+                    id: t.id,
+                    name: t.name.clone(),
+                    schema: t.schema.clone(),
+                    blocks: t.blocks.clone(),
+                })
+                .collect(),
+        };
+        self.store.write(self.sm.device(), &catalog)?;
+        self.sm.device().sync()?;
+        let freed = std::mem::take(&mut self.deferred);
+        self.sm.unreserve(&freed)?;
+        self.sm.checkpoint()?;
+        self.evict();
+        Ok(())
+    }
+
+    /// Checkpoints and returns the device.
+    pub fn close(mut self) -> Result<D> {
+        if self.explicit {
+            self.rollback()?;
+        }
+        self.checkpoint()?;
+        self.sm.close()
+    }
+
+    // ----- tables -------------------------------------------------------------------------
+
+    /// Creates a table.
+    pub fn create_table(&mut self, name: &str, schema: Schema) -> Result<()> {
+        let r = self.create_table_inner(name, schema);
+        self.done(r)
+    }
+
+    fn create_table_inner(&mut self, name: &str, schema: Schema) -> Result<()> {
+        schema.validate()?;
+        if name.is_empty() || name.len() > 1024 {
+            return Err(TableError::Invalid("a table name is 1 to 1024 bytes"));
+        }
+        if self.names.contains_key(&lower(name)) {
+            return Err(TableError::TableExists(name.to_string()));
+        }
+        let id = self.next_id;
+        let mut s = Vec::new();
+        schema.encode(&mut s);
+        self.add_table(id, name.to_string(), schema, Vec::new());
+        let txn = self.txn();
+        txn.ops.push(OP_CREATE);
+        txn.ops.extend_from_slice(&id.to_le_bytes());
+        txn.ops
+            .extend_from_slice(&(name.len() as u16).to_le_bytes());
+        txn.ops.extend_from_slice(name.as_bytes());
+        txn.ops.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        txn.ops.extend_from_slice(&s);
+        txn.undo.push(Undo::Create(id));
+        Ok(())
+    }
+
+    /// Drops a table and gives its blocks back.
+    pub fn drop_table(&mut self, name: &str) -> Result<()> {
+        let r = self.drop_table_inner(name);
+        self.done(r)
+    }
+
+    fn drop_table_inner(&mut self, name: &str) -> Result<()> {
+        let id = self.table_id(name)?;
+        let t = self
+            .tables
+            .remove(&id)
+            .ok_or_else(|| TableError::NoSuchTable(name.to_string()))?;
+        self.names.remove(&lower(name));
+        let txn = self.txn();
+        txn.ops.push(OP_DROP);
+        txn.ops.extend_from_slice(&id.to_le_bytes());
+        for b in &t.blocks {
+            txn.marks.push((*b, false));
+            txn.frees.push(*b);
+        }
+        txn.undo.push(Undo::Drop(Box::new(t)));
+        Ok(())
+    }
+
+    // ----- rows ---------------------------------------------------------------------------
+
+    fn key_of(t: &Table, row: &[Value]) -> Result<Vec<u8>> {
+        let mut k = Vec::new();
+        let vals: Vec<Value> = t
+            .schema
+            .primary_key
+            .iter()
+            .map(|&i| row[i].clone())
+            .collect();
+        encode_key(&vals, &mut k);
+        Ok(k)
+    }
+
+    fn check_row(t: &Table, row: &[Value]) -> Result<()> {
+        if row.len() != t.schema.columns.len() {
+            return Err(TableError::Constraint(
+                "wrong number of values for the table",
+            ));
+        }
+        for (c, v) in t.schema.columns.iter().zip(row) {
+            if c.not_null && *v == Value::Null {
+                return Err(TableError::Constraint("NULL in a NOT NULL column"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Inserts a row; a duplicate primary key is refused. For a table without a primary key
+    /// the engine assigns a rowid, which it returns.
+    pub fn insert(&mut self, table: &str, row: &[Value]) -> Result<Option<i64>> {
+        let mut rowid = None;
+        let r = self.insert_inner(table, row, &mut rowid);
+        self.done(r).map(|()| rowid)
+    }
+
+    fn insert_inner(&mut self, table: &str, row: &[Value], rowid: &mut Option<i64>) -> Result<()> {
+        let id = self.table_id(table)?;
+        let t = &self.tables[&id];
+        Self::check_row(t, row)?;
+        let key = if t.schema.primary_key.is_empty() {
+            let r = t.next_rowid;
+            *rowid = Some(r);
+            let mut k = Vec::new();
+            encode_key(&[Value::Integer(r)], &mut k);
+            k
+        } else {
+            Self::key_of(t, row)?
+        };
+        if t.index.get(&key).is_some() {
+            return Err(TableError::Constraint("duplicate primary key"));
+        }
+        if let Some(r) = *rowid {
+            let old = t.next_rowid;
+            if let Some(t) = self.tables.get_mut(&id) {
+                t.next_rowid = r + 1;
+            }
+            self.txn().undo.push(Undo::Rowid(id, old));
+        }
+        let tuple = make_tuple(&key, row)?;
+        let loc = self.place(id, None, &tuple)?;
+        self.set_index(id, key, Some(loc));
+        Ok(())
+    }
+
+    /// Replaces the row with the same primary key; `false` if there is none.
+    pub fn update(&mut self, table: &str, row: &[Value]) -> Result<bool> {
+        let mut found = false;
+        let r = self.update_inner(table, row, &mut found);
+        self.done(r).map(|()| found)
+    }
+
+    fn update_inner(&mut self, table: &str, row: &[Value], found: &mut bool) -> Result<()> {
+        let id = self.table_id(table)?;
+        let t = &self.tables[&id];
+        if t.schema.primary_key.is_empty() {
+            return Err(TableError::Invalid(
+                "update by key needs a primary key; use update_rowid",
+            ));
+        }
+        Self::check_row(t, row)?;
+        let key = Self::key_of(t, row)?;
+        let Some(loc) = t.index.get(&key) else {
+            return Ok(());
+        };
+        *found = true;
+        let tuple = make_tuple(&key, row)?;
+        let new = self.place(id, Some(loc), &tuple)?;
+        if new != loc {
+            self.set_index(id, key, Some(new));
+        }
+        Ok(())
+    }
+
+    /// Deletes the row with this primary key (for a rowid table: `[Integer(rowid)]`);
+    /// `false` if there is none.
+    pub fn delete(&mut self, table: &str, key: &[Value]) -> Result<bool> {
+        let mut found = false;
+        let r = self.delete_inner(table, key, &mut found);
+        self.done(r).map(|()| found)
+    }
+
+    fn delete_inner(&mut self, table: &str, key: &[Value], found: &mut bool) -> Result<()> {
+        let id = self.table_id(table)?;
+        let mut k = Vec::new();
+        encode_key(key, &mut k);
+        let Some(loc) = self.tables[&id].index.get(&k) else {
+            return Ok(());
+        };
+        *found = true;
+        self.clear_slot(id, loc)?;
+        self.set_index(id, k, None);
+        Ok(())
+    }
+
+    /// The row with this primary key (for a rowid table: `[Integer(rowid)]`).
+    pub fn get(&mut self, table: &str, key: &[Value]) -> Result<Option<Vec<Value>>> {
+        let id = self.table_id(table)?;
+        let mut k = Vec::new();
+        encode_key(key, &mut k);
+        let Some(loc) = self.tables[&id].index.get(&k) else {
+            return Ok(None);
+        };
+        let row = self.read_row(loc)?;
+        self.evict();
+        Ok(Some(row))
+    }
+
+    /// Every row: in key order for a tree index, in storage order for a hash index.
+    pub fn scan(&mut self, table: &str) -> Result<Vec<Vec<Value>>> {
+        self.range(table, Bound::Unbounded, Bound::Unbounded)
+    }
+
+    /// The rows whose primary key lies within the bounds, in key order (a tree index walks
+    /// the range; a hash index filters a full scan and sorts).
+    pub fn range(
+        &mut self,
+        table: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+    ) -> Result<Vec<Vec<Value>>> {
+        let id = self.table_id(table)?;
+        let enc = |b: Bound<&[Value]>| -> Bound<Vec<u8>> {
+            match b {
+                Bound::Included(v) => Bound::Included(key_bytes(v)),
+                Bound::Excluded(v) => Bound::Excluded(key_bytes(v)),
+                Bound::Unbounded => Bound::Unbounded,
+            }
+        };
+        let (lo, hi) = (enc(lo), enc(hi));
+        let locs: Vec<Loc> = match &self.tables[&id].index {
+            Index::Tree(m) => m.range((lo, hi)).map(|(_, l)| *l).collect(),
+            Index::Hash(m) => {
+                let all = matches!((&lo, &hi), (Bound::Unbounded, Bound::Unbounded));
+                let mut hits: Vec<(&Vec<u8>, Loc)> = m
+                    .iter()
+                    .filter(|(k, _)| all || (lo.as_ref(), hi.as_ref()).contains(*k))
+                    .map(|(k, l)| (k, *l))
+                    .collect();
+                if all {
+                    // Storage order: block by block, slot by slot.
+                    let order: HashMap<BlockRef, usize> = self.tables[&id]
+                        .blocks
+                        .iter()
+                        .enumerate()
+                        .map(|(i, b)| (*b, i))
+                        .collect();
+                    hits.sort_by_key(|(_, l)| (order.get(&l.block).copied(), l.slot));
+                } else {
+                    hits.sort_by(|a, b| a.0.cmp(b.0));
+                }
+                hits.into_iter().map(|(_, l)| l).collect()
+            }
+        };
+        let mut out = Vec::with_capacity(locs.len());
+        for l in locs {
+            out.push(self.read_row(l)?);
+        }
+        self.evict();
+        Ok(out)
+    }
+
+    fn read_row(&mut self, loc: Loc) -> Result<Vec<Value>> {
+        let at = self.sm.allocator().extent(loc.block).0;
+        let block = self.block_mut(loc.block)?;
+        let t = block
+            .get(usize::from(loc.slot), at)?
+            .ok_or(TableError::Corrupt {
+                structure: "primary index",
+                offset: at,
+                reason: "points at a free slot",
+            })?;
+        let (_, row) = split_tuple(t, at)?;
+        Ok(decode_row(row)?)
+    }
+
+    fn set_index(&mut self, id: u64, key: Vec<u8>, loc: Option<Loc>) {
+        let Some(t) = self.tables.get_mut(&id) else {
+            return;
+        };
+        let old = match loc {
+            Some(l) => t.index.insert(key.clone(), l),
+            None => t.index.remove(&key),
+        };
+        self.txn().undo.push(Undo::Index(id, key, old));
+    }
+
+    fn log_slot(&mut self, id: u64, b: BlockRef, slot: usize, old: Slot, new: Slot) {
+        let txn = self.txn();
+        txn.ops.push(OP_SLOT);
+        txn.ops.extend_from_slice(&id.to_le_bytes());
+        put_block(&mut txn.ops, b);
+        txn.ops.extend_from_slice(&(slot as u16).to_le_bytes());
+        txn.ops.extend_from_slice(&new.offset.to_le_bytes());
+        txn.ops.extend_from_slice(&new.len.to_le_bytes());
+        txn.ops.extend_from_slice(&new.crc.to_le_bytes());
+        txn.undo.push(Undo::Slot(b, slot, old));
+        txn.blocks.insert(b);
+    }
+
+    fn clear_slot(&mut self, id: u64, loc: Loc) -> Result<()> {
+        let slot = usize::from(loc.slot);
+        let block = self.block_mut(loc.block)?;
+        let old = block.slot(slot);
+        block.delete(slot)?;
+        let empty = block.live_slots().next().is_none();
+        let free = Slot {
+            offset: 0,
+            len: 0,
+            crc: 0,
+        };
+        self.log_slot(id, loc.block, slot, old, free);
+        // An empty block other than the one inserts go to is given back.
+        if empty && self.tables[&id].blocks.last() != Some(&loc.block) {
+            self.remove_block(id, loc.block);
+        }
+        Ok(())
+    }
+
+    /// Takes a block out of a table; it is freed once the transaction is durable.
+    fn remove_block(&mut self, id: u64, b: BlockRef) {
+        let Some(t) = self.tables.get_mut(&id) else {
+            return;
+        };
+        let Some(pos) = t.blocks.iter().position(|x| *x == b) else {
+            return;
+        };
+        t.blocks.remove(pos);
+        let txn = self.txn();
+        txn.ops.push(OP_REMOVE_BLOCK);
+        txn.ops.extend_from_slice(&id.to_le_bytes());
+        put_block(&mut txn.ops, b);
+        txn.marks.push((b, false));
+        txn.frees.push(b);
+        txn.undo.push(Undo::RemoveBlock(id, b, pos));
+    }
+
+    /// Copies the live tuples of a table's last block into a fresh block (same slots) when
+    /// at least half of it is dead space, so inserts can go on without growing the table.
+    fn compact_last(&mut self, id: u64) -> Result<()> {
+        let Some(&b) = self.tables[&id].blocks.last() else {
+            return Ok(());
+        };
+        let at = self.sm.allocator().extent(b).0;
+        let block = self.block_mut(b)?;
+        let size = block.size();
+        let dead = size - HEADER_SECTOR - block.free_space() - block.live_bytes();
+        if dead * 2 < size {
+            return Ok(());
+        }
+        let Some(copy) = block.compacted(size, at)? else {
+            return Ok(());
+        };
+        let nb = self.new_block(id, size - HEADER_SECTOR)?;
+        let mut keys = Vec::new();
+        for slot in copy.live_slots().collect::<Vec<_>>() {
+            let s = copy.slot(slot);
+            if let Some(t) = copy.get(slot, at)? {
+                keys.push((split_tuple(t, at)?.0.to_vec(), slot));
+            }
+            let before = Slot {
+                offset: 0,
+                len: 0,
+                crc: 0,
+            };
+            self.log_slot(id, nb, slot, before, s);
+        }
+        let mut fresh = copy;
+        // The copy's sectors all need writing; make it the cached image of the new block.
+        fresh.mark_all_dirty();
+        self.cache.insert(nb, fresh);
+        for (key, slot) in keys {
+            self.set_index(
+                id,
+                key,
+                Some(Loc {
+                    block: nb,
+                    slot: slot as u16,
+                }),
+            );
+        }
+        self.remove_block(id, b);
+        Ok(())
+    }
+
+    /// Stores a tuple: over `old` in its own block if it fits there, else in the table's
+    /// last block, else in a new block (the old slot is then freed).
+    fn place(&mut self, id: u64, old: Option<Loc>, tuple: &[u8]) -> Result<Loc> {
+        if let Some(l) = old {
+            let slot = usize::from(l.slot);
+            let block = self.block_mut(l.block)?;
+            let before = block.slot(slot);
+            if let Some(s) = block.put(slot, tuple) {
+                self.log_slot(id, l.block, slot, before, s);
+                return Ok(l);
+            }
+        }
+        let last = self.tables[&id].blocks.last().copied();
+        let mut target = None;
+        if let Some(b) = last {
+            let block = self.block_mut(b)?;
+            if block.free_space() >= tuple.len() {
+                if let Some(slot) = block.free_slot() {
+                    target = Some((b, slot));
+                }
+            }
+        }
+        if target.is_none() && old.is_none() {
+            self.compact_last(id)?;
+            if let Some(&b) = self.tables[&id].blocks.last() {
+                let block = self.block_mut(b)?;
+                if block.free_space() >= tuple.len() {
+                    target = block.free_slot().map(|slot| (b, slot));
+                }
+            }
+        }
+        let (b, slot) = match target {
+            Some(t) => t,
+            None => (self.new_block(id, tuple.len())?, 0),
+        };
+        let block = self.block_mut(b)?;
+        let before = block.slot(slot);
+        let s = block
+            .put(slot, tuple)
+            .ok_or(TableError::Invalid("a tuple does not fit a fresh block"))?;
+        self.log_slot(id, b, slot, before, s);
+        if let Some(l) = old {
+            self.clear_slot(id, l)?;
+        }
+        Ok(Loc {
+            block: b,
+            slot: slot as u16,
+        })
+    }
+
+    fn new_block(&mut self, id: u64, tuple: usize) -> Result<BlockRef> {
+        let want = (tuple + HEADER_SECTOR).max(self.opts.block_size as usize);
+        if want > 65536 {
+            return Err(TableError::Constraint(
+                "a row is larger than the largest block (64 KiB)",
+            ));
+        }
+        let ext = self.sm.reserve(want as u64)?;
+        let [e] = ext[..] else {
+            self.sm
+                .unreserve(&ext.iter().map(|e| e.block).collect::<Vec<_>>())?;
+            return Err(TableError::Invalid("the allocator split a block request"));
+        };
+        self.cache
+            .insert(e.block, SlottedBlock::new(e.len as usize, id)?);
+        if let Some(t) = self.tables.get_mut(&id) {
+            t.blocks.push(e.block);
+        }
+        let txn = self.txn();
+        txn.ops.push(OP_ADD_BLOCK);
+        txn.ops.extend_from_slice(&id.to_le_bytes());
+        put_block(&mut txn.ops, e.block);
+        txn.marks.push((e.block, true));
+        txn.undo.push(Undo::AddBlock(id, e.block));
+        Ok(e.block)
+    }
+}
+
+fn key_bytes(v: &[Value]) -> Vec<u8> {
+    let mut k = Vec::new();
+    encode_key(v, &mut k);
+    k
+}
+
+fn make_tuple(key: &[u8], row: &[Value]) -> Result<Vec<u8>> {
+    let klen =
+        u16::try_from(key.len()).map_err(|_| TableError::Constraint("primary key too long"))?;
+    let mut t = Vec::with_capacity(2 + key.len() + 16 * row.len());
+    t.extend_from_slice(&klen.to_le_bytes());
+    t.extend_from_slice(key);
+    encode_row(row, &mut t);
+    Ok(t)
+}
+
+fn split_tuple(t: &[u8], at: u64) -> Result<(&[u8], &[u8])> {
+    let bad = TableError::Corrupt {
+        structure: "tuple",
+        offset: at,
+        reason: "key length past the tuple",
+    };
+    let n = usize::from(u16::from_le_bytes([
+        *t.first().ok_or(bad.clone())?,
+        *t.get(1).ok_or(bad.clone())?,
+    ]));
+    if 2 + n > t.len() {
+        return Err(bad);
+    }
+    Ok((&t[2..2 + n], &t[2 + n..]))
+}

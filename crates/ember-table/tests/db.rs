@@ -1,0 +1,205 @@
+//! The table engine's API: rows in, rows out, transactions, reopening.
+
+#![allow(clippy::unwrap_used)]
+
+use std::ops::Bound;
+
+use ember_device::MemBlock;
+use ember_table::{Column, Database, IndexKind, Mode, Options, Schema, TableError, Value};
+
+fn schema(index: IndexKind) -> Schema {
+    Schema {
+        columns: vec![
+            Column {
+                name: "id".into(),
+                decl_type: "INTEGER".into(),
+                not_null: true,
+            },
+            Column {
+                name: "name".into(),
+                decl_type: "TEXT".into(),
+                not_null: false,
+            },
+        ],
+        primary_key: vec![0],
+        index,
+    }
+}
+
+fn row(i: i64, s: &str) -> Vec<Value> {
+    vec![Value::Integer(i), Value::Text(s.into())]
+}
+
+fn opts(mode: Mode) -> Options {
+    Options {
+        mode,
+        ..Options::default()
+    }
+}
+
+fn fresh(mode: Mode) -> Database<MemBlock<Vec<u8>>> {
+    Database::create(MemBlock::new(32 << 20), opts(mode)).unwrap()
+}
+
+#[test]
+fn insert_get_update_delete_and_scan() {
+    let mut db = fresh(Mode::Full);
+    db.create_table("t", schema(IndexKind::Tree)).unwrap();
+    for i in (0..200).rev() {
+        db.insert("t", &row(i, &format!("n{i}"))).unwrap();
+    }
+    assert!(matches!(
+        db.insert("t", &row(5, "dup")),
+        Err(TableError::Constraint(_))
+    ));
+    assert_eq!(
+        db.get("t", &[Value::Integer(7)]).unwrap(),
+        Some(row(7, "n7"))
+    );
+    assert!(db.update("t", &row(7, &"x".repeat(3000))).unwrap());
+    assert_eq!(
+        db.get("t", &[Value::Integer(7)]).unwrap(),
+        Some(row(7, &"x".repeat(3000)))
+    );
+    assert!(db.delete("t", &[Value::Integer(8)]).unwrap());
+    assert!(!db.delete("t", &[Value::Integer(8)]).unwrap());
+    let all = db.scan("t").unwrap();
+    assert_eq!(all.len(), 199);
+    let keys: Vec<i64> = all
+        .iter()
+        .map(|r| if let Value::Integer(i) = r[0] { i } else { -1 })
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "a tree index scans in key order");
+    let some = db
+        .range(
+            "t",
+            Bound::Included(&[Value::Integer(10)][..]),
+            Bound::Excluded(&[Value::Integer(15)][..]),
+        )
+        .unwrap();
+    assert_eq!(some.len(), 5);
+    assert!(matches!(
+        db.get("nope", &[]),
+        Err(TableError::NoSuchTable(_))
+    ));
+}
+
+#[test]
+fn transactions_commit_and_roll_back_across_tables() {
+    let mut db = fresh(Mode::Metadata);
+    db.create_table("a", schema(IndexKind::Hash)).unwrap();
+    db.begin().unwrap();
+    db.create_table("b", schema(IndexKind::Tree)).unwrap();
+    db.insert("a", &row(1, "one")).unwrap();
+    db.insert("b", &row(2, "two")).unwrap();
+    db.rollback().unwrap();
+    assert!(db.schema("b").is_err());
+    assert_eq!(db.get("a", &[Value::Integer(1)]).unwrap(), None);
+    db.begin().unwrap();
+    db.insert("a", &row(1, "one")).unwrap();
+    db.update("a", &row(1, "uno")).unwrap();
+    db.commit().unwrap();
+    assert_eq!(
+        db.get("a", &[Value::Integer(1)]).unwrap(),
+        Some(row(1, "uno"))
+    );
+    // A failed autocommit statement leaves nothing behind.
+    assert!(db.insert("a", &[Value::Null, Value::Null]).is_err());
+    assert_eq!(db.row_count("a").unwrap(), 1);
+}
+
+#[test]
+fn everything_survives_close_and_reopen_in_every_mode() {
+    for mode in [
+        Mode::None,
+        Mode::Disorder,
+        Mode::Metadata,
+        Mode::Data,
+        Mode::Full,
+    ] {
+        let mut db = fresh(mode);
+        db.create_table("t", schema(IndexKind::Hash)).unwrap();
+        for i in 0..500 {
+            db.insert("t", &row(i, &"v".repeat((i % 50) as usize)))
+                .unwrap();
+        }
+        db.delete("t", &[Value::Integer(3)]).unwrap();
+        db.drop_table("t").unwrap();
+        db.create_table("t", schema(IndexKind::Tree)).unwrap();
+        db.insert("t", &row(1, "again")).unwrap();
+        let dev = db.close().unwrap();
+        let mut db = Database::open(dev, opts(mode)).unwrap();
+        assert_eq!(db.scan("t").unwrap(), vec![row(1, "again")], "{mode:?}");
+    }
+}
+
+#[test]
+fn a_full_mode_commit_is_there_after_a_reopen_without_checkpoint() {
+    let mut db = fresh(Mode::Full);
+    db.create_table("t", schema(IndexKind::Hash)).unwrap();
+    for i in 0..300 {
+        db.insert("t", &row(i, "x")).unwrap();
+    }
+    // Take the bytes as they are on the device, without a checkpoint: the journal replays.
+    let bytes = {
+        let mut b = vec![0u8; 32 << 20];
+        ember_device::BlockDevice::read(db_device(&mut db), 0, &mut b).unwrap();
+        b
+    };
+    let mut db2 = Database::open(MemBlock::from_backing(bytes), opts(Mode::Full)).unwrap();
+    assert_eq!(db2.row_count("t").unwrap(), 300);
+    assert_eq!(
+        db2.get("t", &[Value::Integer(299)]).unwrap(),
+        Some(row(299, "x"))
+    );
+}
+
+fn db_device(db: &mut Database<MemBlock<Vec<u8>>>) -> &mut MemBlock<Vec<u8>> {
+    db.device()
+}
+
+#[test]
+fn rowid_tables_number_their_rows() {
+    let mut db = fresh(Mode::Metadata);
+    let mut s = schema(IndexKind::Tree);
+    s.primary_key.clear();
+    db.create_table("log", s).unwrap();
+    assert_eq!(db.insert("log", &row(0, "a")).unwrap(), Some(1));
+    assert_eq!(db.insert("log", &row(0, "b")).unwrap(), Some(2));
+    let dev = db.close().unwrap();
+    let mut db = Database::open(dev, opts(Mode::Metadata)).unwrap();
+    assert_eq!(db.insert("log", &row(0, "c")).unwrap(), Some(3));
+    assert_eq!(
+        db.get("log", &[Value::Integer(2)]).unwrap(),
+        Some(row(0, "b"))
+    );
+}
+
+#[test]
+fn churn_does_not_grow_the_table_without_bound() {
+    let mut db = fresh(Mode::Metadata);
+    db.create_table("t", schema(IndexKind::Hash)).unwrap();
+    for round in 0..200 {
+        for i in 0..20 {
+            let v = format!("{round}-{}", "y".repeat((i * 7 + round) % 90));
+            if round == 0 {
+                db.insert("t", &row(i as i64, &v)).unwrap();
+            } else {
+                db.update("t", &row(i as i64, &v)).unwrap();
+            }
+        }
+        for i in 0..20 {
+            db.delete("t", &[Value::Integer(i)]).unwrap();
+            db.insert("t", &row(i, "back")).unwrap();
+        }
+    }
+    db.verify().unwrap();
+    let used = db.device_bytes_in_use();
+    assert!(used < 256 * 1024, "{used} bytes in use for 20 small rows");
+    let dev = db.close().unwrap();
+    let mut db = Database::open(dev, opts(Mode::Metadata)).unwrap();
+    db.verify().unwrap();
+    assert_eq!(db.row_count("t").unwrap(), 20);
+}
