@@ -188,7 +188,12 @@ impl Journal {
             }
             let mut rec = vec![0u8; len];
             dev.read(at, &mut rec)?;
-            if format::check(Kind::JournalRecord, &rec, at).is_err() {
+            if let Err(e) = format::check(Kind::JournalRecord, &rec, at) {
+                // A torn last record ends the log. A damaged record that a valid record
+                // follows (naming it as its predecessor) is corruption inside the log.
+                if self.followed_by_valid(dev, size, u32_at(&sector, 8))? {
+                    return Err(e);
+                }
                 break;
             }
             let payload_len = u32_at(&rec, 28) as usize;
@@ -210,6 +215,35 @@ impl Journal {
             self.next_lsn += 1;
         }
         Ok(out)
+    }
+
+    /// Whether a valid record with the next LSN, naming `crc` as its predecessor, starts
+    /// `size` bytes after the record at `head`.
+    fn followed_by_valid<D: BlockDevice>(&self, dev: &mut D, size: u64, crc: u32) -> Result<bool> {
+        let mut next = self.head + size;
+        if next >= self.ring {
+            next = 0;
+        }
+        let at = self.start + HEADERS + next;
+        let mut sector = [0u8; 512];
+        dev.read(at, &mut sector)?;
+        let Some(len) = format::sealed_len(&sector) else {
+            return Ok(false);
+        };
+        if sector[0..4] != Kind::JournalRecord.magic()
+            || len < RECORD_HEADER
+            || next + (len as u64).div_ceil(SECTOR) * SECTOR > self.ring
+            || u32_at(&sector, 24) != crc
+        {
+            return Ok(false);
+        }
+        let lsn = u64_at(&sector, 16);
+        if lsn != self.next_lsn + 1 && lsn != self.next_lsn {
+            return Ok(false);
+        }
+        let mut rec = vec![0u8; len];
+        dev.read(at, &mut rec)?;
+        Ok(format::check(Kind::JournalRecord, &rec, at).is_ok())
     }
 
     fn write_header<D: BlockDevice>(&mut self, dev: &mut D) -> Result<()> {
@@ -378,6 +412,29 @@ mod tests {
         let (_, recs) = Journal::open(&mut dev, 0, 8 * 1024).unwrap();
         assert_eq!(recs.len(), 3);
         assert_eq!(recs[2].payload, b"three");
+    }
+
+    #[test]
+    fn a_damaged_record_inside_the_log_is_an_error_not_the_end() {
+        let mut dev = MemBlock::new(64 * 1024);
+        let mut j = Journal::format(&mut dev, 0, 32 * 1024).unwrap();
+        for i in 0..5u64 {
+            j.append(&mut dev, &[&payload(i + 3)]).unwrap();
+        }
+        // Flip a payload byte of the second record.
+        let second = HEADERS + record_size(payload(3).len());
+        let mut b = [0u8; 1];
+        dev.read(second + 45, &mut b).unwrap();
+        dev.write(second + 45, &[b[0] ^ 1]).unwrap();
+        let err = Journal::open(&mut dev, 0, 32 * 1024).unwrap_err();
+        assert!(err.to_string().contains("journal record"), "{err}");
+        // A damaged last record is just the end of the log.
+        let mut dev = MemBlock::new(64 * 1024);
+        let mut j = Journal::format(&mut dev, 0, 32 * 1024).unwrap();
+        j.append(&mut dev, &[b"one", b"two"]).unwrap();
+        dev.write(HEADERS + 512 + 41, &[0xEE]).unwrap();
+        let (_, recs) = Journal::open(&mut dev, 0, 32 * 1024).unwrap();
+        assert_eq!(recs.len(), 1);
     }
 
     #[test]
