@@ -733,7 +733,7 @@ impl<D: BlockDevice> Database<D> {
                 }
                 self.sm.append(&txn.marks, &txn.ops)?;
                 if mode == Mode::Full {
-                    self.sm.device().sync()?;
+                    self.sm.sync()?;
                 }
             }
         }
@@ -794,7 +794,7 @@ impl<D: BlockDevice> Database<D> {
             self.sm.append(marks, ops)?;
         }
         // Tuples and records first, then the headers that point at them.
-        self.sm.device().sync()?;
+        self.sm.sync()?;
         for b in &blocks {
             let at = self.sm.allocator().extent(*b).0;
             let Some(block) = self.cache.get_mut(b) else {

@@ -28,12 +28,16 @@
 //! 28  4  payload length
 //! 32  1  record type       1 = payload, 2 = wrap (continue at ring offset 0)
 //! 33  7  reserved
-//! 40  …  payload, then zero padding to the sector boundary
+//! 40  8  synced lsn        every record up to this LSN was durable when this one was written
+//! 48  …  payload, then zero padding to the sector boundary
 //! ```
 //!
 //! Recovery reads from the checkpoint position and accepts records while each one checks,
 //! carries the next LSN and names its predecessor's checksum; the first that does not is the
-//! end of the log. The chain makes a stale record from an earlier lap of the ring — or one
+//! end of the log — unless a valid record further on, chained to it, says it had been synced:
+//! then it is corruption inside the log, reported as an error rather than silently cutting
+//! the log short. (Without that evidence a damaged record is indistinguishable from one torn
+//! by the crash.) The chain makes a stale record from an earlier lap of the ring — or one
 //! embedded in a torn record's payload — unacceptable, since it cannot name a checksum written
 //! after it.
 
@@ -44,7 +48,7 @@ use crate::format::{self, Kind, u32_at, u64_at};
 
 const SECTOR: u64 = 512;
 const HEADERS: u64 = 2 * SECTOR;
-const RECORD_HEADER: usize = 40;
+const RECORD_HEADER: usize = 48;
 const TYPE_PAYLOAD: u8 = 1;
 const TYPE_WRAP: u8 = 2;
 
@@ -73,6 +77,8 @@ pub struct Journal {
     ckpt_pos: u64,
     ckpt_lsn: u64,
     ckpt_crc: u32,
+    /// Every record up to this LSN is known durable.
+    synced_lsn: u64,
 }
 
 /// Bytes a record with `payload` bytes occupies in the ring.
@@ -102,6 +108,7 @@ impl Journal {
             ckpt_pos: 0,
             ckpt_lsn: 1,
             ckpt_crc: 0,
+            synced_lsn: 0,
         };
         // Both copies, so that neither holds an older format's leftovers.
         j.write_header(dev)?;
@@ -155,8 +162,10 @@ impl Journal {
             ckpt_pos,
             ckpt_lsn: u64_at(&h, 24),
             ckpt_crc: u32_at(&h, 40),
+            synced_lsn: 0,
         };
         let records = j.scan(dev)?;
+        j.synced_lsn = j.next_lsn - 1;
         Ok((j, records))
     }
 
@@ -217,33 +226,51 @@ impl Journal {
         Ok(out)
     }
 
-    /// Whether a valid record with the next LSN, naming `crc` as its predecessor, starts
-    /// `size` bytes after the record at `head`.
+    /// Whether valid records chained after the damaged record at `head` (of `size` bytes,
+    /// whose checksum field is `crc`) say it had been synced. Follows the chain as far as it
+    /// goes.
     fn followed_by_valid<D: BlockDevice>(&self, dev: &mut D, size: u64, crc: u32) -> Result<bool> {
-        let mut next = self.head + size;
-        if next >= self.ring {
-            next = 0;
-        }
-        let at = self.start + HEADERS + next;
+        let (mut pos, mut prev, mut lsn) = (self.head + size, crc, self.next_lsn + 1);
+        let mut walked = size;
         let mut sector = [0u8; 512];
-        dev.read(at, &mut sector)?;
-        let Some(len) = format::sealed_len(&sector) else {
-            return Ok(false);
-        };
-        if sector[0..4] != Kind::JournalRecord.magic()
-            || len < RECORD_HEADER
-            || next + (len as u64).div_ceil(SECTOR) * SECTOR > self.ring
-            || u32_at(&sector, 24) != crc
-        {
-            return Ok(false);
+        while walked < self.ring {
+            if pos >= self.ring {
+                pos = 0;
+            }
+            let at = self.start + HEADERS + pos;
+            dev.read(at, &mut sector)?;
+            let Some(len) = format::sealed_len(&sector) else {
+                return Ok(false);
+            };
+            let rec_size = (len as u64).div_ceil(SECTOR) * SECTOR;
+            if sector[0..4] != Kind::JournalRecord.magic()
+                || len < RECORD_HEADER
+                || pos + rec_size > self.ring
+                || u32_at(&sector, 24) != prev
+                || (u64_at(&sector, 16) != lsn && u64_at(&sector, 16) != lsn - 1)
+            {
+                return Ok(false);
+            }
+            let mut rec = vec![0u8; len];
+            dev.read(at, &mut rec)?;
+            if format::check(Kind::JournalRecord, &rec, at).is_err() {
+                return Ok(false);
+            }
+            if u64_at(&rec, 40) >= self.next_lsn {
+                return Ok(true);
+            }
+            if rec[32] == TYPE_PAYLOAD {
+                lsn += 1;
+            }
+            prev = u32_at(&rec, 8);
+            pos = if rec[32] == TYPE_WRAP {
+                self.ring
+            } else {
+                pos + rec_size
+            };
+            walked += rec_size;
         }
-        let lsn = u64_at(&sector, 16);
-        if lsn != self.next_lsn + 1 && lsn != self.next_lsn {
-            return Ok(false);
-        }
-        let mut rec = vec![0u8; len];
-        dev.read(at, &mut rec)?;
-        Ok(format::check(Kind::JournalRecord, &rec, at).is_ok())
+        Ok(false)
     }
 
     fn write_header<D: BlockDevice>(&mut self, dev: &mut D) -> Result<()> {
@@ -285,6 +312,12 @@ impl Journal {
         } else {
             0
         }
+    }
+
+    /// Tells the journal that the device was synced: every record appended so far is
+    /// durable. Later records carry this, which lets recovery tell corruption from a tear.
+    pub fn note_synced(&mut self) {
+        self.synced_lsn = self.next_lsn - 1;
     }
 
     /// The LSN of the first record not yet checkpointed (where replay starts).
@@ -338,6 +371,7 @@ impl Journal {
         rec[24..28].copy_from_slice(&self.last_crc.to_le_bytes());
         rec[28..32].copy_from_slice(&(payload.len() as u32).to_le_bytes());
         rec[32] = kind;
+        rec[40..48].copy_from_slice(&self.synced_lsn.to_le_bytes());
         rec[RECORD_HEADER..len].copy_from_slice(payload);
         format::seal(Kind::JournalRecord, rec, len);
         self.last_crc = u32_at(rec, 8);
@@ -365,6 +399,7 @@ impl Journal {
         self.ckpt_crc = self.last_crc;
         self.write_header(dev)?;
         dev.sync()?;
+        self.note_synced();
         Ok(())
     }
 }
@@ -420,6 +455,7 @@ mod tests {
         let mut j = Journal::format(&mut dev, 0, 32 * 1024).unwrap();
         for i in 0..5u64 {
             j.append(&mut dev, &[&payload(i + 3)]).unwrap();
+            j.note_synced(); // MemBlock writes are durable at once
         }
         // Flip a payload byte of the second record.
         let second = HEADERS + record_size(payload(3).len());
@@ -428,11 +464,14 @@ mod tests {
         dev.write(second + 45, &[b[0] ^ 1]).unwrap();
         let err = Journal::open(&mut dev, 0, 32 * 1024).unwrap_err();
         assert!(err.to_string().contains("journal record"), "{err}");
-        // A damaged last record is just the end of the log.
+        // A damaged record of the last, unsynced batch is just the end of the log, even
+        // with a valid record of the same batch after it.
         let mut dev = MemBlock::new(64 * 1024);
         let mut j = Journal::format(&mut dev, 0, 32 * 1024).unwrap();
+        j.append(&mut dev, &[b"zero"]).unwrap();
+        j.note_synced();
         j.append(&mut dev, &[b"one", b"two"]).unwrap();
-        dev.write(HEADERS + 512 + 41, &[0xEE]).unwrap();
+        dev.write(HEADERS + 512 + 50, &[0xEE]).unwrap();
         let (_, recs) = Journal::open(&mut dev, 0, 32 * 1024).unwrap();
         assert_eq!(recs.len(), 1);
     }

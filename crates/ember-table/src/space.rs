@@ -206,7 +206,13 @@ impl<D: BlockDevice> SpaceManager<D> {
             self.checkpoint()?;
         }
         self.append(marks, &[])?;
+        self.sync()
+    }
+
+    /// Syncs the device: every record appended so far is durable.
+    pub fn sync(&mut self) -> Result<()> {
         self.dev.sync()?;
+        self.journal.note_synced();
         Ok(())
     }
 
