@@ -153,6 +153,7 @@ enum Undo {
     Slot(BlockRef, usize, Slot),
     Index(u64, Vec<u8>, Option<Loc>),
     Rowid(u64, i64),
+    Reserved(Vec<BlockRef>),
 }
 
 #[derive(Debug, Default)]
@@ -381,6 +382,14 @@ impl<D: BlockDevice> Database<D> {
                 if crc32fast::hash(&t) != s.crc {
                     return Ok(false);
                 }
+                // A long row's overflow blocks were written before the record too.
+                if let Ok((_, body)) = split_tuple(&t, at) {
+                    if parse_overflow(body, at).is_ok_and(|o| o.is_some())
+                        && self.row_bytes(body, at).is_err()
+                    {
+                        return Ok(false);
+                    }
+                }
             }
         }
         Ok(true)
@@ -534,6 +543,14 @@ impl<D: BlockDevice> Database<D> {
         self.sm.device()
     }
 
+    /// Where every row of a table lives.
+    fn locations(&self, id: u64) -> Vec<Loc> {
+        match &self.tables[&id].index {
+            Index::Hash(m) => m.values().copied().collect(),
+            Index::Tree(m) => m.values().copied().collect(),
+        }
+    }
+
     /// Checks the database's structure: every block of a table is allocated and belongs to
     /// that table only, every allocated block belongs to a table (no leak), and every index
     /// entry names a live tuple with its key. Reads every block.
@@ -555,6 +572,24 @@ impl<D: BlockDevice> Database<D> {
             }
         }
         owned.extend(self.deferred.iter().copied());
+        let ids: Vec<u64> = self.tables.keys().copied().collect();
+        for id in &ids {
+            for loc in self.locations(*id) {
+                let at = self.sm.allocator().extent(loc.block).0;
+                let block = self.block_mut(loc.block)?;
+                let Some(t) = block.get(usize::from(loc.slot), at)? else {
+                    continue;
+                };
+                if let Some((_, _, blocks)) = parse_overflow(split_tuple(t, at)?.1, at)? {
+                    for b in blocks {
+                        if !owned.insert(b) || !self.sm.allocator().is_allocated(b) {
+                            return Err(bad("an overflow block is shared or free"));
+                        }
+                    }
+                }
+            }
+            self.evict();
+        }
         if self
             .sm
             .allocator()
@@ -678,6 +713,7 @@ impl<D: BlockDevice> Database<D> {
                         t.next_rowid = r;
                     }
                 }
+                Undo::Reserved(blocks) => reserved.extend(blocks),
             }
         }
         self.sm.unreserve(&reserved)?;
@@ -877,6 +913,9 @@ impl<D: BlockDevice> Database<D> {
 
     fn drop_table_inner(&mut self, name: &str) -> Result<()> {
         let id = self.table_id(name)?;
+        for loc in self.locations(id) {
+            self.free_overflow(loc)?;
+        }
         let t = self
             .tables
             .remove(&id)
@@ -952,7 +991,7 @@ impl<D: BlockDevice> Database<D> {
             }
             self.txn().undo.push(Undo::Rowid(id, old));
         }
-        let tuple = make_tuple(&key, row)?;
+        let tuple = self.build_tuple(&key, row)?;
         let loc = self.place(id, None, &tuple)?;
         self.set_index(id, key, Some(loc));
         Ok(())
@@ -979,7 +1018,8 @@ impl<D: BlockDevice> Database<D> {
             return Ok(());
         };
         *found = true;
-        let tuple = make_tuple(&key, row)?;
+        let tuple = self.build_tuple(&key, row)?;
+        self.free_overflow(loc)?;
         let new = self.place(id, Some(loc), &tuple)?;
         if new != loc {
             self.set_index(id, key, Some(new));
@@ -1003,6 +1043,7 @@ impl<D: BlockDevice> Database<D> {
             return Ok(());
         };
         *found = true;
+        self.free_overflow(loc)?;
         self.clear_slot(id, loc)?;
         self.set_index(id, k, None);
         Ok(())
@@ -1085,8 +1126,10 @@ impl<D: BlockDevice> Database<D> {
                 offset: at,
                 reason: "points at a free slot",
             })?;
-        let (_, row) = split_tuple(t, at)?;
-        Ok(decode_row(row)?)
+        let (_, body) = split_tuple(t, at)?;
+        let body = body.to_vec();
+        let row = self.row_bytes(&body, at)?;
+        Ok(decode_row(&row)?)
     }
 
     fn set_index(&mut self, id: u64, key: Vec<u8>, loc: Option<Loc>) {
@@ -1248,6 +1291,83 @@ impl<D: BlockDevice> Database<D> {
         })
     }
 
+    /// The tuple for a row: inline, or for a long row a pointer to overflow blocks that are
+    /// allocated and written now (they are not live until the transaction commits).
+    fn build_tuple(&mut self, key: &[u8], row: &[Value]) -> Result<Vec<u8>> {
+        let tuple = make_tuple(key, row)?;
+        let body_at = 2 + key.len();
+        if tuple.len() - body_at <= OVERFLOW_AT {
+            return Ok(tuple);
+        }
+        let body = &tuple[body_at..];
+        if u32::try_from(body.len()).is_err() {
+            return Err(TableError::Constraint("a row longer than 4 GiB"));
+        }
+        let exts = self.sm.reserve(body.len() as u64)?;
+        let blocks: Vec<BlockRef> = exts.iter().map(|e| e.block).collect();
+        if blocks.len() > usize::from(u16::MAX) {
+            self.sm.unreserve(&blocks)?;
+            return Err(TableError::Constraint(
+                "a row needs too many overflow blocks",
+            ));
+        }
+        let mut at = 0;
+        for e in &exts {
+            let n = (e.len as usize).min(body.len() - at);
+            if n > 0 {
+                self.sm.device().write(e.offset, &body[at..at + n])?;
+            }
+            at += n;
+        }
+        let txn = self.txn();
+        txn.marks.extend(blocks.iter().map(|b| (*b, true)));
+        txn.undo.push(Undo::Reserved(blocks.clone()));
+        let mut t = tuple[..body_at].to_vec();
+        t.extend_from_slice(&overflow_body(body.len(), crc32fast::hash(body), &blocks));
+        Ok(t)
+    }
+
+    /// A row's bytes: the tuple body itself, or read back from its overflow blocks and
+    /// checked against the CRC the tuple holds.
+    fn row_bytes(&mut self, body: &[u8], at: u64) -> Result<Vec<u8>> {
+        let Some((len, crc, blocks)) = parse_overflow(body, at)? else {
+            return Ok(body.to_vec());
+        };
+        let mut out = vec![0u8; len];
+        let mut done = 0;
+        for b in blocks {
+            let (off, size) = self.sm.allocator().extent(b);
+            let n = (size as usize).min(len - done);
+            self.sm.device().read(off, &mut out[done..done + n])?;
+            done += n;
+        }
+        if done != len || crc32fast::hash(&out) != crc {
+            return Err(TableError::Corrupt {
+                structure: "overflow row",
+                offset: at,
+                reason: "checksum mismatch",
+            });
+        }
+        Ok(out)
+    }
+
+    /// Gives back the overflow blocks of the tuple in `loc`, once the transaction is
+    /// durable.
+    fn free_overflow(&mut self, loc: Loc) -> Result<()> {
+        let at = self.sm.allocator().extent(loc.block).0;
+        let block = self.block_mut(loc.block)?;
+        let Some(t) = block.get(usize::from(loc.slot), at)? else {
+            return Ok(());
+        };
+        let (_, body) = split_tuple(t, at)?;
+        if let Some((_, _, blocks)) = parse_overflow(body, at)? {
+            let txn = self.txn();
+            txn.marks.extend(blocks.iter().map(|b| (*b, false)));
+            txn.frees.extend(blocks);
+        }
+        Ok(())
+    }
+
     fn new_block(&mut self, id: u64, tuple: usize) -> Result<BlockRef> {
         let want = (tuple + HEADER_SECTOR).max(self.opts.block_size as usize);
         if want > 65536 {
@@ -1274,6 +1394,56 @@ impl<D: BlockDevice> Database<D> {
         txn.undo.push(Undo::AddBlock(id, e.block));
         Ok(e.block)
     }
+}
+
+/// Tuples whose row is longer than this keep the row in overflow blocks.
+const OVERFLOW_AT: usize = 16 * 1024;
+/// First byte of a tuple body that points to overflow blocks (a row starts with its format
+/// version, 1).
+const OVERFLOW: u8 = 0xF0;
+
+/// The body of an overflow tuple: marker, row length u32, row CRC-32, block count u16, blocks.
+fn overflow_body(len: usize, crc: u32, blocks: &[BlockRef]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(11 + 9 * blocks.len());
+    b.push(OVERFLOW);
+    b.extend_from_slice(&(len as u32).to_le_bytes());
+    b.extend_from_slice(&crc.to_le_bytes());
+    b.extend_from_slice(&(blocks.len() as u16).to_le_bytes());
+    for x in blocks {
+        put_block(&mut b, *x);
+    }
+    b
+}
+
+/// The overflow blocks a tuple body points to, with the row's length and CRC; `None` for an
+/// inline row.
+fn parse_overflow(body: &[u8], at: u64) -> Result<Option<(usize, u32, Vec<BlockRef>)>> {
+    if body.first() != Some(&OVERFLOW) {
+        return Ok(None);
+    }
+    let bad = TableError::Corrupt {
+        structure: "tuple",
+        offset: at,
+        reason: "malformed overflow pointer",
+    };
+    if body.len() < 11 {
+        return Err(bad);
+    }
+    let len = u32_at(body, 1) as usize;
+    let crc = u32_at(body, 5);
+    let n = usize::from(u16::from_le_bytes([body[9], body[10]]));
+    if body.len() != 11 + 9 * n {
+        return Err(bad);
+    }
+    let blocks = body[11..]
+        .chunks_exact(9)
+        .map(|b| BlockRef {
+            class: b[0],
+            chunk: u32_at(b, 1),
+            index: u32_at(b, 5),
+        })
+        .collect();
+    Ok(Some((len, crc, blocks)))
 }
 
 fn key_bytes(v: &[Value]) -> Vec<u8> {

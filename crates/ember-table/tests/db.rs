@@ -203,3 +203,39 @@ fn churn_does_not_grow_the_table_without_bound() {
     db.verify().unwrap();
     assert_eq!(db.row_count("t").unwrap(), 20);
 }
+
+#[test]
+fn rows_larger_than_a_block_live_in_overflow_blocks() {
+    let mut db = fresh(Mode::Full);
+    db.create_table("big", schema(IndexKind::Tree)).unwrap();
+    let huge = |i: i64, n: usize| vec![Value::Integer(i), Value::Text("é".repeat(n))];
+    db.insert("big", &huge(1, 100_000)).unwrap(); // 200 KB: four overflow blocks
+    db.insert("big", &huge(2, 10)).unwrap();
+    db.insert("big", &huge(3, 40_000)).unwrap();
+    assert_eq!(
+        db.get("big", &[Value::Integer(1)]).unwrap(),
+        Some(huge(1, 100_000))
+    );
+    db.update("big", &huge(1, 30_000)).unwrap();
+    db.delete("big", &[Value::Integer(3)]).unwrap();
+    db.verify().unwrap();
+    db.begin().unwrap();
+    db.insert("big", &huge(4, 50_000)).unwrap();
+    db.rollback().unwrap();
+    let dev = db.close().unwrap();
+    let mut db = Database::open(dev, opts(Mode::Full)).unwrap();
+    db.verify().unwrap();
+    assert_eq!(
+        db.get("big", &[Value::Integer(1)]).unwrap(),
+        Some(huge(1, 30_000))
+    );
+    assert_eq!(db.get("big", &[Value::Integer(4)]).unwrap(), None);
+    let before = db.device_bytes_in_use();
+    db.drop_table("big").unwrap();
+    db.checkpoint().unwrap();
+    assert!(
+        db.device_bytes_in_use() < before,
+        "dropping gives the overflow blocks back"
+    );
+    db.verify().unwrap();
+}

@@ -63,7 +63,12 @@ fn schema(tree: bool) -> Schema {
 }
 
 fn value(rng: &mut SplitMix64) -> Vec<Value> {
-    let n = rng.below(300) as usize;
+    // Now and then a row long enough for overflow blocks.
+    let n = if rng.below(12) == 0 {
+        17_000 + rng.below(30_000) as usize
+    } else {
+        rng.below(300) as usize
+    };
     vec![
         Value::Null,
         Value::Blob((0..n).map(|_| rng.byte()).collect()),
