@@ -38,6 +38,7 @@ use std::ops::{Bound, RangeBounds};
 use ember_device::BlockDevice;
 
 use crate::allocator::BlockRef;
+use crate::buffer::Buffer;
 use crate::catalog::{Catalog, CatalogStore, TableEntry};
 use crate::error::{Result, TableError};
 use crate::format::{u32_at, u64_at};
@@ -72,8 +73,11 @@ pub struct Options {
     pub mode: Mode,
     /// Size of a table's data blocks (larger rows get a block of their own size class).
     pub block_size: u32,
-    /// Blocks kept in RAM beyond the ones with unwritten changes.
-    pub cache_blocks: usize,
+    /// With the `buffer` feature: bytes of clean blocks kept in RAM (least recently used out
+    /// first). Without it clean blocks are not kept.
+    pub buffer_bytes: usize,
+    /// With the `query-cache` feature: bytes of point-query results kept (0: off).
+    pub query_cache_bytes: usize,
 }
 
 impl Default for Options {
@@ -82,7 +86,8 @@ impl Default for Options {
             format: FormatOptions::default(),
             mode: Mode::default(),
             block_size: 4096,
-            cache_blocks: 4096,
+            buffer_bytes: 1 << 20,
+            query_cache_bytes: 256 * 1024,
         }
     }
 }
@@ -272,13 +277,15 @@ pub struct Database<D: BlockDevice> {
     next_id: u64,
     tables: BTreeMap<u64, Table>,
     names: HashMap<String, u64>,
-    cache: BTreeMap<BlockRef, SlottedBlock>,
+    cache: Buffer,
     txn: Option<Txn>,
     explicit: bool,
     /// Blocks freed by committed transactions, given back at the next checkpoint.
     deferred: Vec<BlockRef>,
     /// Disorder mode: records not yet written.
     buffered: Vec<(Vec<Mark>, Vec<u8>)>,
+    #[cfg(feature = "query-cache")]
+    qcache: crate::query_cache::QueryCache,
 }
 
 fn lower(name: &str) -> String {
@@ -299,11 +306,13 @@ impl<D: BlockDevice> Database<D> {
             next_id: 1,
             tables: BTreeMap::new(),
             names: HashMap::new(),
-            cache: BTreeMap::new(),
+            cache: Buffer::default(),
             txn: None,
             explicit: false,
             deferred: Vec::new(),
             buffered: Vec::new(),
+            #[cfg(feature = "query-cache")]
+            qcache: Default::default(),
         })
     }
 
@@ -319,11 +328,13 @@ impl<D: BlockDevice> Database<D> {
             next_id: catalog.next_id,
             tables: BTreeMap::new(),
             names: HashMap::new(),
-            cache: BTreeMap::new(),
+            cache: Buffer::default(),
             txn: None,
             explicit: false,
             deferred: Vec::new(),
             buffered: Vec::new(),
+            #[cfg(feature = "query-cache")]
+            qcache: Default::default(),
         };
         for t in catalog.tables {
             db.add_table(t.id, t.name, t.schema, t.blocks);
@@ -496,7 +507,7 @@ impl<D: BlockDevice> Database<D> {
     }
 
     fn block_mut(&mut self, b: BlockRef) -> Result<&mut SlottedBlock> {
-        if !self.cache.contains_key(&b) {
+        if !self.cache.contains(&b) {
             let (at, len) = self.sm.allocator().extent(b);
             let mut buf = vec![0u8; len as usize];
             self.sm.device().read(at, &mut buf)?;
@@ -508,26 +519,49 @@ impl<D: BlockDevice> Database<D> {
             .ok_or(TableError::Invalid("block cache"))
     }
 
-    /// Drops clean blocks from the cache when it holds more than the setting allows.
-    fn evict(&mut self) {
-        if self.cache.len() <= self.opts.cache_blocks {
-            return;
+    /// Reads blocks that lie one after another on the device with one read (the
+    /// prefetcher's read-ahead).
+    #[cfg(feature = "prefetch")]
+    fn load_run(&mut self, run: &[BlockRef]) -> Result<()> {
+        let Some(first) = run.first() else {
+            return Ok(());
+        };
+        let (start, size) = self.sm.allocator().extent(*first);
+        let total = size as usize * run.len();
+        let mut buf = vec![0u8; total];
+        self.sm.device().read(start, &mut buf)?;
+        for (k, b) in run.iter().enumerate() {
+            if self.cache.contains(b) {
+                continue;
+            }
+            let part = buf[k * size as usize..(k + 1) * size as usize].to_vec();
+            let block = SlottedBlock::from_bytes(part, start + k as u64 * size)?;
+            self.cache.insert(*b, block);
         }
+        Ok(())
+    }
+
+    /// Drops clean blocks from RAM as the buffer module allows.
+    fn evict(&mut self) {
         let busy: BTreeSet<BlockRef> = self
             .txn
             .as_ref()
             .map(|t| t.blocks.clone())
             .unwrap_or_default();
-        let victims: Vec<BlockRef> = self
-            .cache
-            .iter()
-            .filter(|(b, blk)| !blk.header_dirty() && !busy.contains(b))
-            .map(|(b, _)| *b)
-            .take(self.cache.len() - self.opts.cache_blocks)
-            .collect();
-        for v in victims {
-            self.cache.remove(&v);
-        }
+        self.cache.evict(&busy, self.opts.buffer_bytes);
+    }
+
+    /// Query-cache hits and misses so far (the `query-cache` feature; zeros without it).
+    pub fn query_cache_stats(&self) -> (u64, u64) {
+        #[cfg(feature = "query-cache")]
+        return self.qcache.stats();
+        #[cfg(not(feature = "query-cache"))]
+        (0, 0)
+    }
+
+    /// Bytes of data blocks held in RAM now.
+    pub fn buffered_bytes(&self) -> usize {
+        self.cache.bytes()
     }
 
     fn table_id(&self, name: &str) -> Result<u64> {
@@ -668,6 +702,8 @@ impl<D: BlockDevice> Database<D> {
             return Err(TableError::Transaction("no transaction is open"));
         }
         self.explicit = false;
+        #[cfg(feature = "query-cache")]
+        self.qcache.clear();
         let Some(txn) = self.txn.take() else {
             return Ok(());
         };
@@ -819,7 +855,7 @@ impl<D: BlockDevice> Database<D> {
     fn checkpoint_now(&mut self) -> Result<()> {
         // Records written in disorder mode may have to wait for room: make room first.
         let pending = std::mem::take(&mut self.buffered);
-        let blocks: Vec<BlockRef> = self.cache.keys().copied().collect();
+        let blocks: Vec<BlockRef> = self.cache.keys();
         for b in &blocks {
             self.write_tuples(*b)?;
         }
@@ -916,6 +952,8 @@ impl<D: BlockDevice> Database<D> {
         for loc in self.locations(id) {
             self.free_overflow(loc)?;
         }
+        #[cfg(feature = "query-cache")]
+        self.qcache.invalidate_table(id);
         let t = self
             .tables
             .remove(&id)
@@ -1023,6 +1061,9 @@ impl<D: BlockDevice> Database<D> {
         let new = self.place(id, Some(loc), &tuple)?;
         if new != loc {
             self.set_index(id, key, Some(new));
+        } else {
+            #[cfg(feature = "query-cache")]
+            self.qcache.invalidate(id, &key);
         }
         Ok(())
     }
@@ -1054,10 +1095,18 @@ impl<D: BlockDevice> Database<D> {
         let id = self.table_id(table)?;
         let mut k = Vec::new();
         encode_key(key, &mut k);
+        #[cfg(feature = "query-cache")]
+        if let Some(row) = self.qcache.get(id, &k) {
+            return Ok(Some(row));
+        }
         let Some(loc) = self.tables[&id].index.get(&k) else {
             return Ok(None);
         };
         let row = self.read_row(loc)?;
+        #[cfg(feature = "query-cache")]
+        if self.opts.query_cache_bytes > 0 {
+            self.qcache.put(id, &k, &row, self.opts.query_cache_bytes);
+        }
         self.evict();
         Ok(Some(row))
     }
@@ -1068,7 +1117,8 @@ impl<D: BlockDevice> Database<D> {
     }
 
     /// The rows whose primary key lies within the bounds, in key order (a tree index walks
-    /// the range; a hash index filters a full scan and sorts).
+    /// the range; a hash index filters a full scan and sorts). With the `prefetch` feature
+    /// blocks are read ahead in runs.
     pub fn range(
         &mut self,
         table: &str,
@@ -1109,7 +1159,14 @@ impl<D: BlockDevice> Database<D> {
             }
         };
         let mut out = Vec::with_capacity(locs.len());
+        #[cfg(feature = "prefetch")]
+        let mut ahead = ReadAhead::new(&locs);
         for l in locs {
+            #[cfg(feature = "prefetch")]
+            if !self.cache.contains(&l.block) {
+                let run = ahead.next_run(l.block);
+                self.load_run(&run)?;
+            }
             out.push(self.read_row(l)?);
         }
         self.evict();
@@ -1133,6 +1190,8 @@ impl<D: BlockDevice> Database<D> {
     }
 
     fn set_index(&mut self, id: u64, key: Vec<u8>, loc: Option<Loc>) {
+        #[cfg(feature = "query-cache")]
+        self.qcache.invalidate(id, &key);
         let Some(t) = self.tables.get_mut(&id) else {
             return;
         };
@@ -1444,6 +1503,55 @@ fn parse_overflow(body: &[u8], at: u64) -> Result<Option<(usize, u32, Vec<BlockR
         })
         .collect();
     Ok(Some((len, crc, blocks)))
+}
+
+/// The prefetcher (LUNAR §3.3, the `prefetch` feature): during a scan, a block not in RAM is
+/// read together with the blocks the scan needs next that follow it on the device; the window
+/// doubles with every read-ahead the scan uses (up to 64 blocks), so a short scan reads little
+/// and a long one reads in large sequential requests. Point lookups never read ahead.
+#[cfg(feature = "prefetch")]
+struct ReadAhead {
+    order: Vec<BlockRef>,
+    at: usize,
+    window: usize,
+}
+
+#[cfg(feature = "prefetch")]
+impl ReadAhead {
+    fn new(locs: &[Loc]) -> Self {
+        let mut order: Vec<BlockRef> = Vec::new();
+        for l in locs {
+            if order.last() != Some(&l.block) {
+                order.push(l.block);
+            }
+        }
+        ReadAhead {
+            order,
+            at: 0,
+            window: 1,
+        }
+    }
+
+    /// The run of blocks to read for a miss on `b`: `b` and the next blocks of the scan that
+    /// are its neighbours on the device, at most the window.
+    fn next_run(&mut self, b: BlockRef) -> Vec<BlockRef> {
+        while self.at < self.order.len() && self.order[self.at] != b {
+            self.at += 1;
+        }
+        let mut run = vec![b];
+        let mut k = self.at + 1;
+        while run.len() < self.window && k < self.order.len() {
+            let (prev, next) = (run[run.len() - 1], self.order[k]);
+            if next.class != prev.class || next.chunk != prev.chunk || next.index != prev.index + 1
+            {
+                break;
+            }
+            run.push(next);
+            k += 1;
+        }
+        self.window = (self.window * 2).min(64);
+        run
+    }
 }
 
 fn key_bytes(v: &[Value]) -> Vec<u8> {

@@ -19,11 +19,14 @@
 #![forbid(unsafe_code)]
 
 pub mod allocator;
+mod buffer;
 pub mod catalog;
 pub mod db;
 pub mod error;
 pub mod format;
 pub mod journal;
+#[cfg(feature = "query-cache")]
+mod query_cache;
 pub mod row;
 pub mod schema;
 pub mod slotted;

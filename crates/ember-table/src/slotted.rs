@@ -150,6 +150,11 @@ impl SlottedBlock {
         }
     }
 
+    /// Whether no sector changed since the block was read or written.
+    pub fn is_clean(&self) -> bool {
+        self.dirty == 0
+    }
+
     /// Whether the header sector changed.
     pub fn header_dirty(&self) -> bool {
         self.dirty & 1 != 0

@@ -1,0 +1,106 @@
+//! The optional modules (Cargo features): each does its job when on, and the basic engine
+//! keeps no clean block in RAM when the buffer is off.
+
+#![allow(clippy::unwrap_used)]
+
+use ember_device::{Accounted, MemBlock};
+use ember_table::{Column, Database, IndexKind, Mode, Options, Schema, Value};
+
+type Dev = Accounted<MemBlock<Vec<u8>>>;
+
+fn db(buffer_bytes: usize) -> Database<Dev> {
+    let opts = Options {
+        mode: Mode::Metadata,
+        buffer_bytes,
+        block_size: 4096,
+        ..Options::default()
+    };
+    let mut db = Database::create(Accounted::new(MemBlock::new(16 << 20)), opts).unwrap();
+    let schema = Schema {
+        columns: vec![
+            Column {
+                name: "k".into(),
+                decl_type: "INTEGER".into(),
+                not_null: true,
+            },
+            Column {
+                name: "v".into(),
+                decl_type: "TEXT".into(),
+                not_null: false,
+            },
+        ],
+        primary_key: vec![0],
+        index: IndexKind::Hash,
+    };
+    db.create_table("t", schema).unwrap();
+    db.begin().unwrap();
+    for i in 0..2000 {
+        db.insert("t", &[Value::Integer(i), Value::Text("x".repeat(100))])
+            .unwrap();
+    }
+    db.commit().unwrap();
+    db.checkpoint().unwrap();
+    db
+}
+
+#[cfg(any(feature = "buffer", feature = "query-cache", feature = "prefetch"))]
+fn reads(db: &mut Database<Dev>) -> u64 {
+    db.device().stats().reads
+}
+
+#[cfg(feature = "buffer")]
+#[test]
+fn the_buffer_keeps_recent_blocks_within_its_budget() {
+    let mut db = db(64 * 1024);
+    db.get("t", &[Value::Integer(5)]).unwrap();
+    let before = reads(&mut db);
+    db.get("t", &[Value::Integer(6)]).unwrap(); // same block
+    assert_eq!(reads(&mut db), before, "a buffered block is not read again");
+    db.scan("t").unwrap();
+    assert!(db.buffered_bytes() <= 64 * 1024);
+}
+
+#[cfg(not(feature = "buffer"))]
+#[test]
+fn without_the_buffer_no_clean_block_stays() {
+    let mut db = db(1 << 20);
+    db.scan("t").unwrap();
+    assert_eq!(db.buffered_bytes(), 0);
+}
+
+#[cfg(feature = "query-cache")]
+#[test]
+fn the_query_cache_serves_repeats_and_forgets_writes() {
+    let mut db = db(0);
+    db.get("t", &[Value::Integer(9)]).unwrap();
+    let before = reads(&mut db);
+    let row = db.get("t", &[Value::Integer(9)]).unwrap();
+    assert_eq!(reads(&mut db), before);
+    assert_eq!(db.query_cache_stats().0, 1);
+    db.update("t", &[Value::Integer(9), Value::Text("new".into())])
+        .unwrap();
+    let after = db.get("t", &[Value::Integer(9)]).unwrap();
+    assert_ne!(row, after);
+    assert_eq!(
+        after,
+        Some(vec![Value::Integer(9), Value::Text("new".into())])
+    );
+    db.begin().unwrap();
+    db.update("t", &[Value::Integer(9), Value::Text("rolled back".into())])
+        .unwrap();
+    db.get("t", &[Value::Integer(9)]).unwrap();
+    db.rollback().unwrap();
+    assert_eq!(db.get("t", &[Value::Integer(9)]).unwrap(), after);
+}
+
+#[cfg(feature = "prefetch")]
+#[test]
+fn the_prefetcher_reads_a_scan_in_few_large_requests() {
+    let mut db = db(4 << 20);
+    let blocks = db.device_bytes_in_use() / 4096;
+    let before = reads(&mut db);
+    let rows = db.scan("t").unwrap();
+    assert_eq!(rows.len(), 2000);
+    let used = reads(&mut db) - before;
+    assert!(used * 4 < blocks, "{used} reads for {blocks} blocks");
+}
