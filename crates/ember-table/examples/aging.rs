@@ -48,8 +48,6 @@
 //! - Metadata I/O: the device is wrapped in `ember_device::Accounted`; since the experiment
 //!   writes no table data, every byte written is the space manager's (journal and bitmaps).
 
-#![allow(clippy::unwrap_used)]
-
 use std::time::Instant;
 
 use ember_device::{Accounted, MemBlock, SplitMix64};
@@ -248,12 +246,15 @@ struct Outcome {
     bitmap_bytes: u64,
     syncs: u64,
     allocs: u64,
+    chunk_bytes: u64,
+    chunks: usize,
     seconds: f64,
 }
 
-fn fullness(sm: &SpaceManager<Dev>) -> f64 {
+/// Bytes of the data area the allocator hands out.
+fn data_bytes(sm: &SpaceManager<Dev>) -> f64 {
     let a = sm.allocator();
-    a.allocated_bytes() as f64 / (a.chunk_count() as u64 * a.chunk_bytes()) as f64
+    (a.chunk_count() as u64 * a.chunk_bytes()) as f64
 }
 
 fn age(name: &'static str, cfg: AllocConfig, p: &Params) -> Res<Outcome> {
@@ -282,12 +283,17 @@ fn age(name: &'static str, cfg: AllocConfig, p: &Params) -> Res<Outcome> {
     let (mut written, mut requested, mut allocs) = (0u64, 0u64, 0u64);
     let mut scores = Vec::new();
     let mut fulls = Vec::new();
+    // Bytes in live tables' extents (the allocator's `allocated_bytes()` is a scan of every
+    // chunk: too slow to call per operation).
+    let mut live_bytes = 0u64;
+    let capacity_bytes = data_bytes(&sm);
 
     // Drops a random live table; false if there is none.
     let drop_one = |sm: &mut SpaceManager<Dev>,
                     choose: &mut SplitMix64,
                     growing: &mut Vec<Table>,
-                    complete: &mut Vec<Table>|
+                    complete: &mut Vec<Table>,
+                    live_bytes: &mut u64|
      -> Res<bool> {
         let n = growing.len() + complete.len();
         if n == 0 {
@@ -301,13 +307,20 @@ fn age(name: &'static str, cfg: AllocConfig, p: &Params) -> Res<Outcome> {
         };
         if !t.extents.is_empty() {
             sm.free(&t.extents)?;
+            *live_bytes -= t.extents.iter().map(|e| e.len).sum::<u64>();
         }
         Ok(true)
     };
 
     while written < total {
-        if fullness(&sm) > target {
-            drop_one(&mut sm, &mut choose, &mut growing, &mut complete)?;
+        if live_bytes as f64 / capacity_bytes > target {
+            drop_one(
+                &mut sm,
+                &mut choose,
+                &mut growing,
+                &mut complete,
+                &mut live_bytes,
+            )?;
             dropped += 1;
             continue;
         }
@@ -320,7 +333,9 @@ fn age(name: &'static str, cfg: AllocConfig, p: &Params) -> Res<Outcome> {
         match sm.allocate(step) {
             Ok(ext) => {
                 allocs += 1;
-                written += ext.iter().map(|e| e.len).sum::<u64>();
+                let got = ext.iter().map(|e| e.len).sum::<u64>();
+                written += got;
+                live_bytes += got;
                 requested += step;
                 let t = &mut growing[g];
                 t.extents.extend(ext);
@@ -331,7 +346,13 @@ fn age(name: &'static str, cfg: AllocConfig, p: &Params) -> Res<Outcome> {
             }
             Err(TableError::NoSpace { .. }) => {
                 no_space += 1;
-                if !drop_one(&mut sm, &mut choose, &mut growing, &mut complete)? {
+                if !drop_one(
+                    &mut sm,
+                    &mut choose,
+                    &mut growing,
+                    &mut complete,
+                    &mut live_bytes,
+                )? {
                     return Err("no space on an empty device".into());
                 }
                 dropped += 1;
@@ -344,7 +365,7 @@ fn age(name: &'static str, cfg: AllocConfig, p: &Params) -> Res<Outcome> {
             // Sample the aged state only: from the first drop on (the first fill is not aging).
             if dropped > 0 {
                 scores.push(Layout::of(growing.iter().chain(&complete)).score());
-                fulls.push(fullness(&sm));
+                fulls.push(live_bytes as f64 / capacity_bytes);
             }
             target = FULL_LO + (FULL_HI - FULL_LO) * unit(&mut targets);
         }
@@ -356,7 +377,7 @@ fn age(name: &'static str, cfg: AllocConfig, p: &Params) -> Res<Outcome> {
         .chain(&complete)
         .flat_map(|t| t.extents.iter().copied())
         .collect();
-    let live_bytes: u64 = live.iter().map(|e| e.len).sum();
+    assert_eq!(live.iter().map(|e| e.len).sum::<u64>(), live_bytes);
     assert_eq!(live_bytes, sm.allocator().allocated_bytes());
     live.sort_by_key(|e| e.offset);
     assert!(
@@ -365,7 +386,7 @@ fn age(name: &'static str, cfg: AllocConfig, p: &Params) -> Res<Outcome> {
     );
 
     let end = Layout::of(growing.iter().chain(&complete));
-    let final_fullness = fullness(&sm);
+    let final_fullness = live_bytes as f64 / capacity_bytes;
     let written_to =
         |sm: &mut SpaceManager<Dev>, id| sm.device().region(id).map_or(0, |(_, s)| s.write_bytes);
     let (journal_bytes, bitmap_bytes) = (written_to(&mut sm, log), written_to(&mut sm, data));
@@ -388,6 +409,8 @@ fn age(name: &'static str, cfg: AllocConfig, p: &Params) -> Res<Outcome> {
         bitmap_bytes,
         syncs,
         allocs,
+        chunk_bytes: sm.allocator().chunk_bytes(),
+        chunks: sm.allocator().chunk_count(),
         seconds: started.elapsed().as_secs_f64(),
     })
 }
@@ -445,13 +468,15 @@ fn main() -> Res<()> {
     }
     println!();
     println!(
-        "| allocator | blocks/table (end) | runs/table (end) | requested / written | mean fullness | NoSpace drops | live tables | allocate calls | journal writes | bitmap writes | syncs | time |"
+        "| allocator | chunks | blocks/table (end) | runs/table (end) | requested / written | mean fullness | NoSpace drops | live tables | allocate calls | journal writes | bitmap writes | syncs | time |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for o in &out {
         println!(
-            "| {} | {:.1} | {:.2} | {:.3} | {:.1}% | {} | {} | {} | {} | {} | {} | {:.1} s |",
+            "| {} | {} x {} KiB | {:.1} | {:.2} | {:.3} | {:.1}% | {} | {} | {} | {} | {} | {} | {:.1} s |",
             o.name,
+            o.chunks,
+            o.chunk_bytes / KIB,
             (o.end.pairs + o.end.tables) as f64 / o.end.tables.max(1) as f64,
             o.end.runs_per_table(),
             o.requested as f64 / o.written.max(1) as f64,

@@ -7,7 +7,8 @@
 //!   header: 16-byte block header (kind Catalog) | generation u64 | payload length u64 |
 //!           payload CRC-32 u32
 //!   payload: a row [next table id] then, per table, a u32 length and a row
-//!            [id, name, schema blob, BlockSet blob (9 bytes per block: class, chunk, index)]
+//!            [id, name, schema blob, BlockSet blob (9 bytes per block: class, chunk, index),
+//!             index definitions blob (u32 length + definition row, each)]
 //! ```
 //!
 //! A checkpoint writes the next generation into the other half, payload first and header
@@ -23,7 +24,7 @@ use crate::allocator::BlockRef;
 use crate::error::{Result, TableError};
 use crate::format::{self, Kind, u32_at, u64_at};
 use crate::row::{Value, decode_row, encode_row};
-use crate::schema::Schema;
+use crate::schema::{IndexDef, Schema};
 use crate::superblock::Zone;
 
 const SECTOR: u64 = 512;
@@ -39,6 +40,8 @@ pub struct TableEntry {
     pub schema: Schema,
     /// Its blocks, in order.
     pub blocks: Vec<BlockRef>,
+    /// Its secondary indexes.
+    pub indexes: Vec<IndexDef>,
 }
 
 /// A catalog snapshot.
@@ -74,6 +77,13 @@ impl Catalog {
                 blocks.extend_from_slice(&b.chunk.to_le_bytes());
                 blocks.extend_from_slice(&b.index.to_le_bytes());
             }
+            let mut defs = Vec::new();
+            for d in &t.indexes {
+                let mut one = Vec::new();
+                d.encode(&mut one);
+                defs.extend_from_slice(&(one.len() as u32).to_le_bytes());
+                defs.extend_from_slice(&one);
+            }
             row.clear();
             encode_row(
                 &[
@@ -81,6 +91,7 @@ impl Catalog {
                     Value::Text(t.name.clone()),
                     Value::Blob(schema),
                     Value::Blob(blocks),
+                    Value::Blob(defs),
                 ],
                 &mut row,
             );
@@ -116,6 +127,7 @@ impl Catalog {
                 Value::Text(name),
                 Value::Blob(schema),
                 Value::Blob(blocks),
+                Value::Blob(defs),
             ] = &r[..]
             else {
                 return Err(corrupt(offset, "malformed table entry"));
@@ -123,10 +135,25 @@ impl Catalog {
             if blocks.len() % 9 != 0 || *id < 0 {
                 return Err(corrupt(offset, "malformed table entry"));
             }
+            let schema = Schema::decode(schema)?;
+            let mut indexes = Vec::new();
+            let mut at = 0usize;
+            while at < defs.len() {
+                let n = defs
+                    .get(at..at + 4)
+                    .map(|b| u32_at(b, 0) as usize)
+                    .ok_or(corrupt(offset, "truncated index definition"))?;
+                let one = defs
+                    .get(at + 4..at + 4 + n)
+                    .ok_or(corrupt(offset, "truncated index definition"))?;
+                indexes.push(IndexDef::decode(one, &schema)?);
+                at += 4 + n;
+            }
             tables.push(TableEntry {
                 id: *id as u64,
                 name: name.clone(),
-                schema: Schema::decode(schema)?,
+                indexes,
+                schema,
                 blocks: blocks
                     .chunks_exact(9)
                     .map(|b| BlockRef {
@@ -260,6 +287,12 @@ mod tests {
                     class: 3,
                     chunk: 1,
                     index: 7,
+                }],
+                indexes: vec![IndexDef {
+                    name: "by_k".into(),
+                    columns: vec![0],
+                    kind: IndexKind::Tree,
+                    unique: true,
                 }],
             }],
         }

@@ -43,7 +43,9 @@ use crate::catalog::{Catalog, CatalogStore, TableEntry};
 use crate::error::{Result, TableError};
 use crate::format::{u32_at, u64_at};
 use crate::row::{Value, decode_row, encode_key, encode_row};
-use crate::schema::{IndexKind, Schema};
+use crate::schema::{IndexDef, IndexKind, Schema};
+#[cfg(feature = "secondary-index")]
+use crate::secondary::Secondary;
 use crate::slotted::{HEADER_SECTOR, Slot, SlottedBlock};
 use crate::space::{Mark, SpaceManager, decode_record};
 use crate::superblock::FormatOptions;
@@ -146,6 +148,11 @@ struct Table {
     blocks: Vec<BlockRef>,
     index: Index,
     next_rowid: i64,
+    /// Secondary index definitions (kept, and their contents rebuilt on open, even by a build
+    /// without the module).
+    defs: Vec<IndexDef>,
+    #[cfg(feature = "secondary-index")]
+    secondary: Vec<Secondary>,
 }
 
 /// How to take back one change of an open transaction.
@@ -159,6 +166,12 @@ enum Undo {
     Index(u64, Vec<u8>, Option<Loc>),
     Rowid(u64, i64),
     Reserved(Vec<BlockRef>),
+    /// A secondary-index entry added (`true`) or removed: table, index position, key, pk.
+    #[cfg(feature = "secondary-index")]
+    Sec(u64, usize, Vec<u8>, Vec<u8>, bool),
+    /// An index created (table, name) or dropped (table, definition, position).
+    IndexCreated(u64, String),
+    IndexDropped(u64, IndexDef, usize),
 }
 
 #[derive(Debug, Default)]
@@ -175,6 +188,8 @@ const OP_DROP: u8 = 2;
 const OP_ADD_BLOCK: u8 = 3;
 const OP_REMOVE_BLOCK: u8 = 4;
 const OP_SLOT: u8 = 5;
+const OP_CREATE_INDEX: u8 = 6;
+const OP_DROP_INDEX: u8 = 7;
 
 fn put_block(out: &mut Vec<u8>, b: BlockRef) {
     out.push(b.class);
@@ -235,6 +250,8 @@ enum Op {
     AddBlock(u64, BlockRef),
     RemoveBlock(u64, BlockRef),
     Slot(u64, BlockRef, usize, Slot),
+    CreateIndex(u64, Vec<u8>),
+    DropIndex(u64, String),
 }
 
 fn decode_ops(p: &[u8], lsn: u64) -> Result<Vec<Op>> {
@@ -262,6 +279,17 @@ fn decode_ops(p: &[u8], lsn: u64) -> Result<Vec<Op>> {
                     crc: c.u32()?,
                 },
             ),
+            OP_CREATE_INDEX => {
+                let id = c.u64()?;
+                let n = c.u32()? as usize;
+                Op::CreateIndex(id, c.take(n)?.to_vec())
+            }
+            OP_DROP_INDEX => {
+                let id = c.u64()?;
+                let n = usize::from(c.u16()?);
+                let name = String::from_utf8(c.take(n)?.to_vec()).map_err(|_| c.bad())?;
+                Op::DropIndex(id, name)
+            }
             _ => return Err(c.bad()),
         });
     }
@@ -337,7 +365,7 @@ impl<D: BlockDevice> Database<D> {
             qcache: Default::default(),
         };
         for t in catalog.tables {
-            db.add_table(t.id, t.name, t.schema, t.blocks);
+            db.add_table(t.id, t.name, t.schema, t.blocks, t.indexes);
         }
         let mut replayed = 0;
         for r in &records {
@@ -353,13 +381,26 @@ impl<D: BlockDevice> Database<D> {
             replayed += 1;
         }
         db.rebuild_indexes()?;
+        #[cfg(feature = "secondary-index")]
+        for id in db.tables.keys().copied().collect::<Vec<_>>() {
+            if !db.tables[&id].defs.is_empty() {
+                db.fill_secondary(id)?;
+            }
+        }
         if replayed > 0 || records.len() > replayed {
             db.checkpoint()?;
         }
         Ok(db)
     }
 
-    fn add_table(&mut self, id: u64, name: String, schema: Schema, blocks: Vec<BlockRef>) {
+    fn add_table(
+        &mut self,
+        id: u64,
+        name: String,
+        schema: Schema,
+        blocks: Vec<BlockRef>,
+        defs: Vec<IndexDef>,
+    ) {
         self.next_id = self.next_id.max(id + 1);
         self.names.insert(lower(&name), id);
         let index = Index::new(schema.index);
@@ -372,6 +413,9 @@ impl<D: BlockDevice> Database<D> {
                 blocks,
                 index,
                 next_rowid: 1,
+                #[cfg(feature = "secondary-index")]
+                secondary: defs.iter().cloned().map(Secondary::new).collect(),
+                defs,
             },
         );
     }
@@ -413,7 +457,7 @@ impl<D: BlockDevice> Database<D> {
                 if let Some(old) = self.tables.remove(&id) {
                     self.names.remove(&lower(&old.name));
                 }
-                self.add_table(id, name, schema, Vec::new());
+                self.add_table(id, name, schema, Vec::new(), Vec::new());
             }
             Op::Drop(id) => {
                 if let Some(t) = self.tables.remove(&id) {
@@ -439,6 +483,18 @@ impl<D: BlockDevice> Database<D> {
                 self.cache.remove(&b);
                 if let Some(t) = self.tables.get_mut(&id) {
                     t.blocks.retain(|x| *x != b);
+                }
+            }
+            Op::CreateIndex(id, def) => {
+                if let Some(t) = self.tables.get_mut(&id) {
+                    let def = IndexDef::decode(&def, &t.schema)?;
+                    t.defs.retain(|d| !d.name.eq_ignore_ascii_case(&def.name));
+                    t.defs.push(def);
+                }
+            }
+            Op::DropIndex(id, name) => {
+                if let Some(t) = self.tables.get_mut(&id) {
+                    t.defs.retain(|d| !d.name.eq_ignore_ascii_case(&name));
                 }
             }
             Op::Slot(id, b, slot, s) => {
@@ -750,6 +806,39 @@ impl<D: BlockDevice> Database<D> {
                     }
                 }
                 Undo::Reserved(blocks) => reserved.extend(blocks),
+                #[cfg(feature = "secondary-index")]
+                Undo::Sec(id, i, key, pk, added) => {
+                    if let Some(sec) = self
+                        .tables
+                        .get_mut(&id)
+                        .and_then(|t| t.secondary.get_mut(i))
+                    {
+                        if added {
+                            sec.remove(&key, &pk);
+                        } else {
+                            sec.add(key, pk);
+                        }
+                    }
+                }
+                Undo::IndexCreated(id, name) => {
+                    if let Some(t) = self.tables.get_mut(&id) {
+                        t.defs.retain(|d| d.name != name);
+                        #[cfg(feature = "secondary-index")]
+                        t.secondary.retain(|s| s.def.name != name);
+                    }
+                }
+                Undo::IndexDropped(id, def, pos) => {
+                    if let Some(t) = self.tables.get_mut(&id) {
+                        let pos = pos.min(t.defs.len());
+                        t.defs.insert(pos, def.clone());
+                        #[cfg(feature = "secondary-index")]
+                        t.secondary
+                            .insert(pos.min(t.secondary.len()), Secondary::new(def));
+                    }
+                    // A restored index is refilled from the rows.
+                    #[cfg(feature = "secondary-index")]
+                    self.fill_secondary(id)?;
+                }
             }
         }
         self.sm.unreserve(&reserved)?;
@@ -888,6 +977,7 @@ impl<D: BlockDevice> Database<D> {
                     name: t.name.clone(),
                     schema: t.schema.clone(),
                     blocks: t.blocks.clone(),
+                    indexes: t.defs.clone(),
                 })
                 .collect(),
         };
@@ -928,7 +1018,7 @@ impl<D: BlockDevice> Database<D> {
         let id = self.next_id;
         let mut s = Vec::new();
         schema.encode(&mut s);
-        self.add_table(id, name.to_string(), schema, Vec::new());
+        self.add_table(id, name.to_string(), schema, Vec::new(), Vec::new());
         let txn = self.txn();
         txn.ops.push(OP_CREATE);
         txn.ops.extend_from_slice(&id.to_le_bytes());
@@ -967,6 +1057,233 @@ impl<D: BlockDevice> Database<D> {
             txn.frees.push(*b);
         }
         txn.undo.push(Undo::Drop(Box::new(t)));
+        Ok(())
+    }
+
+    // ----- secondary indexes --------------------------------------------------------------
+
+    /// Creates a secondary index `name` on columns of `table` (by name), hash or tree,
+    /// optionally unique; it is filled from the rows now. Needs the `secondary-index`
+    /// feature.
+    pub fn create_index(
+        &mut self,
+        name: &str,
+        table: &str,
+        columns: &[&str],
+        kind: IndexKind,
+        unique: bool,
+    ) -> Result<()> {
+        let r = self.create_index_inner(name, table, columns, kind, unique);
+        self.done(r)
+    }
+
+    fn create_index_inner(
+        &mut self,
+        name: &str,
+        table: &str,
+        columns: &[&str],
+        kind: IndexKind,
+        unique: bool,
+    ) -> Result<()> {
+        if !cfg!(feature = "secondary-index") {
+            return Err(TableError::Invalid(
+                "built without the secondary-index module",
+            ));
+        }
+        if self.index_owner(name).is_some() {
+            return Err(TableError::TableExists(name.to_string()));
+        }
+        let id = self.table_id(table)?;
+        let t = &self.tables[&id];
+        let cols = columns
+            .iter()
+            .map(|c| {
+                t.schema
+                    .column(c)
+                    .ok_or(TableError::Invalid("no such column"))
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        let def = IndexDef {
+            name: name.to_string(),
+            columns: cols,
+            kind,
+            unique,
+        };
+        def.validate(&t.schema)?;
+        let mut enc = Vec::new();
+        def.encode(&mut enc);
+        if let Some(t) = self.tables.get_mut(&id) {
+            t.defs.push(def.clone());
+            #[cfg(feature = "secondary-index")]
+            t.secondary.push(Secondary::new(def));
+        }
+        let txn = self.txn();
+        txn.ops.push(OP_CREATE_INDEX);
+        txn.ops.extend_from_slice(&id.to_le_bytes());
+        txn.ops.extend_from_slice(&(enc.len() as u32).to_le_bytes());
+        txn.ops.extend_from_slice(&enc);
+        txn.undo.push(Undo::IndexCreated(id, name.to_string()));
+        #[cfg(feature = "secondary-index")]
+        self.fill_secondary(id)?;
+        Ok(())
+    }
+
+    /// Drops a secondary index.
+    pub fn drop_index(&mut self, name: &str) -> Result<()> {
+        let r = self.drop_index_inner(name);
+        self.done(r)
+    }
+
+    fn drop_index_inner(&mut self, name: &str) -> Result<()> {
+        let (id, pos) = self
+            .index_owner(name)
+            .ok_or_else(|| TableError::NoSuchTable(name.to_string()))?;
+        let Some(t) = self.tables.get_mut(&id) else {
+            return Ok(());
+        };
+        let def = t.defs.remove(pos);
+        #[cfg(feature = "secondary-index")]
+        t.secondary.retain(|s| s.def.name != def.name);
+        let txn = self.txn();
+        txn.ops.push(OP_DROP_INDEX);
+        txn.ops.extend_from_slice(&id.to_le_bytes());
+        txn.ops
+            .extend_from_slice(&(def.name.len() as u16).to_le_bytes());
+        txn.ops.extend_from_slice(def.name.as_bytes());
+        txn.undo.push(Undo::IndexDropped(id, def, pos));
+        Ok(())
+    }
+
+    /// The table and position of a secondary index, by name.
+    fn index_owner(&self, name: &str) -> Option<(u64, usize)> {
+        self.tables.values().find_map(|t| {
+            t.defs
+                .iter()
+                .position(|d| d.name.eq_ignore_ascii_case(name))
+                .map(|p| (t.id, p))
+        })
+    }
+
+    /// The secondary indexes of a table.
+    pub fn indexes(&self, table: &str) -> Result<&[IndexDef]> {
+        Ok(&self.tables[&self.table_id(table)?].defs)
+    }
+
+    /// The rows whose indexed columns equal `values`, through secondary index `name`.
+    #[cfg(feature = "secondary-index")]
+    pub fn find(&mut self, name: &str, values: &[Value]) -> Result<Vec<Vec<Value>>> {
+        let (id, pos) = self
+            .index_owner(name)
+            .ok_or_else(|| TableError::NoSuchTable(name.to_string()))?;
+        let pks = self.tables[&id].secondary[pos].lookup(values);
+        self.rows_by_keys(id, pks)
+    }
+
+    /// The rows whose indexed columns lie within the bounds, in index order, through tree
+    /// index `name`.
+    #[cfg(feature = "secondary-index")]
+    pub fn find_range(
+        &mut self,
+        name: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+    ) -> Result<Vec<Vec<Value>>> {
+        let (id, pos) = self
+            .index_owner(name)
+            .ok_or_else(|| TableError::NoSuchTable(name.to_string()))?;
+        let enc = |b: Bound<&[Value]>| match b {
+            Bound::Included(v) => Bound::Included(key_bytes(v)),
+            Bound::Excluded(v) => Bound::Excluded(key_bytes(v)),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let pks = self.tables[&id].secondary[pos].range(enc(lo), enc(hi))?;
+        self.rows_by_keys(id, pks)
+    }
+
+    #[cfg(feature = "secondary-index")]
+    fn rows_by_keys(&mut self, id: u64, pks: Vec<Vec<u8>>) -> Result<Vec<Vec<Value>>> {
+        let mut out = Vec::with_capacity(pks.len());
+        for pk in pks {
+            if let Some(loc) = self.tables[&id].index.get(&pk) {
+                out.push(self.read_row(loc)?);
+            }
+        }
+        self.evict();
+        Ok(out)
+    }
+
+    /// Fills a table's secondary indexes from its rows (after open, or a restored index).
+    #[cfg(feature = "secondary-index")]
+    fn fill_secondary(&mut self, id: u64) -> Result<()> {
+        let defs = self.tables[&id].defs.clone();
+        let mut fresh: Vec<Secondary> = defs.into_iter().map(Secondary::new).collect();
+        let entries: Vec<(Vec<u8>, Loc)> = match &self.tables[&id].index {
+            Index::Hash(m) => m.iter().map(|(k, l)| (k.clone(), *l)).collect(),
+            Index::Tree(m) => m.iter().map(|(k, l)| (k.clone(), *l)).collect(),
+        };
+        for (pk, loc) in entries {
+            let row = self.read_row(loc)?;
+            for sec in &mut fresh {
+                let (k, null) = sec.key(&row);
+                if sec.conflicts(&k, null, &pk) {
+                    return Err(TableError::Constraint("a unique index finds a duplicate"));
+                }
+                sec.add(k, pk.clone());
+            }
+            self.evict();
+        }
+        if let Some(t) = self.tables.get_mut(&id) {
+            t.secondary = fresh;
+        }
+        Ok(())
+    }
+
+    /// Updates the secondary indexes for a row going from `old` to `new` (either absent).
+    #[cfg(feature = "secondary-index")]
+    fn maintain(
+        &mut self,
+        id: u64,
+        pk: &[u8],
+        old: Option<&[Value]>,
+        new: Option<&[Value]>,
+    ) -> Result<()> {
+        let n = self.tables[&id].secondary.len();
+        // Check every unique index before changing any.
+        if let Some(row) = new {
+            let t = self
+                .tables
+                .get_mut(&id)
+                .ok_or(TableError::Invalid("table"))?;
+            for sec in &mut t.secondary {
+                let (k, null) = sec.key(row);
+                if sec.conflicts(&k, null, pk) {
+                    return Err(TableError::Constraint("duplicate key in a unique index"));
+                }
+            }
+        }
+        for i in 0..n {
+            let (old_k, new_k) = {
+                let sec = &self.tables[&id].secondary[i];
+                (old.map(|r| sec.key(r).0), new.map(|r| sec.key(r).0))
+            };
+            if old_k == new_k {
+                continue;
+            }
+            if let Some(k) = old_k {
+                if let Some(sec) = self.tables.get_mut(&id).map(|t| &mut t.secondary[i]) {
+                    sec.remove(&k, pk);
+                }
+                self.txn()
+                    .undo
+                    .push(Undo::Sec(id, i, k, pk.to_vec(), false));
+            }
+            if let Some(k) = new_k {
+                if let Some(sec) = self.tables.get_mut(&id).map(|t| &mut t.secondary[i]) {
+                    sec.add(k.clone(), pk.to_vec());
+                }
+                self.txn().undo.push(Undo::Sec(id, i, k, pk.to_vec(), true));
+            }
+        }
         Ok(())
     }
 
@@ -1029,6 +1346,10 @@ impl<D: BlockDevice> Database<D> {
             }
             self.txn().undo.push(Undo::Rowid(id, old));
         }
+        #[cfg(feature = "secondary-index")]
+        if !self.tables[&id].secondary.is_empty() {
+            self.maintain(id, &key, None, Some(row))?;
+        }
         let tuple = self.build_tuple(&key, row)?;
         let loc = self.place(id, None, &tuple)?;
         self.set_index(id, key, Some(loc));
@@ -1056,6 +1377,11 @@ impl<D: BlockDevice> Database<D> {
             return Ok(());
         };
         *found = true;
+        #[cfg(feature = "secondary-index")]
+        if !self.tables[&id].secondary.is_empty() {
+            let before = self.read_row(loc)?;
+            self.maintain(id, &key, Some(&before), Some(row))?;
+        }
         let tuple = self.build_tuple(&key, row)?;
         self.free_overflow(loc)?;
         let new = self.place(id, Some(loc), &tuple)?;
@@ -1084,6 +1410,11 @@ impl<D: BlockDevice> Database<D> {
             return Ok(());
         };
         *found = true;
+        #[cfg(feature = "secondary-index")]
+        if !self.tables[&id].secondary.is_empty() {
+            let before = self.read_row(loc)?;
+            self.maintain(id, &k, Some(&before), None)?;
+        }
         self.free_overflow(loc)?;
         self.clear_slot(id, loc)?;
         self.set_index(id, k, None);

@@ -29,6 +29,8 @@ pub mod journal;
 mod query_cache;
 pub mod row;
 pub mod schema;
+#[cfg(feature = "secondary-index")]
+mod secondary;
 pub mod slotted;
 pub mod space;
 pub mod superblock;
@@ -38,7 +40,7 @@ pub use db::{Database, Mode, Options};
 pub use error::{Result, TableError};
 pub use journal::{Journal, Record};
 pub use row::{RowError, Value, ValueRef};
-pub use schema::{Column, IndexKind, Schema};
+pub use schema::{Column, IndexDef, IndexKind, Schema};
 pub use slotted::SlottedBlock;
 pub use space::{Extent, SpaceManager};
 pub use superblock::{FormatOptions, Superblock, Zone};

@@ -161,6 +161,83 @@ impl Schema {
     }
 }
 
+/// A secondary index on a table (the `secondary-index` module).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexDef {
+    /// Its name, unique in the database.
+    pub name: String,
+    /// Positions of the indexed columns, in key order.
+    pub columns: Vec<usize>,
+    /// Hash (equality) or tree (equality, ranges, order).
+    pub kind: IndexKind,
+    /// Whether two rows may not share a key (rows with a NULL in the key are exempt, as in
+    /// SQL).
+    pub unique: bool,
+}
+
+impl IndexDef {
+    /// Appends the encoding: a row [name, kind, unique, column count, columns…].
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut v = vec![
+            Value::Text(self.name.clone()),
+            Value::Integer(i64::from(self.kind == IndexKind::Tree)),
+            Value::Integer(i64::from(self.unique)),
+            Value::Integer(self.columns.len() as i64),
+        ];
+        v.extend(self.columns.iter().map(|&c| Value::Integer(c as i64)));
+        encode_row(&v, out);
+    }
+
+    /// Decodes an index definition and checks it against its table's schema.
+    pub fn decode(bytes: &[u8], schema: &Schema) -> Result<Self> {
+        let bad = |reason| TableError::Corrupt {
+            structure: "index definition",
+            offset: 0,
+            reason,
+        };
+        let values = decode_row(bytes)?;
+        let mut cur = Cursor { v: &values, at: 0 };
+        let name = cur.text().ok_or(bad("bad name"))?;
+        let kind = match cur.int() {
+            Some(0) => IndexKind::Hash,
+            Some(1) => IndexKind::Tree,
+            _ => return Err(bad("unknown kind")),
+        };
+        let unique = cur.int().ok_or(bad("bad unique flag"))? != 0;
+        let n = cur.count().ok_or(bad("bad column count"))?;
+        let mut columns = Vec::with_capacity(n);
+        for _ in 0..n {
+            columns.push(cur.count().ok_or(bad("bad column"))?);
+        }
+        let def = IndexDef {
+            name,
+            columns,
+            kind,
+            unique,
+        };
+        def.validate(schema)
+            .map_err(|_| bad("does not fit its table"))?;
+        Ok(def)
+    }
+
+    /// Checks the definition against the table's schema.
+    pub fn validate(&self, schema: &Schema) -> Result<()> {
+        if self.name.is_empty() || self.columns.is_empty() {
+            return Err(TableError::Invalid(
+                "an index needs a name and at least one column",
+            ));
+        }
+        for (i, &c) in self.columns.iter().enumerate() {
+            if c >= schema.columns.len() || self.columns[..i].contains(&c) {
+                return Err(TableError::Invalid(
+                    "an index column is out of range or repeated",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 struct Cursor<'a> {
     v: &'a [Value],
     at: usize,

@@ -7,8 +7,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeSet;
-
 use ember_device::{MemBlock, SplitMix64};
 use ember_table::{AllocConfig, BlockRef, Extent, FormatOptions, SpaceManager, TableError};
 
@@ -109,6 +107,28 @@ fn check(sm: &Sm, tables: &[Table]) {
     assert!((0.0..=1.0).contains(&score), "layout score {score}");
 }
 
+/// Drops a random table, growing or complete: frees all its extents.
+fn drop_random(
+    sm: &mut Sm,
+    rng: &mut SplitMix64,
+    tables: &mut Vec<Table>,
+    growing: &mut Vec<usize>,
+) {
+    let i = rng.below(tables.len() as u64) as usize;
+    let t = tables.swap_remove(i);
+    if !t.extents.is_empty() {
+        sm.free(&t.extents).unwrap();
+    }
+    // `growing` holds indices into `tables`: forget i, and follow the table moved into slot i.
+    growing.retain(|&g| g != i);
+    let moved = tables.len();
+    for g in growing.iter_mut() {
+        if *g == moved {
+            *g = i;
+        }
+    }
+}
+
 fn age(cfg: AllocConfig, seed: u64) {
     let opts = FormatOptions {
         alloc: cfg,
@@ -126,20 +146,8 @@ fn age(cfg: AllocConfig, seed: u64) {
     let (mut created, mut dropped) = (0u64, 0u64);
 
     while written < total {
-        let over = fullness(&sm) > target;
-        if over && !tables.is_empty() {
-            // Drop a random table, growing or complete.
-            let i = rng.below(tables.len() as u64) as usize;
-            let t = tables.swap_remove(i);
-            sm.free(&t.extents).unwrap();
-            growing.retain(|&g| g != i);
-            // The table that was last moved into slot i.
-            let moved = tables.len();
-            for g in &mut growing {
-                if *g == moved {
-                    *g = i;
-                }
-            }
+        if fullness(&sm) > target {
+            drop_random(&mut sm, &mut rng, &mut tables, &mut growing);
             dropped += 1;
             continue;
         }
@@ -167,8 +175,9 @@ fn age(cfg: AllocConfig, seed: u64) {
                 }
             }
             Err(TableError::NoSpace { .. }) => {
-                // Make room: drop the fullest-growing ... any table; the target handles the rest.
-                target = (fullness(&sm) - 0.05).max(0.0);
+                assert!(!tables.is_empty(), "no space on an empty device");
+                drop_random(&mut sm, &mut rng, &mut tables, &mut growing);
+                dropped += 1;
                 continue;
             }
             Err(e) => panic!("allocate({step}): {e}"),
