@@ -10,7 +10,7 @@
 //! ```text
 //! cargo run --release -p ember-table --example aging -- \
 //!     [--device-mb N] [--written-times K] [--seed S] \
-//!     [--growing G] [--steps-kib LO-HI] [--whole]
+//!     [--growing G] [--steps-kib LO-HI] [--whole] [--hint]
 //! ```
 //!
 //! # The workload
@@ -36,6 +36,8 @@
 //!   stream of its own derived from the seed, so both allocators see the same sequence of
 //!   tables; which table grows or is dropped, and the target fullness, come from two more
 //!   streams. The two runs diverge only where the allocators' rounding makes fullness differ.
+//!   `--hint` asks for each append to be placed right after the table's last block, as the
+//!   table engine does when a table grows.
 //!
 //! # The measures
 //!
@@ -77,6 +79,7 @@ struct Params {
     step_min: u64,
     step_max: u64,
     whole: bool,
+    hint: bool,
 }
 
 impl Default for Params {
@@ -89,12 +92,13 @@ impl Default for Params {
             step_min: 4 * KIB,
             step_max: 64 * KIB,
             whole: false,
+            hint: false,
         }
     }
 }
 
 const USAGE: &str = "usage: aging [--device-mb N] [--written-times K] [--seed S] \
-                     [--growing G] [--steps-kib LO-HI] [--whole]";
+                     [--growing G] [--steps-kib LO-HI] [--whole] [--hint]";
 
 fn parse_args() -> Res<Params> {
     let mut p = Params::default();
@@ -116,6 +120,7 @@ fn parse_args() -> Res<Params> {
                 p.step_max = hi.parse::<u64>()? * KIB;
             }
             "--whole" => p.whole = true,
+            "--hint" => p.hint = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -330,7 +335,12 @@ fn age(name: &'static str, cfg: AllocConfig, p: &Params) -> Res<Outcome> {
         }
         let g = choose.below(growing.len() as u64) as usize;
         let step = growing[g].next_step(p);
-        match sm.allocate(step) {
+        let hint = if p.hint {
+            growing[g].extents.last().map(|e| e.block)
+        } else {
+            None
+        };
+        match sm.allocate_after(step, hint) {
             Ok(ext) => {
                 allocs += 1;
                 let got = ext.iter().map(|e| e.len).sum::<u64>();

@@ -77,11 +77,12 @@ impl Default for AllocConfig {
 }
 
 impl AllocConfig {
-    /// Largest blocks per chunk: eight, or fewer where the smallest class would need more
-    /// bits than one bitmap sector holds.
+    /// Largest blocks per chunk: enough for 512 KiB (at least eight), or fewer where the
+    /// smallest class would need more bits than one bitmap sector holds.
     fn chunk_blocks(&self) -> u32 {
         let ratio = (self.max_block / self.min_block.max(1)).max(1);
-        (BITS_PER_CHUNK / ratio).clamp(1, 8)
+        let want = ((512 * 1024) / self.max_block.max(1)).max(8);
+        (BITS_PER_CHUNK / ratio).clamp(1, want)
     }
 
     /// The block size of every class, smallest first.
@@ -418,6 +419,13 @@ impl Allocator {
     /// over the largest block, largest blocks plus one block for the rest. Changes RAM only;
     /// [`flush`](Self::flush) makes them durable. All or nothing: on `NoSpace` nothing changes.
     pub fn allocate(&mut self, bytes: u64) -> Result<Vec<BlockRef>> {
+        self.allocate_after(bytes, None)
+    }
+
+    /// [`allocate`](Self::allocate), placing the blocks right after `hint` where that is free
+    /// (a table growing block by block stays contiguous), and the blocks of one request one
+    /// after another where their class allows.
+    pub fn allocate_after(&mut self, bytes: u64, hint: Option<BlockRef>) -> Result<Vec<BlockRef>> {
         if bytes == 0 {
             return Err(TableError::Invalid("an allocation of zero bytes"));
         }
@@ -431,9 +439,15 @@ impl Allocator {
         if let Some(k) = self.best_class(rest) {
             wants.push(k);
         }
-        let mut got = Vec::with_capacity(wants.len());
-        for k in wants {
-            match self.take(k) {
+        let mut got: Vec<BlockRef> = Vec::with_capacity(wants.len());
+        for (n, &k) in wants.iter().enumerate() {
+            let after = got.last().copied().or(hint);
+            // The blocks of this class still to come in this request, this one included.
+            let run = wants[n..].iter().take_while(|&&w| w == k).count() as u32;
+            let next = after
+                .and_then(|a| self.take_after(k, a))
+                .or_else(|| self.take(k, run));
+            match next {
                 Some(b) => got.push(b),
                 None => {
                     for b in &got {
@@ -446,32 +460,75 @@ impl Allocator {
         Ok(got)
     }
 
-    /// Takes a free block of class `k`, or of the next larger class with room (best fit).
-    fn take(&mut self, k: u8) -> Option<BlockRef> {
-        (usize::from(k)..self.sizes.len()).find_map(|k| self.take_exact(k as u8))
+    /// Takes the block of class `k` that follows `a` on the device, if it is free: the next
+    /// block of `a`'s chunk, or the first block of the next chunk when that chunk is empty or
+    /// already serves class `k`.
+    fn take_after(&mut self, k: u8, a: BlockRef) -> Option<BlockRef> {
+        if a.class != k {
+            return None;
+        }
+        let per = self.blocks_per_chunk(k);
+        let (c, i) = if a.index + 1 < per {
+            (a.chunk as usize, a.index + 1)
+        } else {
+            (a.chunk as usize + 1, 0)
+        };
+        let ch = self.chunks.get_mut(c)?;
+        let usable = ch.class == Some(k) || (ch.used == 0 && ch.durable_used == 0);
+        if !usable || ch.is_set(i) {
+            return None;
+        }
+        if ch.class != Some(k) {
+            ch.class = Some(k);
+            ch.dirty = true;
+        }
+        ch.set(i, true);
+        Some(BlockRef {
+            class: k,
+            chunk: c as u32,
+            index: i,
+        })
     }
 
-    fn take_exact(&mut self, k: u8) -> Option<BlockRef> {
+    /// Takes a free block of class `k`, or of the next larger class with room (best fit),
+    /// preferring the start of `run` free blocks in a row.
+    fn take(&mut self, k: u8, run: u32) -> Option<BlockRef> {
+        (usize::from(k)..self.sizes.len()).find_map(|k| self.take_exact(k as u8, run))
+    }
+
+    fn take_exact(&mut self, k: u8, run: u32) -> Option<BlockRef> {
         let per = self.blocks_per_chunk(k);
-        // A chunk of the class with room, fullest first keeps chunks dense; then a free chunk.
-        let c = self
+        let run = run.clamp(1, per);
+        // Where `run` blocks in a row are free: the fullest chunk of the class that has such
+        // a run (dense chunks, contiguous requests), else an empty chunk, else any free block.
+        let with_run = self
             .chunks
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.class == Some(k) && c.used < per)
-            .max_by_key(|(i, c)| (c.used, core::cmp::Reverse(*i)))
-            .map(|(i, _)| i)
-            .or_else(|| {
-                self.chunks
-                    .iter()
-                    .position(|c| c.used == 0 && c.durable_used == 0)
-            })?;
+            .filter(|(_, c)| c.class == Some(k) && c.used + run <= per)
+            .filter_map(|(i, c)| first_run(c, per, run).map(|at| (i, c.used, at)))
+            .max_by_key(|&(i, used, _)| (used, core::cmp::Reverse(i)))
+            .map(|(i, _, at)| (i, at));
+        let empty = || {
+            self.chunks
+                .iter()
+                .position(|c| c.used == 0 && c.durable_used == 0)
+                .map(|i| (i, 0))
+        };
+        let any = || {
+            self.chunks
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.class == Some(k) && c.used < per)
+                .max_by_key(|(i, c)| (c.used, core::cmp::Reverse(*i)))
+                .and_then(|(i, c)| first_run(c, per, 1).map(|at| (i, at)))
+        };
+        let (c, i) = with_run.or_else(empty).or_else(any)?;
         let ch = &mut self.chunks[c];
         if ch.class != Some(k) {
             ch.class = Some(k);
             ch.dirty = true;
         }
-        let i = (0..per).find(|&i| !ch.is_set(i))?;
         ch.set(i, true);
         Some(BlockRef {
             class: k,
@@ -669,6 +726,22 @@ impl Allocator {
     }
 }
 
+/// The first index of `run` free blocks in a row among the chunk's first `per` blocks.
+fn first_run(c: &Chunk, per: u32, run: u32) -> Option<u32> {
+    let mut len = 0;
+    for i in 0..per {
+        if c.is_set(i) {
+            len = 0;
+        } else {
+            len += 1;
+            if len == run {
+                return Some(i + 1 - run);
+            }
+        }
+    }
+    None
+}
+
 fn bits_beyond(bits: &[u64; WORDS], n: u32) -> bool {
     (n..BITS_PER_CHUNK).any(|i| bits[(i / 64) as usize] & (1 << (i % 64)) != 0)
 }
@@ -725,6 +798,20 @@ mod tests {
         );
         a.free(&one).unwrap();
         assert!(a.free(&one).is_err(), "a double free is refused");
+    }
+
+    #[test]
+    fn a_request_and_a_hinted_request_are_contiguous_even_among_holes() {
+        let (_, mut a) = fresh(AllocConfig::default());
+        // Leave holes: every other 64 KiB block of the first chunk free.
+        let first: Vec<BlockRef> = (0..8).flat_map(|_| a.allocate(65536).unwrap()).collect();
+        let odd: Vec<BlockRef> = first.iter().copied().skip(1).step_by(2).collect();
+        a.free(&odd).unwrap();
+        let run = a.allocate(4 * 65536).unwrap();
+        let offs: Vec<u64> = run.iter().map(|&b| a.extent(b).0).collect();
+        assert!(offs.windows(2).all(|w| w[1] == w[0] + 65536), "{offs:?}");
+        let next = a.allocate_after(65536, run.last().copied()).unwrap();
+        assert_eq!(a.extent(next[0]).0, offs[3] + 65536);
     }
 
     #[test]

@@ -1765,7 +1765,9 @@ impl<D: BlockDevice> Database<D> {
                 "a row is larger than the largest block (64 KiB)",
             ));
         }
-        let ext = self.sm.reserve(want as u64)?;
+        // Right after the table's last block, so a table grows contiguously.
+        let hint = self.tables.get(&id).and_then(|t| t.blocks.last().copied());
+        let ext = self.sm.reserve_after(want as u64, hint)?;
         let [e] = ext[..] else {
             self.sm
                 .unreserve(&ext.iter().map(|e| e.block).collect::<Vec<_>>())?;

@@ -177,7 +177,12 @@ impl<D: BlockDevice> SpaceManager<D> {
     /// Allocates room for `bytes` bytes (one block, or several for more than the largest
     /// block) and makes the allocation durable.
     pub fn allocate(&mut self, bytes: u64) -> Result<Vec<Extent>> {
-        let blocks = self.alloc.allocate(bytes)?;
+        self.allocate_after(bytes, None)
+    }
+
+    /// [`allocate`](Self::allocate), right after `hint` on the device where that is free.
+    pub fn allocate_after(&mut self, bytes: u64, hint: Option<BlockRef>) -> Result<Vec<Extent>> {
+        let blocks = self.alloc.allocate_after(bytes, hint)?;
         let marks: Vec<Mark> = blocks.iter().map(|&b| (b, true)).collect();
         if let Err(e) = self.log_marks(&marks) {
             // Not durable: forget it in RAM too.
@@ -219,7 +224,12 @@ impl<D: BlockDevice> SpaceManager<D> {
     /// Reserves blocks for `bytes` in RAM only; the caller records them with
     /// [`append`](Self::append) (or gives them back with [`unreserve`](Self::unreserve)).
     pub fn reserve(&mut self, bytes: u64) -> Result<Vec<Extent>> {
-        let blocks = self.alloc.allocate(bytes)?;
+        self.reserve_after(bytes, None)
+    }
+
+    /// [`reserve`](Self::reserve), right after `hint` on the device where that is free.
+    pub fn reserve_after(&mut self, bytes: u64, hint: Option<BlockRef>) -> Result<Vec<Extent>> {
+        let blocks = self.alloc.allocate_after(bytes, hint)?;
         Ok(blocks.iter().map(|&b| self.extent(b)).collect())
     }
 

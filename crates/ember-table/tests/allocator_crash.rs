@@ -38,7 +38,13 @@ fn run(cfg: AllocConfig, rounds: u32) {
                 for round in 0..rounds {
                     // Mostly small requests, sometimes a burst of large ones that spills
                     // into a second chunk of a class (the copy-on-write path).
-                    let n = if round % 7 == 3 { 12 } else { 1 + rng.below(4) };
+                    // A burst fills more than a chunk of the largest class: the copy-on-write path.
+                    let burst = a.chunk_bytes() / u64::from(cfg.max_block) + 4;
+                    let n = if round % 7 == 3 {
+                        burst
+                    } else {
+                        1 + rng.below(4)
+                    };
                     for _ in 0..n {
                         let big = u64::from(cfg.max_block);
                         let bytes = if round % 7 == 3 {
@@ -106,7 +112,7 @@ fn the_fixed_size_allocator_survives_every_cut() {
             max_block: 4096,
             growth: 1,
         },
-        60,
+        80,
     );
 }
 
