@@ -849,17 +849,20 @@ impl<D: BlockDevice> Database<D> {
         self.txn.get_or_insert_with(Txn::default)
     }
 
-    /// Ends an operation: outside an explicit transaction it commits by itself.
-    fn done(&mut self, r: Result<()>) -> Result<()> {
+    /// Ends a statement: outside an explicit transaction it commits by itself, or — if it
+    /// failed — leaves nothing behind.
+    fn statement<T>(&mut self, r: Result<T>) -> Result<T> {
+        if self.explicit {
+            return r;
+        }
         match r {
-            Ok(()) if !self.explicit => self.finish(),
-            Ok(()) => Ok(()),
+            Ok(v) => {
+                self.finish()?;
+                Ok(v)
+            }
             Err(e) => {
-                if !self.explicit {
-                    // An autocommit operation that failed leaves nothing behind.
-                    self.explicit = true;
-                    self.rollback()?;
-                }
+                self.explicit = true;
+                self.rollback()?;
                 Err(e)
             }
         }
@@ -1004,7 +1007,7 @@ impl<D: BlockDevice> Database<D> {
     /// Creates a table.
     pub fn create_table(&mut self, name: &str, schema: Schema) -> Result<()> {
         let r = self.create_table_inner(name, schema);
-        self.done(r)
+        self.statement(r)
     }
 
     fn create_table_inner(&mut self, name: &str, schema: Schema) -> Result<()> {
@@ -1034,7 +1037,7 @@ impl<D: BlockDevice> Database<D> {
     /// Drops a table and gives its blocks back.
     pub fn drop_table(&mut self, name: &str) -> Result<()> {
         let r = self.drop_table_inner(name);
-        self.done(r)
+        self.statement(r)
     }
 
     fn drop_table_inner(&mut self, name: &str) -> Result<()> {
@@ -1074,7 +1077,7 @@ impl<D: BlockDevice> Database<D> {
         unique: bool,
     ) -> Result<()> {
         let r = self.create_index_inner(name, table, columns, kind, unique);
-        self.done(r)
+        self.statement(r)
     }
 
     fn create_index_inner(
@@ -1131,7 +1134,7 @@ impl<D: BlockDevice> Database<D> {
     /// Drops a secondary index.
     pub fn drop_index(&mut self, name: &str) -> Result<()> {
         let r = self.drop_index_inner(name);
-        self.done(r)
+        self.statement(r)
     }
 
     fn drop_index_inner(&mut self, name: &str) -> Result<()> {
@@ -1318,18 +1321,18 @@ impl<D: BlockDevice> Database<D> {
     /// Inserts a row; a duplicate primary key is refused. For a table without a primary key
     /// the engine assigns a rowid, which it returns.
     pub fn insert(&mut self, table: &str, row: &[Value]) -> Result<Option<i64>> {
-        let mut rowid = None;
-        let r = self.insert_inner(table, row, &mut rowid);
-        self.done(r).map(|()| rowid)
+        let r = self.insert_inner(table, row);
+        self.statement(r)
     }
 
-    fn insert_inner(&mut self, table: &str, row: &[Value], rowid: &mut Option<i64>) -> Result<()> {
+    fn insert_inner(&mut self, table: &str, row: &[Value]) -> Result<Option<i64>> {
+        let mut rowid = None;
         let id = self.table_id(table)?;
         let t = &self.tables[&id];
         Self::check_row(t, row)?;
         let key = if t.schema.primary_key.is_empty() {
             let r = t.next_rowid;
-            *rowid = Some(r);
+            rowid = Some(r);
             let mut k = Vec::new();
             encode_key(&[Value::Integer(r)], &mut k);
             k
@@ -1339,7 +1342,7 @@ impl<D: BlockDevice> Database<D> {
         if t.index.get(&key).is_some() {
             return Err(TableError::Constraint("duplicate primary key"));
         }
-        if let Some(r) = *rowid {
+        if let Some(r) = rowid {
             let old = t.next_rowid;
             if let Some(t) = self.tables.get_mut(&id) {
                 t.next_rowid = r + 1;
@@ -1353,17 +1356,16 @@ impl<D: BlockDevice> Database<D> {
         let tuple = self.build_tuple(&key, row)?;
         let loc = self.place(id, None, &tuple)?;
         self.set_index(id, key, Some(loc));
-        Ok(())
+        Ok(rowid)
     }
 
     /// Replaces the row with the same primary key; `false` if there is none.
     pub fn update(&mut self, table: &str, row: &[Value]) -> Result<bool> {
-        let mut found = false;
-        let r = self.update_inner(table, row, &mut found);
-        self.done(r).map(|()| found)
+        let r = self.update_inner(table, row);
+        self.statement(r)
     }
 
-    fn update_inner(&mut self, table: &str, row: &[Value], found: &mut bool) -> Result<()> {
+    fn update_inner(&mut self, table: &str, row: &[Value]) -> Result<bool> {
         let id = self.table_id(table)?;
         let t = &self.tables[&id];
         if t.schema.primary_key.is_empty() {
@@ -1374,9 +1376,8 @@ impl<D: BlockDevice> Database<D> {
         Self::check_row(t, row)?;
         let key = Self::key_of(t, row)?;
         let Some(loc) = t.index.get(&key) else {
-            return Ok(());
+            return Ok(false);
         };
-        *found = true;
         #[cfg(feature = "secondary-index")]
         if !self.tables[&id].secondary.is_empty() {
             let before = self.read_row(loc)?;
@@ -1391,25 +1392,23 @@ impl<D: BlockDevice> Database<D> {
             #[cfg(feature = "query-cache")]
             self.qcache.invalidate(id, &key);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Deletes the row with this primary key (for a rowid table: `[Integer(rowid)]`);
     /// `false` if there is none.
     pub fn delete(&mut self, table: &str, key: &[Value]) -> Result<bool> {
-        let mut found = false;
-        let r = self.delete_inner(table, key, &mut found);
-        self.done(r).map(|()| found)
+        let r = self.delete_inner(table, key);
+        self.statement(r)
     }
 
-    fn delete_inner(&mut self, table: &str, key: &[Value], found: &mut bool) -> Result<()> {
+    fn delete_inner(&mut self, table: &str, key: &[Value]) -> Result<bool> {
         let id = self.table_id(table)?;
         let mut k = Vec::new();
         encode_key(key, &mut k);
         let Some(loc) = self.tables[&id].index.get(&k) else {
-            return Ok(());
+            return Ok(false);
         };
-        *found = true;
         #[cfg(feature = "secondary-index")]
         if !self.tables[&id].secondary.is_empty() {
             let before = self.read_row(loc)?;
@@ -1418,7 +1417,7 @@ impl<D: BlockDevice> Database<D> {
         self.free_overflow(loc)?;
         self.clear_slot(id, loc)?;
         self.set_index(id, k, None);
-        Ok(())
+        Ok(true)
     }
 
     /// The row with this primary key (for a rowid table: `[Integer(rowid)]`).
