@@ -18,6 +18,12 @@ use crate::slotted::SlottedBlock;
 #[derive(Debug, Default)]
 pub(crate) struct Buffer {
     blocks: BTreeMap<BlockRef, SlottedBlock>,
+    /// Bytes of all blocks held (clean or not).
+    total: usize,
+    /// Without the buffer module: blocks used since the last eviction (the only ones that
+    /// can be clean and held).
+    #[cfg(not(feature = "buffer"))]
+    recent: Vec<BlockRef>,
     #[cfg(feature = "buffer")]
     lru: Lru,
 }
@@ -58,19 +64,28 @@ impl Buffer {
         if self.blocks.contains_key(b) {
             self.lru.touch(*b);
         }
+        #[cfg(not(feature = "buffer"))]
+        self.recent.push(*b);
         self.blocks.get_mut(b)
     }
 
     pub(crate) fn insert(&mut self, b: BlockRef, block: SlottedBlock) {
         #[cfg(feature = "buffer")]
         self.lru.touch(b);
-        self.blocks.insert(b, block);
+        #[cfg(not(feature = "buffer"))]
+        self.recent.push(b);
+        self.total += block.size();
+        if let Some(old) = self.blocks.insert(b, block) {
+            self.total -= old.size();
+        }
     }
 
     pub(crate) fn remove(&mut self, b: &BlockRef) {
         #[cfg(feature = "buffer")]
         self.lru.forget(*b);
-        self.blocks.remove(b);
+        if let Some(old) = self.blocks.remove(b) {
+            self.total -= old.size();
+        }
     }
 
     /// Every block in RAM, in address order.
@@ -80,20 +95,35 @@ impl Buffer {
 
     /// Bytes of the blocks in RAM.
     pub(crate) fn bytes(&self) -> usize {
-        self.blocks.values().map(SlottedBlock::size).sum()
+        self.total
     }
 
     /// Drops clean blocks not in `busy`: all of them, or with the `buffer` feature the least
-    /// recently used until the clean ones fit `budget` bytes.
-    pub(crate) fn evict(&mut self, busy: &BTreeSet<BlockRef>, budget: usize) {
+    /// recently used until the clean ones fit `budget` bytes. `all` looks at every block
+    /// (after a checkpoint cleaned them); otherwise only at what the last operations used.
+    pub(crate) fn evict(&mut self, busy: &BTreeSet<BlockRef>, budget: usize, all: bool) {
         #[cfg(not(feature = "buffer"))]
         {
             let _ = budget;
-            self.blocks
-                .retain(|b, blk| !blk.is_clean() || busy.contains(b));
+            let look: Vec<BlockRef> = if all {
+                self.recent.clear();
+                self.keys()
+            } else {
+                core::mem::take(&mut self.recent)
+            };
+            for b in look {
+                if self.blocks.get(&b).is_some_and(|blk| blk.is_clean()) && !busy.contains(&b) {
+                    self.remove(&b);
+                }
+            }
         }
         #[cfg(feature = "buffer")]
         {
+            let _ = all;
+            // Everything held fits: nothing to look at.
+            if self.total <= budget {
+                return;
+            }
             let mut clean: usize = self
                 .blocks
                 .iter()

@@ -599,12 +599,13 @@ impl<D: BlockDevice> Database<D> {
 
     /// Drops clean blocks from RAM as the buffer module allows.
     fn evict(&mut self) {
-        let busy: BTreeSet<BlockRef> = self
-            .txn
-            .as_ref()
-            .map(|t| t.blocks.clone())
-            .unwrap_or_default();
-        self.cache.evict(&busy, self.opts.buffer_bytes);
+        self.evict_some(false);
+    }
+
+    fn evict_some(&mut self, all: bool) {
+        let empty = BTreeSet::new();
+        let busy = self.txn.as_ref().map_or(&empty, |t| &t.blocks);
+        self.cache.evict(busy, self.opts.buffer_bytes, all);
     }
 
     /// Query-cache hits and misses so far (the `query-cache` feature; zeros without it).
@@ -989,7 +990,7 @@ impl<D: BlockDevice> Database<D> {
         let freed = std::mem::take(&mut self.deferred);
         self.sm.unreserve(&freed)?;
         self.sm.checkpoint()?;
-        self.evict();
+        self.evict_some(true);
         Ok(())
     }
 
