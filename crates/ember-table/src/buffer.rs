@@ -1,15 +1,15 @@
 //! The block buffer (LUNAR §3.3, "Buffer" module): data blocks in RAM.
 //!
-//! Blocks with changes not yet written always stay in RAM. The basic engine keeps nothing
-//! else: a clean block is dropped as soon as the operation that read it ends, so the engine's
-//! RAM is its dirty blocks and indexes. With the `buffer` feature, clean blocks stay too,
-//! least recently used out first, within a byte budget ([`Options::buffer_bytes`]).
+//! Blocks with changes not yet written home always stay in RAM (the engine says which, with
+//! [`Buffer::mark_dirty`], and when a checkpoint has written them all). The basic engine keeps
+//! nothing else: a clean block is dropped as soon as the operation that read it ends, so the
+//! engine's RAM is its dirty blocks and indexes. With the `buffer` feature, clean blocks stay
+//! too, least recently used out first, within a byte budget ([`Options::buffer_bytes`]).
+//! Every operation costs O(1) plus the blocks it evicts.
 //!
 //! [`Options::buffer_bytes`]: crate::Options::buffer_bytes
 
-#[cfg(feature = "buffer")]
-use std::collections::HashMap;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashSet};
 
 use crate::allocator::BlockRef;
 use crate::slotted::SlottedBlock;
@@ -18,27 +18,18 @@ use crate::slotted::SlottedBlock;
 #[derive(Debug, Default)]
 pub(crate) struct Buffer {
     blocks: BTreeMap<BlockRef, SlottedBlock>,
-    /// Bytes of all blocks held (clean or not).
+    /// Bytes of all blocks held.
     total: usize,
-    /// Without the buffer module: blocks used since the last eviction (the only ones that
-    /// can be clean and held).
-    #[cfg(not(feature = "buffer"))]
-    recent: Vec<BlockRef>,
-    #[cfg(feature = "buffer")]
-    lru: Lru,
-}
-
-/// Recency of use, for the `buffer` feature.
-#[cfg(feature = "buffer")]
-#[derive(Debug, Default)]
-struct Lru {
-    tick: u64,
-    stamp: HashMap<BlockRef, u64>,
+    /// Blocks with changes not yet written home, and their bytes.
+    dirty: HashSet<BlockRef>,
+    dirty_bytes: usize,
+    /// Clean blocks by recency of use: tick -> block, and block -> tick.
     order: BTreeMap<u64, BlockRef>,
+    stamp: BTreeMap<BlockRef, u64>,
+    tick: u64,
 }
 
-#[cfg(feature = "buffer")]
-impl Lru {
+impl Buffer {
     fn touch(&mut self, b: BlockRef) {
         self.tick += 1;
         if let Some(old) = self.stamp.insert(b, self.tick) {
@@ -52,39 +43,62 @@ impl Lru {
             self.order.remove(&old);
         }
     }
-}
 
-impl Buffer {
     pub(crate) fn contains(&self, b: &BlockRef) -> bool {
         self.blocks.contains_key(b)
     }
 
     pub(crate) fn get_mut(&mut self, b: &BlockRef) -> Option<&mut SlottedBlock> {
-        #[cfg(feature = "buffer")]
-        if self.blocks.contains_key(b) {
-            self.lru.touch(*b);
+        if self.blocks.contains_key(b) && !self.dirty.contains(b) {
+            self.touch(*b);
         }
-        #[cfg(not(feature = "buffer"))]
-        self.recent.push(*b);
         self.blocks.get_mut(b)
     }
 
     pub(crate) fn insert(&mut self, b: BlockRef, block: SlottedBlock) {
-        #[cfg(feature = "buffer")]
-        self.lru.touch(b);
-        #[cfg(not(feature = "buffer"))]
-        self.recent.push(b);
+        let clean = block.is_clean();
         self.total += block.size();
         if let Some(old) = self.blocks.insert(b, block) {
             self.total -= old.size();
+            if self.dirty.remove(&b) {
+                self.dirty_bytes -= old.size();
+            }
+        }
+        if clean {
+            self.touch(b);
+        } else {
+            self.mark_dirty(b);
         }
     }
 
+    /// The block has changes not yet written home: it stays until [`all_clean`](Self::all_clean).
+    pub(crate) fn mark_dirty(&mut self, b: BlockRef) {
+        let Some(size) = self.blocks.get(&b).map(SlottedBlock::size) else {
+            return;
+        };
+        if self.dirty.insert(b) {
+            self.dirty_bytes += size;
+            self.forget(b);
+        }
+    }
+
+    /// A checkpoint wrote every block home.
+    pub(crate) fn all_clean(&mut self) {
+        for b in std::mem::take(&mut self.dirty) {
+            if self.blocks.contains_key(&b) {
+                self.touch(b);
+            }
+        }
+        self.dirty_bytes = 0;
+    }
+
     pub(crate) fn remove(&mut self, b: &BlockRef) {
-        #[cfg(feature = "buffer")]
-        self.lru.forget(*b);
+        self.forget(*b);
         if let Some(old) = self.blocks.remove(b) {
             self.total -= old.size();
+            if self.dirty.remove(b) {
+                self.dirty_bytes -= old.size();
+            }
         }
     }
 
@@ -98,52 +112,17 @@ impl Buffer {
         self.total
     }
 
-    /// Drops clean blocks not in `busy`: all of them, or with the `buffer` feature the least
-    /// recently used until the clean ones fit `budget` bytes. `all` looks at every block
-    /// (after a checkpoint cleaned them); otherwise only at what the last operations used.
-    pub(crate) fn evict(&mut self, busy: &BTreeSet<BlockRef>, budget: usize, all: bool) {
-        #[cfg(not(feature = "buffer"))]
-        {
-            let _ = budget;
-            let look: Vec<BlockRef> = if all {
-                self.recent.clear();
-                self.keys()
-            } else {
-                core::mem::take(&mut self.recent)
+    /// Drops clean blocks, least recently used first, until the clean ones fit `budget`
+    /// bytes (with the `buffer` feature) or none is left (without it).
+    pub(crate) fn evict(&mut self, budget: usize) {
+        let budget = if cfg!(feature = "buffer") { budget } else { 0 };
+        while self.total - self.dirty_bytes > budget {
+            let Some((_, b)) = self.order.pop_first() else {
+                break;
             };
-            for b in look {
-                if self.blocks.get(&b).is_some_and(|blk| blk.is_clean()) && !busy.contains(&b) {
-                    self.remove(&b);
-                }
-            }
-        }
-        #[cfg(feature = "buffer")]
-        {
-            let _ = all;
-            // Everything held fits: nothing to look at.
-            if self.total <= budget {
-                return;
-            }
-            let mut clean: usize = self
-                .blocks
-                .iter()
-                .filter(|(b, blk)| blk.is_clean() && !busy.contains(b))
-                .map(|(_, blk)| blk.size())
-                .sum();
-            let mut victims = Vec::new();
-            for b in self.lru.order.values() {
-                if clean <= budget {
-                    break;
-                }
-                if let Some(blk) = self.blocks.get(b) {
-                    if blk.is_clean() && !busy.contains(b) {
-                        clean -= blk.size();
-                        victims.push(*b);
-                    }
-                }
-            }
-            for v in victims {
-                self.remove(&v);
+            self.stamp.remove(&b);
+            if let Some(old) = self.blocks.remove(&b) {
+                self.total -= old.size();
             }
         }
     }

@@ -514,6 +514,7 @@ impl<D: BlockDevice> Database<D> {
                     block.reserve_to(usize::from(s.offset) + usize::from(s.len));
                 }
                 block.set_slot(slot, s)?;
+                self.cache.mark_dirty(b);
             }
         }
         Ok(())
@@ -599,13 +600,7 @@ impl<D: BlockDevice> Database<D> {
 
     /// Drops clean blocks from RAM as the buffer module allows.
     fn evict(&mut self) {
-        self.evict_some(false);
-    }
-
-    fn evict_some(&mut self, all: bool) {
-        let empty = BTreeSet::new();
-        let busy = self.txn.as_ref().map_or(&empty, |t| &t.blocks);
-        self.cache.evict(busy, self.opts.buffer_bytes, all);
+        self.cache.evict(self.opts.buffer_bytes);
     }
 
     /// Query-cache hits and misses so far (the `query-cache` feature; zeros without it).
@@ -990,7 +985,8 @@ impl<D: BlockDevice> Database<D> {
         let freed = std::mem::take(&mut self.deferred);
         self.sm.unreserve(&freed)?;
         self.sm.checkpoint()?;
-        self.evict_some(true);
+        self.cache.all_clean();
+        self.evict();
         Ok(())
     }
 
@@ -1544,6 +1540,7 @@ impl<D: BlockDevice> Database<D> {
         txn.ops.extend_from_slice(&new.crc.to_le_bytes());
         txn.undo.push(Undo::Slot(b, slot, old));
         txn.blocks.insert(b);
+        self.cache.mark_dirty(b);
     }
 
     fn clear_slot(&mut self, id: u64, loc: Loc) -> Result<()> {
