@@ -1367,11 +1367,26 @@ impl<D: BlockDevice> Database<D> {
         let t = &self.tables[&id];
         if t.schema.primary_key.is_empty() {
             return Err(TableError::Invalid(
-                "update by key needs a primary key; use update_rowid",
+                "a table without a primary key is updated by rowid (update_rowid)",
             ));
         }
-        Self::check_row(t, row)?;
         let key = Self::key_of(t, row)?;
+        self.update_at(id, key, row)
+    }
+
+    /// Replaces the row with this rowid in a table without a primary key; `false` if there
+    /// is none.
+    pub fn update_rowid(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<bool> {
+        let r = self
+            .table_id(table)
+            .and_then(|id| self.update_at(id, key_bytes(&[Value::Integer(rowid)]), row));
+        self.statement(r)
+    }
+
+    /// Replaces the row stored under `key`.
+    fn update_at(&mut self, id: u64, key: Vec<u8>, row: &[Value]) -> Result<bool> {
+        let t = &self.tables[&id];
+        Self::check_row(t, row)?;
         let Some(loc) = t.index.get(&key) else {
             return Ok(false);
         };
