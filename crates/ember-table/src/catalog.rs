@@ -61,13 +61,30 @@ fn corrupt(offset: u64, reason: &'static str) -> TableError {
     }
 }
 
+/// Appends `item` with a u32 length in front.
+fn push_framed(out: &mut Vec<u8>, item: &[u8]) {
+    out.extend_from_slice(&(item.len() as u32).to_le_bytes());
+    out.extend_from_slice(item);
+}
+
+/// Splits a sequence of length-prefixed items; `None` if one runs past the end.
+fn framed(p: &[u8]) -> Option<Vec<&[u8]>> {
+    let mut items = Vec::new();
+    let mut at = 0usize;
+    while at < p.len() {
+        let n = u32_at(p.get(at..at + 4)?, 0) as usize;
+        items.push(p.get(at + 4..at.checked_add(4 + n)?)?);
+        at += 4 + n;
+    }
+    Some(items)
+}
+
 impl Catalog {
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         let mut row = Vec::new();
         encode_row(&[Value::Integer(self.next_id as i64)], &mut row);
-        out.extend_from_slice(&(row.len() as u32).to_le_bytes());
-        out.extend_from_slice(&row);
+        push_framed(&mut out, &row);
         for t in &self.tables {
             let mut schema = Vec::new();
             t.schema.encode(&mut schema);
@@ -81,8 +98,7 @@ impl Catalog {
             for d in &t.indexes {
                 let mut one = Vec::new();
                 d.encode(&mut one);
-                defs.extend_from_slice(&(one.len() as u32).to_le_bytes());
-                defs.extend_from_slice(&one);
+                push_framed(&mut defs, &one);
             }
             row.clear();
             encode_row(
@@ -95,26 +111,17 @@ impl Catalog {
                 ],
                 &mut row,
             );
-            out.extend_from_slice(&(row.len() as u32).to_le_bytes());
-            out.extend_from_slice(&row);
+            push_framed(&mut out, &row);
         }
         out
     }
 
     fn decode(p: &[u8], offset: u64) -> Result<Self> {
-        let mut rows = Vec::new();
-        let mut at = 0usize;
-        while at < p.len() {
-            let n = p
-                .get(at..at + 4)
-                .map(|b| u32_at(b, 0) as usize)
-                .ok_or(corrupt(offset, "truncated entry length"))?;
-            let row = p
-                .get(at + 4..at + 4 + n)
-                .ok_or(corrupt(offset, "truncated entry"))?;
-            rows.push(decode_row(row)?);
-            at += 4 + n;
-        }
+        let rows = framed(p)
+            .ok_or(corrupt(offset, "truncated entry"))?
+            .into_iter()
+            .map(decode_row)
+            .collect::<core::result::Result<Vec<_>, _>>()?;
         let mut it = rows.into_iter();
         let next_id = match it.next().as_deref() {
             Some([Value::Integer(n)]) if *n >= 0 => *n as u64,
@@ -136,19 +143,11 @@ impl Catalog {
                 return Err(corrupt(offset, "malformed table entry"));
             }
             let schema = Schema::decode(schema)?;
-            let mut indexes = Vec::new();
-            let mut at = 0usize;
-            while at < defs.len() {
-                let n = defs
-                    .get(at..at + 4)
-                    .map(|b| u32_at(b, 0) as usize)
-                    .ok_or(corrupt(offset, "truncated index definition"))?;
-                let one = defs
-                    .get(at + 4..at + 4 + n)
-                    .ok_or(corrupt(offset, "truncated index definition"))?;
-                indexes.push(IndexDef::decode(one, &schema)?);
-                at += 4 + n;
-            }
+            let indexes = framed(defs)
+                .ok_or(corrupt(offset, "truncated index definition"))?
+                .into_iter()
+                .map(|d| IndexDef::decode(d, &schema))
+                .collect::<Result<Vec<_>>>()?;
             tables.push(TableEntry {
                 id: *id as u64,
                 name: name.clone(),

@@ -1526,6 +1526,10 @@ impl<D: BlockDevice> Database<D> {
                 reason: "points at a free slot",
             })?;
         let (_, body) = split_tuple(t, at)?;
+        if parse_overflow(body, at)?.is_none() {
+            // An inline row decodes straight from the block.
+            return Ok(decode_row(body)?);
+        }
         let body = body.to_vec();
         let row = self.row_bytes(&body, at)?;
         Ok(decode_row(&row)?)

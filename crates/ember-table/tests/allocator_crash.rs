@@ -26,6 +26,26 @@ fn class_of(s: &Set, k: u8) -> Set {
     s.iter().filter(|b| b.class == k).copied().collect()
 }
 
+/// Reopens the allocator and checks that every class holds its state after the last
+/// completed flush or after the one in flight.
+fn reopen_and_check_classes(
+    medium: &mut MemBlock<Vec<u8>>,
+    st: &State,
+    cfg: AllocConfig,
+) -> Result<(Allocator, Set), String> {
+    let a = Allocator::open(medium, START, ZONE, cfg).map_err(|e| format!("open failed: {e}"))?;
+    let got: Set = a.allocated().into_iter().collect();
+    for k in 0..a.class_sizes().len() as u8 {
+        let g = class_of(&got, k);
+        let ok = g == class_of(&st.durable, k)
+            || st.in_flight.as_ref().is_some_and(|f| g == class_of(f, k));
+        if !ok {
+            return Err(format!("class {k} holds a state no flush produced"));
+        }
+    }
+    Ok((a, got))
+}
+
 fn run(cfg: AllocConfig, rounds: u32) {
     let report = CrashTest::new()
         .run(
@@ -76,17 +96,7 @@ fn run(cfg: AllocConfig, rounds: u32) {
                 if !st.formatted {
                     return Ok(());
                 }
-                let a = Allocator::open(&mut medium, START, ZONE, cfg)
-                    .map_err(|e| format!("open failed: {e}"))?;
-                let got: Set = a.allocated().into_iter().collect();
-                for k in 0..a.class_sizes().len() as u8 {
-                    let g = class_of(&got, k);
-                    let ok = g == class_of(&st.durable, k)
-                        || st.in_flight.as_ref().is_some_and(|f| g == class_of(f, k));
-                    if !ok {
-                        return Err(format!("class {k} holds a state no flush produced"));
-                    }
-                }
+                let (a, got) = reopen_and_check_classes(&mut medium, st, cfg)?;
                 let mut ext: Vec<(u64, u64)> = got.iter().map(|&b| a.extent(b)).collect();
                 ext.sort();
                 if ext.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
@@ -168,17 +178,7 @@ fn a_chunk_given_away_never_returns_with_stale_bits() {
                 if !st.formatted {
                     return Ok(());
                 }
-                let a = Allocator::open(&mut medium, START, ZONE, cfg)
-                    .map_err(|e| format!("open failed: {e}"))?;
-                let got: Set = a.allocated().into_iter().collect();
-                for k in 0..a.class_sizes().len() as u8 {
-                    let g = class_of(&got, k);
-                    let ok = g == class_of(&st.durable, k)
-                        || st.in_flight.as_ref().is_some_and(|f| g == class_of(f, k));
-                    if !ok {
-                        return Err(format!("class {k} holds a state no flush produced"));
-                    }
-                }
+                reopen_and_check_classes(&mut medium, st, cfg)?;
                 Ok(())
             },
         )
