@@ -5,106 +5,187 @@
 //! nothing else: a clean block is dropped as soon as the operation that read it ends, so the
 //! engine's RAM is its dirty blocks and indexes. With the `buffer` feature, clean blocks stay
 //! too, least recently used out first, within a byte budget ([`Options::buffer_bytes`]).
-//! Every operation costs O(1) plus the blocks it evicts.
+//!
+//! Blocks live in a slab; a hash map finds a block's slot, and the clean blocks form a
+//! doubly linked recency list through the slab (most recent at the head), so a lookup, a
+//! touch and an eviction are O(1) and allocate nothing.
 //!
 //! [`Options::buffer_bytes`]: crate::Options::buffer_bytes
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashMap;
 
 use crate::allocator::BlockRef;
 use crate::slotted::SlottedBlock;
 
+/// "No slot" in the recency links.
+const NIL: usize = usize::MAX;
+
+#[derive(Debug)]
+struct Entry {
+    at: BlockRef,
+    block: SlottedBlock,
+    dirty: bool,
+    /// Recency links (clean blocks only; `NIL` at the ends and for dirty blocks).
+    prev: usize,
+    next: usize,
+}
+
 /// Blocks in RAM (see the module docs).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Buffer {
-    blocks: BTreeMap<BlockRef, SlottedBlock>,
-    /// Bytes of all blocks held.
+    slots: Vec<Option<Entry>>,
+    free: Vec<usize>,
+    map: HashMap<BlockRef, usize, foldhash::fast::RandomState>,
+    /// Bytes of all blocks held, and of the dirty ones.
     total: usize,
-    /// Blocks with changes not yet written home, and their bytes.
-    dirty: HashSet<BlockRef>,
     dirty_bytes: usize,
-    /// Clean blocks by recency of use: tick -> block, and block -> tick.
-    order: BTreeMap<u64, BlockRef>,
-    stamp: BTreeMap<BlockRef, u64>,
-    tick: u64,
+    /// Most and least recently used clean blocks.
+    head: usize,
+    tail: usize,
+}
+
+impl Default for Buffer {
+    fn default() -> Self {
+        Buffer {
+            slots: Vec::new(),
+            free: Vec::new(),
+            map: HashMap::default(),
+            total: 0,
+            dirty_bytes: 0,
+            head: NIL,
+            tail: NIL,
+        }
+    }
 }
 
 impl Buffer {
-    fn touch(&mut self, b: BlockRef) {
-        self.tick += 1;
-        if let Some(old) = self.stamp.insert(b, self.tick) {
-            self.order.remove(&old);
-        }
-        self.order.insert(self.tick, b);
+    fn entry(&mut self, i: usize) -> Option<&mut Entry> {
+        self.slots.get_mut(i).and_then(Option::as_mut)
     }
 
-    fn forget(&mut self, b: BlockRef) {
-        if let Some(old) = self.stamp.remove(&b) {
-            self.order.remove(&old);
+    /// Takes a clean block out of the recency list.
+    fn unlink(&mut self, i: usize) {
+        let Some(e) = self.entry(i) else { return };
+        let (p, n) = (e.prev, e.next);
+        e.prev = NIL;
+        e.next = NIL;
+        match self.entry(p) {
+            Some(pe) => pe.next = n,
+            None => {
+                if self.head == i {
+                    self.head = n;
+                }
+            }
         }
+        match self.entry(n) {
+            Some(ne) => ne.prev = p,
+            None => {
+                if self.tail == i {
+                    self.tail = p;
+                }
+            }
+        }
+    }
+
+    /// Puts a clean block at the head of the recency list.
+    fn push_front(&mut self, i: usize) {
+        let old = self.head;
+        if let Some(e) = self.entry(i) {
+            e.prev = NIL;
+            e.next = old;
+        }
+        match self.entry(old) {
+            Some(h) => h.prev = i,
+            None => self.tail = i,
+        }
+        self.head = i;
     }
 
     pub(crate) fn contains(&self, b: &BlockRef) -> bool {
-        self.blocks.contains_key(b)
+        self.map.contains_key(b)
     }
 
     pub(crate) fn get_mut(&mut self, b: &BlockRef) -> Option<&mut SlottedBlock> {
-        if self.blocks.contains_key(b) && !self.dirty.contains(b) {
-            self.touch(*b);
+        let i = *self.map.get(b)?;
+        let dirty = self.entry(i)?.dirty;
+        if !dirty && self.head != i {
+            self.unlink(i);
+            self.push_front(i);
         }
-        self.blocks.get_mut(b)
+        self.entry(i).map(|e| &mut e.block)
     }
 
     pub(crate) fn insert(&mut self, b: BlockRef, block: SlottedBlock) {
-        let clean = block.is_clean();
-        self.total += block.size();
-        if let Some(old) = self.blocks.insert(b, block) {
-            self.total -= old.size();
-            if self.dirty.remove(&b) {
-                self.dirty_bytes -= old.size();
+        self.remove(&b);
+        let dirty = !block.is_clean();
+        let size = block.size();
+        self.total += size;
+        let e = Entry {
+            at: b,
+            block,
+            dirty: false,
+            prev: NIL,
+            next: NIL,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(e);
+                i
             }
-        }
-        if clean {
-            self.touch(b);
-        } else {
+            None => {
+                self.slots.push(Some(e));
+                self.slots.len() - 1
+            }
+        };
+        self.map.insert(b, i);
+        self.push_front(i);
+        if dirty {
             self.mark_dirty(b);
         }
     }
 
     /// The block has changes not yet written home: it stays until [`all_clean`](Self::all_clean).
     pub(crate) fn mark_dirty(&mut self, b: BlockRef) {
-        let Some(size) = self.blocks.get(&b).map(SlottedBlock::size) else {
+        let Some(&i) = self.map.get(&b) else { return };
+        let Some(e) = self.entry(i) else { return };
+        if e.dirty {
             return;
-        };
-        if self.dirty.insert(b) {
-            self.dirty_bytes += size;
-            self.forget(b);
         }
+        e.dirty = true;
+        let size = e.block.size();
+        self.dirty_bytes += size;
+        self.unlink(i);
     }
 
     /// A checkpoint wrote every block home.
     pub(crate) fn all_clean(&mut self) {
-        for b in std::mem::take(&mut self.dirty) {
-            if self.blocks.contains_key(&b) {
-                self.touch(b);
+        for i in 0..self.slots.len() {
+            let Some(e) = self.entry(i) else { continue };
+            if e.dirty {
+                e.dirty = false;
+                self.push_front(i);
             }
         }
         self.dirty_bytes = 0;
     }
 
     pub(crate) fn remove(&mut self, b: &BlockRef) {
-        self.forget(*b);
-        if let Some(old) = self.blocks.remove(b) {
-            self.total -= old.size();
-            if self.dirty.remove(b) {
-                self.dirty_bytes -= old.size();
+        let Some(i) = self.map.remove(b) else { return };
+        self.unlink(i);
+        if let Some(e) = self.slots.get_mut(i).and_then(Option::take) {
+            self.total -= e.block.size();
+            if e.dirty {
+                self.dirty_bytes -= e.block.size();
             }
+            self.free.push(i);
         }
     }
 
     /// Every block in RAM, in address order.
     pub(crate) fn keys(&self) -> Vec<BlockRef> {
-        self.blocks.keys().copied().collect()
+        let mut k: Vec<BlockRef> = self.map.keys().copied().collect();
+        k.sort_unstable();
+        k
     }
 
     /// Bytes of the blocks in RAM.
@@ -117,13 +198,56 @@ impl Buffer {
     pub(crate) fn evict(&mut self, budget: usize) {
         let budget = if cfg!(feature = "buffer") { budget } else { 0 };
         while self.total - self.dirty_bytes > budget {
-            let Some((_, b)) = self.order.pop_first() else {
+            let t = self.tail;
+            let Some(at) = self.entry(t).map(|e| e.at) else {
                 break;
             };
-            self.stamp.remove(&b);
-            if let Some(old) = self.blocks.remove(&b) {
-                self.total -= old.size();
-            }
+            self.remove(&at);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(i: u32) -> BlockRef {
+        BlockRef {
+            class: 0,
+            chunk: 0,
+            index: i,
+        }
+    }
+
+    fn blk() -> SlottedBlock {
+        let mut b = SlottedBlock::new(1024, 1).unwrap();
+        b.clean();
+        b
+    }
+
+    #[test]
+    fn least_recently_used_clean_block_goes_first_and_dirty_ones_stay() {
+        let mut buf = Buffer::default();
+        for i in 0..4 {
+            buf.insert(r(i), blk());
+        }
+        buf.mark_dirty(r(0));
+        assert!(buf.get_mut(&r(1)).is_some()); // 1 is now the most recent
+        buf.evict(2 * 1024);
+        // Clean: 1, 2, 3 (recency 1 > 3 > 2); 2 goes.
+        assert!(!buf.contains(&r(2)));
+        assert!(buf.contains(&r(0)) && buf.contains(&r(1)) && buf.contains(&r(3)));
+        buf.evict(0);
+        assert_eq!(buf.keys(), vec![r(0)]);
+        assert_eq!(buf.bytes(), 1024);
+        buf.all_clean();
+        buf.evict(0);
+        assert!(buf.keys().is_empty());
+        assert_eq!(buf.bytes(), 0);
+        // Slots are reused.
+        buf.insert(r(9), blk());
+        buf.insert(r(9), blk());
+        assert_eq!(buf.bytes(), 1024);
+        assert_eq!(buf.slots.len(), 4);
     }
 }

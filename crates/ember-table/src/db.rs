@@ -103,14 +103,14 @@ struct Loc {
 
 #[derive(Debug)]
 enum Index {
-    Hash(HashMap<Vec<u8>, Loc>),
+    Hash(HashMap<Vec<u8>, Loc, foldhash::fast::RandomState>),
     Tree(BTreeMap<Vec<u8>, Loc>),
 }
 
 impl Index {
     fn new(kind: IndexKind) -> Self {
         match kind {
-            IndexKind::Hash => Index::Hash(HashMap::new()),
+            IndexKind::Hash => Index::Hash(HashMap::default()),
             IndexKind::Tree => Index::Tree(BTreeMap::new()),
         }
     }
@@ -1444,9 +1444,10 @@ impl<D: BlockDevice> Database<D> {
         let Some(loc) = self.tables[&id].index.get(&k) else {
             return Ok(None);
         };
+        let buffered = self.cache.contains(&loc.block);
         let row = self.read_row(loc)?;
         #[cfg(feature = "query-cache")]
-        if self.opts.query_cache_bytes > 0 {
+        if self.opts.query_cache_bytes > 0 && !buffered {
             self.qcache.put(id, &k, &row, self.opts.query_cache_bytes);
         }
         self.evict();

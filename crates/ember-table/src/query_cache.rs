@@ -1,21 +1,34 @@
 //! The query cache (LUNAR §3.3, "Query Cache" module, the `query-cache` feature): rows of
 //! recent point lookups, by table and key, within a byte budget; oldest out first.
 //!
-//! A write to a key drops its entry at once; dropping a table drops its entries; a rollback
-//! empties the cache (it may hold rows the rolled-back transaction wrote).
+//! The engine offers it only rows it had to read from the device: a row whose block is in
+//! the buffer is as quick to decode from there. A write to a key drops its entry at once;
+//! dropping a table drops its entries; a rollback empties the cache (it may hold rows the
+//! rolled-back transaction wrote).
 
 use std::collections::{HashMap, VecDeque};
 
 use crate::row::Value;
 
-type Key = (u64, Vec<u8>);
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+#[derive(Debug)]
+struct Cached {
+    row: Vec<Value>,
+    weight: usize,
+    /// Which insertion this is, to tell its queue entry from stale ones.
+    stamp: u64,
+}
 
 /// Cached rows (see the module docs).
 #[derive(Debug, Default)]
 pub(crate) struct QueryCache {
-    rows: HashMap<Key, (Vec<Value>, usize)>,
-    order: VecDeque<Key>,
+    tables: Map<u64, Map<Vec<u8>, Cached>>,
+    /// Insertion order: (table, key, stamp); entries whose stamp no longer matches are stale.
+    order: VecDeque<(u64, Vec<u8>, u64)>,
+    live: usize,
     bytes: usize,
+    next_stamp: u64,
     hits: u64,
     misses: u64,
 }
@@ -35,9 +48,10 @@ fn weight(key: &[u8], row: &[Value]) -> usize {
 impl QueryCache {
     pub(crate) fn get(&mut self, table: u64, key: &[u8]) -> Option<Vec<Value>> {
         let hit = self
-            .rows
-            .get(&(table, key.to_vec()))
-            .map(|(r, _)| r.clone());
+            .tables
+            .get(&table)
+            .and_then(|t| t.get(key))
+            .map(|c| c.row.clone());
         if hit.is_some() {
             self.hits += 1;
         } else {
@@ -53,40 +67,92 @@ impl QueryCache {
         }
         self.invalidate(table, key);
         while self.bytes + w > budget {
-            let Some(old) = self.order.pop_front() else {
+            let Some((t, k, stamp)) = self.order.pop_front() else {
                 break;
             };
-            if let Some((_, ow)) = self.rows.remove(&old) {
-                self.bytes -= ow;
+            if self.stamp_of(t, &k) == Some(stamp) {
+                self.invalidate(t, &k);
             }
         }
-        let k = (table, key.to_vec());
-        self.order.push_back(k.clone());
-        self.rows.insert(k, (row.to_vec(), w));
+        self.next_stamp += 1;
+        let stamp = self.next_stamp;
+        self.order.push_back((table, key.to_vec(), stamp));
+        self.tables.entry(table).or_default().insert(
+            key.to_vec(),
+            Cached {
+                row: row.to_vec(),
+                weight: w,
+                stamp,
+            },
+        );
         self.bytes += w;
+        self.live += 1;
+        // Keep the queue from filling with stale entries.
+        if self.order.len() > 2 * self.live + 64 {
+            let tables = &self.tables;
+            self.order.retain(|(t, k, s)| {
+                tables.get(t).and_then(|m| m.get(k)).map(|c| c.stamp) == Some(*s)
+            });
+        }
+    }
+
+    fn stamp_of(&self, table: u64, key: &[u8]) -> Option<u64> {
+        self.tables.get(&table)?.get(key).map(|c| c.stamp)
     }
 
     pub(crate) fn invalidate(&mut self, table: u64, key: &[u8]) {
-        if let Some((_, w)) = self.rows.remove(&(table, key.to_vec())) {
-            self.bytes -= w;
-            // The stale queue entry is skipped when it comes up.
+        if let Some(c) = self.tables.get_mut(&table).and_then(|t| t.remove(key)) {
+            self.bytes -= c.weight;
+            self.live -= 1;
         }
     }
 
     pub(crate) fn invalidate_table(&mut self, table: u64) {
-        let keys: Vec<Key> = self.rows.keys().filter(|k| k.0 == table).cloned().collect();
-        for k in keys {
-            self.invalidate(k.0, &k.1);
+        if let Some(t) = self.tables.remove(&table) {
+            for c in t.values() {
+                self.bytes -= c.weight;
+                self.live -= 1;
+            }
         }
     }
 
     pub(crate) fn clear(&mut self) {
-        self.rows.clear();
+        self.tables.clear();
         self.order.clear();
         self.bytes = 0;
+        self.live = 0;
     }
 
     pub(crate) fn stats(&self) -> (u64, u64) {
         (self.hits, self.misses)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_holds_and_invalidation_is_exact() {
+        let mut q = QueryCache::default();
+        let row = vec![Value::Integer(1)];
+        let w = weight(b"k0", &row);
+        for i in 0..10u8 {
+            q.put(1, &[b'k', b'0' + i], &row, 3 * w);
+        }
+        assert!(q.bytes <= 3 * w);
+        assert_eq!(q.live, 3);
+        assert!(q.get(1, b"k9").is_some());
+        assert!(q.get(1, b"k0").is_none());
+        q.invalidate(1, b"k9");
+        assert!(q.get(1, b"k9").is_none());
+        // Re-putting one key many times does not grow the queue without bound.
+        for _ in 0..10_000 {
+            q.put(1, b"k8", &row, 3 * w);
+        }
+        assert!(q.order.len() < 200);
+        q.invalidate_table(1);
+        assert_eq!((q.bytes, q.live), (0, 0));
+        assert_eq!(q.stats().0, 1);
     }
 }
