@@ -12,6 +12,10 @@
 //! * `read-random`: N rows loaded in one transaction, then N point lookups of uniformly random
 //!   keys.
 //!
+//! The insert workloads also run `floor`: no database, just one `pwrite` of the row's bytes
+//! at the next offset of a zero-filled file and one `fdatasync` per row — what any engine
+//! that writes a commit once and syncs once must pay on this machine, the bound for both.
+//!
 //! Values are pseudo-random bytes from [`SplitMix64`] (incompressible; neither engine
 //! compresses, so db_bench's half-compressible values would change nothing), the same bytes
 //! for every system.
@@ -154,14 +158,23 @@ impl Workload {
             System::Sqlite(Journal::Wal),
             System::Sqlite(Journal::Delete),
         ];
+        const INSERTS: &[System] = &[
+            System::Ember(IndexKind::Hash),
+            System::Ember(IndexKind::Tree),
+            System::Sqlite(Journal::Wal),
+            System::Sqlite(Journal::Delete),
+            System::Floor,
+        ];
         const HASH_ONLY: &[System] = &[
             System::Ember(IndexKind::Hash),
             System::Sqlite(Journal::Wal),
             System::Sqlite(Journal::Delete),
+            System::Floor,
         ];
         match self {
             Workload::Insert4kSync => HASH_ONLY,
-            _ => ALL,
+            Workload::InsertSync => INSERTS,
+            Workload::ReadRandom => ALL,
         }
     }
 }
@@ -176,11 +189,14 @@ enum Journal {
 enum System {
     Ember(IndexKind),
     Sqlite(Journal),
+    /// One write and one `fdatasync` per row on a preallocated file (see the module docs).
+    Floor,
 }
 
 /// The EmberDB systems and the SQLite ones, by name, for the ratio table.
 const EMBER_SYSTEMS: [&str; 2] = ["emberdb-hash", "emberdb-tree"];
-const SQLITE_SYSTEMS: [&str; 2] = ["sqlite-wal", "sqlite-delete"];
+/// (`floor` is in the second list so the report shows how close each comes to it.)
+const SQLITE_SYSTEMS: [&str; 3] = ["sqlite-wal", "sqlite-delete", "floor"];
 
 impl System {
     fn name(self) -> &'static str {
@@ -189,6 +205,7 @@ impl System {
             System::Ember(IndexKind::Tree) => EMBER_SYSTEMS[1],
             System::Sqlite(Journal::Wal) => SQLITE_SYSTEMS[0],
             System::Sqlite(Journal::Delete) => SQLITE_SYSTEMS[1],
+            System::Floor => "floor",
         }
     }
 
@@ -196,6 +213,7 @@ impl System {
         match self {
             System::Ember(_) => "emberdb-table",
             System::Sqlite(_) => "sqlite",
+            System::Floor => "none (pwrite + fdatasync)",
         }
     }
 
@@ -233,6 +251,9 @@ impl System {
                 "synchronous": "full",
                 "sqlite_version": rusqlite::version(),
                 "cache_size": "default (-2000: 2 MB)",
+            }),
+            System::Floor => json!({
+                "file": "zero-filled and synced before the timed loop; rows written one after another",
             }),
         };
         if let (Some(p), Json::Object(more)) = (p.as_object_mut(), more) {
@@ -390,7 +411,54 @@ fn run_one(cfg: &Config, scratch: &Scratch, w: Workload, s: System) -> Result<Me
     match s {
         System::Ember(kind) => ember_run(cfg, scratch, w, kind),
         System::Sqlite(j) => sqlite_run(cfg, scratch, w, j),
+        System::Floor => floor_run(cfg, scratch, w),
     }
+}
+
+/// The floor: each row written once with `pwrite` and synced with `fdatasync`.
+fn floor_run(cfg: &Config, scratch: &Scratch, w: Workload) -> Result<Measured> {
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+    let (rows, vb) = (w.rows(cfg.n), w.value_bytes());
+    let row_bytes = KEY_BYTES + vb as u64;
+    let path = scratch.path("floor.img");
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)?;
+    let len = (rows * row_bytes).clamp(1 << 20, 256 << 20);
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..len.div_ceil(1 << 20) {
+        f.write_all(&zeros)?;
+    }
+    f.sync_all()?;
+    let len = len.div_ceil(1 << 20) << 20;
+    let mut at = 0u64;
+    let (lat, seconds) = timed_inserts(rows, vb, cfg.seed, |k, v| {
+        if at + row_bytes > len {
+            at = 0;
+        }
+        let mut buf = Vec::with_capacity(row_bytes as usize);
+        buf.extend_from_slice(&k.to_le_bytes());
+        buf.extend_from_slice(v);
+        f.write_all_at(&buf, at)?;
+        f.sync_data()?;
+        at += row_bytes;
+        Ok(())
+    })?;
+    if w == Workload::ReadRandom {
+        return Err("the floor has no read workload".into());
+    }
+    Ok(Measured {
+        lat,
+        seconds,
+        app_bytes: Some(rows * row_bytes),
+        device: Some((rows * row_bytes, "bytes passed to pwrite")),
+        proc_io: None,
+        extra: Map::new(),
+    })
 }
 
 // ----- workload loops, shared by every system ---------------------------------------------

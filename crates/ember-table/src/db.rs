@@ -177,6 +177,12 @@ enum Undo {
 #[derive(Debug, Default)]
 struct Txn {
     ops: Vec<u8>,
+    /// The new tuples, by the position of their slot operation in `ops`, while the
+    /// transaction's tuples are small enough to travel in its journal record.
+    tuples: Vec<(usize, Vec<u8>)>,
+    tuple_bytes: usize,
+    /// Too many tuple bytes for the record: they are written in place before it.
+    in_place: bool,
     marks: Vec<Mark>,
     frees: Vec<BlockRef>,
     undo: Vec<Undo>,
@@ -190,6 +196,34 @@ const OP_REMOVE_BLOCK: u8 = 4;
 const OP_SLOT: u8 = 5;
 const OP_CREATE_INDEX: u8 = 6;
 const OP_DROP_INDEX: u8 = 7;
+/// [`OP_SLOT`] followed by the tuple's bytes (`len` of them).
+const OP_SLOT_DATA: u8 = 8;
+
+/// A transaction whose new tuples add up to at most this many bytes carries them in its
+/// journal record, so its commit is one write (and in full mode one sync); the blocks get
+/// them at the next checkpoint. Bigger transactions write their tuples in place first,
+/// which costs less device bandwidth than writing them twice.
+const JOURNALED_TUPLES_MAX: usize = 2048;
+
+/// `ops` with the operations at the positions in `tuples` turned into [`OP_SLOT_DATA`] and
+/// followed by their tuples.
+fn with_tuples(ops: &[u8], tuples: &[(usize, Vec<u8>)]) -> Vec<u8> {
+    let extra: usize = tuples.iter().map(|t| t.1.len()).sum();
+    let mut out = Vec::with_capacity(ops.len() + extra);
+    let mut from = 0;
+    for (at, t) in tuples {
+        out.extend_from_slice(&ops[from..*at]);
+        out.push(OP_SLOT_DATA);
+        out.extend_from_slice(&ops[at + 1..at + SLOT_OP_BYTES]);
+        out.extend_from_slice(t);
+        from = at + SLOT_OP_BYTES;
+    }
+    out.extend_from_slice(&ops[from..]);
+    out
+}
+
+/// Bytes of an encoded [`OP_SLOT`]: code, table, block, slot, offset, length, CRC.
+const SLOT_OP_BYTES: usize = 1 + 8 + 9 + 2 + 2 + 2 + 4;
 
 fn put_block(out: &mut Vec<u8>, b: BlockRef) {
     out.push(b.class);
@@ -249,7 +283,8 @@ enum Op {
     Drop(u64),
     AddBlock(u64, BlockRef),
     RemoveBlock(u64, BlockRef),
-    Slot(u64, BlockRef, usize, Slot),
+    /// A slot change; with the tuple's bytes when the record carries them.
+    Slot(u64, BlockRef, usize, Slot, Option<Vec<u8>>),
     CreateIndex(u64, Vec<u8>),
     DropIndex(u64, String),
 }
@@ -269,16 +304,24 @@ fn decode_ops(p: &[u8], lsn: u64) -> Result<Vec<Op>> {
             OP_DROP => Op::Drop(c.u64()?),
             OP_ADD_BLOCK => Op::AddBlock(c.u64()?, c.block()?),
             OP_REMOVE_BLOCK => Op::RemoveBlock(c.u64()?, c.block()?),
-            OP_SLOT => Op::Slot(
-                c.u64()?,
-                c.block()?,
-                usize::from(c.u16()?),
-                Slot {
+            code @ (OP_SLOT | OP_SLOT_DATA) => {
+                let (id, b, slot) = (c.u64()?, c.block()?, usize::from(c.u16()?));
+                let s = Slot {
                     offset: c.u16()?,
                     len: c.u16()?,
                     crc: c.u32()?,
-                },
-            ),
+                };
+                let tuple = if code == OP_SLOT_DATA {
+                    let t = c.take(usize::from(s.len))?;
+                    if s.offset == 0 || crc32fast::hash(t) != s.crc {
+                        return Err(c.bad());
+                    }
+                    Some(t.to_vec())
+                } else {
+                    None
+                };
+                Op::Slot(id, b, slot, s, tuple)
+            }
             OP_CREATE_INDEX => {
                 let id = c.u64()?;
                 let n = c.u32()? as usize;
@@ -424,8 +467,21 @@ impl<D: BlockDevice> Database<D> {
     /// device.
     fn tuples_durable(&mut self, ops: &[Op]) -> Result<bool> {
         for op in ops {
-            if let Op::Slot(_, b, _, s) = op {
+            if let Op::Slot(_, b, _, s, carried) = op {
                 if s.offset == 0 {
+                    continue;
+                }
+                if let Some(t) = carried {
+                    // The record carries the tuple; a long row's overflow blocks were
+                    // written before it.
+                    let at = self.sm.allocator().extent(*b).0;
+                    if let Ok((_, body)) = split_tuple(t, at) {
+                        if parse_overflow(body, at).is_ok_and(|o| o.is_some())
+                            && self.row_bytes(body, at).is_err()
+                        {
+                            return Ok(false);
+                        }
+                    }
                     continue;
                 }
                 let (at, len) = self.sm.allocator().extent(*b);
@@ -497,17 +553,23 @@ impl<D: BlockDevice> Database<D> {
                     t.defs.retain(|d| !d.name.eq_ignore_ascii_case(&name));
                 }
             }
-            Op::Slot(id, b, slot, s) => {
+            Op::Slot(id, b, slot, s, carried) => {
                 // Replayed over a catalog written by an interrupted checkpoint, a table may
                 // already be gone: a later record drops it, so its changes do not matter.
                 if !self.tables.contains_key(&id) {
                     return Ok(());
                 }
                 let (at, _) = self.sm.allocator().extent(b);
-                let mut t = vec![0u8; usize::from(s.len)];
-                if s.offset != 0 {
-                    self.sm.device().read(at + u64::from(s.offset), &mut t)?;
-                }
+                let t = match carried {
+                    Some(t) => t,
+                    None => {
+                        let mut t = vec![0u8; usize::from(s.len)];
+                        if s.offset != 0 {
+                            self.sm.device().read(at + u64::from(s.offset), &mut t)?;
+                        }
+                        t
+                    }
+                };
                 let block = self.block_mut(b)?;
                 if s.offset != 0 {
                     block.load_tuple(usize::from(s.offset), &t)?;
@@ -866,36 +928,64 @@ impl<D: BlockDevice> Database<D> {
 
     /// Writes the transaction's tuples and its journal record, as the mode says.
     fn finish(&mut self) -> Result<()> {
-        let Some(txn) = self.txn.take() else {
+        let Some(mut txn) = self.txn.take() else {
             return Ok(());
         };
         if txn.ops.is_empty() {
             return Ok(());
         }
         let mode = self.opts.mode;
-        if mode != Mode::None {
-            for b in &txn.blocks {
-                self.write_tuples(*b)?;
-            }
-        }
-        self.deferred.extend(txn.frees.iter().copied());
-        match mode {
-            Mode::None => {}
-            Mode::Disorder => {
+        if let Mode::None | Mode::Disorder = mode {
+            if mode == Mode::Disorder {
+                for b in &txn.blocks {
+                    self.write_tuples(*b)?;
+                }
                 self.buffered.push((txn.marks, txn.ops));
                 if self.buffered.iter().map(|r| r.1.len()).sum::<usize>() > 64 * 1024 {
                     self.write_buffered()?;
                 }
             }
-            Mode::Metadata | Mode::Data | Mode::Full => {
-                if !self.sm.journal_fits(txn.marks.len(), txn.ops.len()) {
-                    self.checkpoint_now()?;
-                }
-                self.sm.append(&txn.marks, &txn.ops)?;
-                if mode == Mode::Full {
-                    self.sm.sync()?;
-                }
+            self.deferred.extend(txn.frees.iter().copied());
+            if self.sm.journal_half_full() {
+                self.checkpoint_now()?;
             }
+            self.evict();
+            return Ok(());
+        }
+        // Small transactions carry their tuples in the record (see JOURNALED_TUPLES_MAX).
+        let carried = !txn.in_place;
+        let ops = if carried {
+            with_tuples(&txn.ops, &txn.tuples)
+        } else {
+            std::mem::take(&mut txn.ops)
+        };
+        // The journal is at most half full when a transaction starts; one that does not fit
+        // the rest is refused whole (a checkpoint now would write part of it home).
+        if !self.sm.journal_fits(txn.marks.len(), ops.len()) {
+            let needed = ops.len() as u64;
+            if !carried {
+                txn.ops = ops;
+            }
+            self.txn = Some(txn);
+            self.explicit = true;
+            self.rollback()?;
+            return Err(TableError::JournalFull {
+                needed,
+                capacity: self.sm.journal_capacity(),
+            });
+        }
+        if !carried {
+            for b in &txn.blocks {
+                self.write_tuples(*b)?;
+            }
+        }
+        self.deferred.extend(txn.frees.iter().copied());
+        self.sm.append(&txn.marks, &ops)?;
+        if mode == Mode::Full {
+            self.sm.sync()?;
+        }
+        if self.sm.journal_half_full() {
+            self.checkpoint_now()?;
         }
         self.evict();
         Ok(())
@@ -1549,8 +1639,26 @@ impl<D: BlockDevice> Database<D> {
         self.txn().undo.push(Undo::Index(id, key, old));
     }
 
-    fn log_slot(&mut self, id: u64, b: BlockRef, slot: usize, old: Slot, new: Slot) {
+    /// Logs a slot change; `tuple` is the new tuple (none when the slot is freed).
+    fn log_slot(
+        &mut self,
+        id: u64,
+        b: BlockRef,
+        slot: usize,
+        old: Slot,
+        new: Slot,
+        tuple: Option<&[u8]>,
+    ) {
         let txn = self.txn();
+        if let (Some(t), false) = (tuple, txn.in_place) {
+            if txn.tuple_bytes + t.len() <= JOURNALED_TUPLES_MAX {
+                txn.tuple_bytes += t.len();
+                txn.tuples.push((txn.ops.len(), t.to_vec()));
+            } else {
+                txn.in_place = true;
+                txn.tuples = Vec::new();
+            }
+        }
         txn.ops.push(OP_SLOT);
         txn.ops.extend_from_slice(&id.to_le_bytes());
         put_block(&mut txn.ops, b);
@@ -1574,7 +1682,7 @@ impl<D: BlockDevice> Database<D> {
             len: 0,
             crc: 0,
         };
-        self.log_slot(id, loc.block, slot, old, free);
+        self.log_slot(id, loc.block, slot, old, free, None);
         // An empty block other than the one inserts go to is given back.
         if empty && self.tables[&id].blocks.last() != Some(&loc.block) {
             self.remove_block(id, loc.block);
@@ -1620,15 +1728,17 @@ impl<D: BlockDevice> Database<D> {
         let mut keys = Vec::new();
         for slot in copy.live_slots().collect::<Vec<_>>() {
             let s = copy.slot(slot);
-            if let Some(t) = copy.get(slot, at)? {
-                keys.push((split_tuple(t, at)?.0.to_vec(), slot));
-            }
+            let Some(t) = copy.get(slot, at)? else {
+                continue;
+            };
+            keys.push((split_tuple(t, at)?.0.to_vec(), slot));
             let before = Slot {
                 offset: 0,
                 len: 0,
                 crc: 0,
             };
-            self.log_slot(id, nb, slot, before, s);
+            let t = t.to_vec();
+            self.log_slot(id, nb, slot, before, s, Some(&t));
         }
         let mut fresh = copy;
         // The copy's sectors all need writing; make it the cached image of the new block.
@@ -1656,7 +1766,7 @@ impl<D: BlockDevice> Database<D> {
             let block = self.block_mut(l.block)?;
             let before = block.slot(slot);
             if let Some(s) = block.put(slot, tuple) {
-                self.log_slot(id, l.block, slot, before, s);
+                self.log_slot(id, l.block, slot, before, s, Some(tuple));
                 return Ok(l);
             }
         }
@@ -1688,7 +1798,7 @@ impl<D: BlockDevice> Database<D> {
         let s = block
             .put(slot, tuple)
             .ok_or(TableError::Invalid("a tuple does not fit a fresh block"))?;
-        self.log_slot(id, b, slot, before, s);
+        self.log_slot(id, b, slot, before, s, Some(tuple));
         if let Some(l) = old {
             self.clear_slot(id, l)?;
         }

@@ -258,6 +258,18 @@ impl<D: BlockDevice> SpaceManager<D> {
         self.journal.fits(&[5 + MARK_BYTES * marks + rest])
     }
 
+    /// Whether more than half of the journal holds records not yet checkpointed (the table
+    /// engine checkpoints between transactions then, so a transaction starts with at least
+    /// half the journal free).
+    pub fn journal_half_full(&self) -> bool {
+        self.journal.used() * 2 > self.journal.capacity()
+    }
+
+    /// Bytes the journal can hold at most.
+    pub fn journal_capacity(&self) -> u64 {
+        self.journal.capacity()
+    }
+
     /// Writes the allocator's bitmaps home and empties the journal. The caller must have
     /// written everything else the journal's records describe (and synced it) first.
     pub fn checkpoint(&mut self) -> Result<()> {

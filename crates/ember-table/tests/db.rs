@@ -239,3 +239,44 @@ fn rows_larger_than_a_block_live_in_overflow_blocks() {
     );
     db.verify().unwrap();
 }
+
+#[test]
+fn a_transaction_too_big_for_the_journal_is_refused_whole() {
+    let format = ember_table::FormatOptions {
+        log_bytes: Some(128 * 1024),
+        ..Default::default()
+    };
+    let mut db = Database::create(
+        MemBlock::new(32 << 20),
+        Options {
+            format,
+            ..opts(Mode::Full)
+        },
+    )
+    .unwrap();
+    db.create_table("t", schema(IndexKind::Hash)).unwrap();
+    db.insert("t", &row(-1, "before")).unwrap();
+    db.begin().unwrap();
+    for i in 0..10_000 {
+        db.insert("t", &row(i, "a row of the big transaction"))
+            .unwrap();
+    }
+    let err = db.commit().unwrap_err();
+    assert!(matches!(err, TableError::JournalFull { .. }), "{err}");
+    // Nothing of it stays, in RAM or after a reopen, and the database goes on working.
+    assert_eq!(db.row_count("t").unwrap(), 1);
+    assert!(db.get("t", &[Value::Integer(5)]).unwrap().is_none());
+    db.insert("t", &row(1, "after")).unwrap();
+    // Many small commits fill the journal too: checkpoints between them make room.
+    for i in 2..3_000 {
+        db.insert("t", &row(i, "small")).unwrap();
+    }
+    let dev = db.close().unwrap();
+    let mut db = Database::open(dev, opts(Mode::Full)).unwrap();
+    db.verify().unwrap();
+    assert_eq!(db.row_count("t").unwrap(), 3_000);
+    assert_eq!(
+        db.get("t", &[Value::Integer(1)]).unwrap(),
+        Some(row(1, "after"))
+    );
+}

@@ -63,9 +63,12 @@ fn schema(tree: bool) -> Schema {
 }
 
 fn value(rng: &mut SplitMix64) -> Vec<Value> {
-    // Now and then a row long enough for overflow blocks.
+    // Now and then a row long enough for overflow blocks, and often one long enough that
+    // two of them in a transaction are written in place rather than carried in its record.
     let n = if rng.below(12) == 0 {
         17_000 + rng.below(30_000) as usize
+    } else if rng.below(4) == 0 {
+        900 + rng.below(700) as usize
     } else {
         rng.below(300) as usize
     };
@@ -75,7 +78,7 @@ fn value(rng: &mut SplitMix64) -> Vec<Value> {
     ]
 }
 
-/// The workload: about 60 transactions of 1–4 statements over up to three tables.
+/// The workload: 120 transactions of 1–4 statements over up to three tables.
 fn workload(
     dev: &mut FaultyBlock<MemBlock<Vec<u8>>>,
     st: &mut State,
@@ -87,7 +90,7 @@ fn workload(
     st.commits.push(model.clone());
     let mut rng = SplitMix64::new(99);
     let names = ["a", "b", "c"];
-    for step in 0..90u64 {
+    for step in 0..120u64 {
         let mut next = model.clone();
         db.begin()?;
         let stmts = 1 + rng.below(4);
