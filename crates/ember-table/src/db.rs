@@ -1290,6 +1290,47 @@ impl<D: BlockDevice> Database<D> {
         self.rows_by_keys(id, pks)
     }
 
+    /// The rows whose first `k` indexed columns lie within the bounds (`k` = the length of
+    /// each bound, at most the index's column count), in index order: a prefix range over a
+    /// tree index, as a SQL planner probes `a = ?` or `a > ?` on an index of `(a, b)`.
+    #[cfg(feature = "secondary-index")]
+    pub fn find_prefix(
+        &mut self,
+        name: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+    ) -> Result<Vec<Vec<Value>>> {
+        let (id, pos) = self
+            .index_owner(name)
+            .ok_or_else(|| TableError::NoSuchTable(name.to_string()))?;
+        // Keys that start with prefix p lie in [p, successor(p)).
+        let lo = match lo {
+            Bound::Included(v) => Bound::Included(key_bytes(v)),
+            Bound::Excluded(v) => match prefix_successor(key_bytes(v)) {
+                Some(s) => Bound::Included(s),
+                None => return Ok(Vec::new()),
+            },
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let hi = match hi {
+            Bound::Included(v) => match prefix_successor(key_bytes(v)) {
+                Some(s) => Bound::Excluded(s),
+                None => Bound::Unbounded,
+            },
+            Bound::Excluded(v) => Bound::Excluded(key_bytes(v)),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        if let (Bound::Included(l) | Bound::Excluded(l), Bound::Included(h) | Bound::Excluded(h)) =
+            (&lo, &hi)
+        {
+            if l > h {
+                return Ok(Vec::new());
+            }
+        }
+        let pks = self.tables[&id].secondary[pos].range(lo, hi)?;
+        self.rows_by_keys(id, pks)
+    }
+
     #[cfg(feature = "secondary-index")]
     fn rows_by_keys(&mut self, id: u64, pks: Vec<Vec<u8>>) -> Result<Vec<Vec<Value>>> {
         let mut out = Vec::with_capacity(pks.len());
@@ -2012,6 +2053,20 @@ impl ReadAhead {
         self.window = (self.window * 2).min(64);
         run
     }
+}
+
+/// The smallest byte string greater than every string that starts with `k` (None: there
+/// is none, `k` is all 0xFF).
+fn prefix_successor(mut k: Vec<u8>) -> Option<Vec<u8>> {
+    while let Some(last) = k.last_mut() {
+        if *last == 0xFF {
+            k.pop();
+        } else {
+            *last += 1;
+            return Some(k);
+        }
+    }
+    None
 }
 
 fn key_bytes(v: &[Value]) -> Vec<u8> {

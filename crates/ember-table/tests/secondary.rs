@@ -107,3 +107,66 @@ fn secondary_indexes_follow_every_write() {
     );
     assert_eq!(db.indexes("people").unwrap().len(), 2);
 }
+
+#[test]
+fn prefix_ranges_over_a_two_column_index() {
+    use ember_device::MemBlock;
+    use ember_table::{Column, Database, IndexKind, Options, Schema, Value};
+    use std::ops::Bound;
+    let mut db = Database::create(MemBlock::new(8 << 20), Options::default()).unwrap();
+    let col = |n: &str| Column {
+        name: n.into(),
+        decl_type: String::new(),
+        not_null: false,
+    };
+    db.create_table(
+        "t",
+        Schema {
+            columns: vec![col("id"), col("a"), col("b")],
+            primary_key: vec![0],
+            index: IndexKind::Tree,
+        },
+    )
+    .unwrap();
+    db.create_index("ab", "t", &["a", "b"], IndexKind::Tree, false)
+        .unwrap();
+    for i in 0..30i64 {
+        db.insert(
+            "t",
+            &[
+                Value::Integer(i),
+                Value::Integer(i % 3),
+                Value::Text(format!("{i}")),
+            ],
+        )
+        .unwrap();
+    }
+    let ids = |rows: Vec<Vec<Value>>| -> Vec<i64> {
+        let mut v: Vec<i64> = rows
+            .into_iter()
+            .map(|r| match r[0] {
+                Value::Integer(i) => i,
+                _ => -1,
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let one = [Value::Integer(1)];
+    let eq = db
+        .find_prefix("ab", Bound::Included(&one), Bound::Included(&one))
+        .unwrap();
+    assert_eq!(ids(eq), (0..30).filter(|i| i % 3 == 1).collect::<Vec<_>>());
+    let gt = db
+        .find_prefix("ab", Bound::Excluded(&one), Bound::Unbounded)
+        .unwrap();
+    assert_eq!(ids(gt), (0..30).filter(|i| i % 3 == 2).collect::<Vec<_>>());
+    let le = db
+        .find_prefix("ab", Bound::Unbounded, Bound::Included(&one))
+        .unwrap();
+    assert_eq!(ids(le), (0..30).filter(|i| i % 3 < 2).collect::<Vec<_>>());
+    let lt = db
+        .find_prefix("ab", Bound::Unbounded, Bound::Excluded(&one))
+        .unwrap();
+    assert_eq!(ids(lt), (0..30).filter(|i| i % 3 == 0).collect::<Vec<_>>());
+}
