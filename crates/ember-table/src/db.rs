@@ -1585,6 +1585,22 @@ impl<D: BlockDevice> Database<D> {
         Ok(Some(row))
     }
 
+    /// The largest primary key of a table (a tree index finds it at once; a hash index
+    /// looks at every key).
+    pub fn last_key(&mut self, table: &str) -> Result<Option<Vec<Value>>> {
+        let id = self.table_id(table)?;
+        let t = &self.tables[&id];
+        let n = t.schema.primary_key.len().max(1);
+        let last = match &t.index {
+            Index::Tree(m) => m.keys().next_back().cloned(),
+            Index::Hash(m) => m.keys().max().cloned(),
+        };
+        match last {
+            None => Ok(None),
+            Some(k) => Ok(Some(crate::row::decode_key(&k, n)?)),
+        }
+    }
+
     /// Every row: in key order for a tree index, in storage order for a hash index.
     pub fn scan(&mut self, table: &str) -> Result<Vec<Vec<Value>>> {
         self.range(table, Bound::Unbounded, Bound::Unbounded)

@@ -280,3 +280,18 @@ fn a_transaction_too_big_for_the_journal_is_refused_whole() {
         Some(row(1, "after"))
     );
 }
+
+#[test]
+fn last_key_is_the_largest_primary_key() {
+    for kind in [IndexKind::Tree, IndexKind::Hash] {
+        let mut db = fresh(Mode::Metadata);
+        db.create_table("t", schema(kind)).unwrap();
+        assert_eq!(db.last_key("t").unwrap(), None);
+        for i in [5, -3, 42, 7] {
+            db.insert("t", &row(i, "x")).unwrap();
+        }
+        assert_eq!(db.last_key("t").unwrap(), Some(vec![Value::Integer(42)]));
+        db.delete("t", &[Value::Integer(42)]).unwrap();
+        assert_eq!(db.last_key("t").unwrap(), Some(vec![Value::Integer(7)]));
+    }
+}
