@@ -673,6 +673,21 @@ impl<D: BlockDevice> Database<D> {
         (0, 0)
     }
 
+    /// The consistency mode the database was opened with.
+    pub fn mode(&self) -> Mode {
+        self.opts.mode
+    }
+
+    /// The data block size in bytes.
+    pub fn block_size(&self) -> usize {
+        self.opts.block_size as usize
+    }
+
+    /// The buffer module's budget for clean blocks, in bytes.
+    pub fn buffer_budget(&self) -> usize {
+        self.opts.buffer_bytes
+    }
+
     /// Bytes of data blocks held in RAM now.
     pub fn buffered_bytes(&self) -> usize {
         self.cache.bytes()

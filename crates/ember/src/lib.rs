@@ -1,8 +1,627 @@
 //! # ember — the Rust API of EmberDB
 //!
-//! Will own (issue 4): `Connection`, `Statement`, `Rows` and options, shaped like rusqlite
-//! so a SQLite user can switch in minutes; opening a database on a file, a raw block device or
-//! memory.
+//! Owns `Connection`, `Statement`, `Rows`, `Transaction` and the options that open a
+//! database on a file, a raw block device or memory — shaped like rusqlite, so a SQLite user
+//! can switch in minutes:
 //!
-//! Must not touch: parsing or planning (`ember-sql`) or storage (`ember-table` and the
-//! other engines).
+//! ```
+//! use ember::{Connection, params};
+//! let conn = Connection::open_in_memory()?;
+//! conn.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT)")?;
+//! conn.execute("INSERT INTO t(name) VALUES (?1)", params!["ember"])?;
+//! let name: String = conn.query_row("SELECT name FROM t WHERE id = ?", [1], |r| r.get(0))?;
+//! assert_eq!(name, "ember");
+//! # Ok::<(), ember::Error>(())
+//! ```
+//!
+//! One database is one device (a file is a device image: the table engine writes it with no
+//! file system structure inside).
+//!
+//! Must not touch: parsing or planning (`ember-sql`) or storage (`ember-table` and the other
+//! engines) beyond wiring them together.
+
+#![forbid(unsafe_code)]
+
+mod device;
+pub mod storage;
+mod types;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+use std::rc::Rc;
+
+use ember_device::MemBlock;
+use ember_device::file::{FileBlock, RawBlock};
+use ember_sql::{Executor, Output, Parsed, SqlError};
+use ember_table::{Database, Options};
+
+pub use device::AnyDevice;
+pub use ember_sql::Value;
+pub use ember_table::Mode;
+pub use storage::TableStorage;
+pub use types::{FromSql, Params, ToSql};
+
+/// Everything that can go wrong.
+#[derive(Debug)]
+pub enum Error {
+    /// A SQL error (syntax with its position, constraint, missing names, storage).
+    Sql(SqlError),
+    /// Opening the device or the database failed.
+    Open(String),
+    /// `query_row` found no row.
+    QueryReturnedNoRows,
+    /// A column index past the end of the row.
+    InvalidColumnIndex(usize),
+    /// A column name the result does not have.
+    InvalidColumnName(String),
+    /// A value that does not convert to the Rust type asked for.
+    InvalidColumnType {
+        /// Column position.
+        index: usize,
+        /// Column name.
+        name: String,
+        /// What the value is.
+        found: &'static str,
+    },
+    /// The number of parameters given is not the number the statement has.
+    InvalidParameterCount {
+        /// Given.
+        given: usize,
+        /// Expected.
+        expected: usize,
+    },
+    /// A named parameter the statement does not have.
+    InvalidParameterName(String),
+    /// A Rust value that has no SQL form (e.g. a u64 above i64::MAX).
+    ToSqlConversion(String),
+    /// `prepare` was given more than one statement.
+    MultipleStatements,
+    /// `execute` was given a statement that returns rows.
+    ExecuteReturnedResults,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Sql(e) => write!(f, "{e}"),
+            Error::Open(m) => write!(f, "cannot open the database: {m}"),
+            Error::QueryReturnedNoRows => write!(f, "query returned no rows"),
+            Error::InvalidColumnIndex(i) => write!(f, "invalid column index {i}"),
+            Error::InvalidColumnName(n) => write!(f, "invalid column name {n}"),
+            Error::InvalidColumnType { index, name, found } => write!(
+                f,
+                "column {index} ({name}) holds {found}, which does not convert to the type asked for"
+            ),
+            Error::InvalidParameterCount { given, expected } => write!(
+                f,
+                "wrong number of parameters: {given} given, the statement has {expected}"
+            ),
+            Error::InvalidParameterName(n) => write!(f, "the statement has no parameter named {n}"),
+            Error::ToSqlConversion(m) => write!(f, "cannot convert to SQL: {m}"),
+            Error::MultipleStatements => write!(
+                f,
+                "prepare takes one statement; use execute_batch for several"
+            ),
+            Error::ExecuteReturnedResults => {
+                write!(f, "execute was given a query that returns rows; use query")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<SqlError> for Error {
+    fn from(e: SqlError) -> Self {
+        Error::Sql(e)
+    }
+}
+
+/// The result type of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// How to open a database.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenOptions {
+    /// Consistency mode (default: full — every commit durable, as SQLite's default).
+    pub mode: Mode,
+    /// Size of a new database file (a device image; sparse where the file system allows).
+    pub capacity: u64,
+    /// Bytes of clean data blocks kept in RAM.
+    pub cache_bytes: usize,
+    /// Bytes of point-query results kept (0: off).
+    pub query_cache_bytes: usize,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            mode: Mode::Full,
+            capacity: 1 << 30,
+            cache_bytes: 2 << 20,
+            query_cache_bytes: 256 << 10,
+        }
+    }
+}
+
+type Engine = Executor<TableStorage<AnyDevice>>;
+
+struct Inner {
+    exec: Engine,
+    cache: HashMap<String, Rc<Parsed>>,
+}
+
+/// A connection to one database.
+pub struct Connection {
+    inner: RefCell<Option<Inner>>,
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection").finish_non_exhaustive()
+    }
+}
+
+fn open_err(e: impl fmt::Display) -> Error {
+    Error::Open(e.to_string())
+}
+
+impl Connection {
+    /// Opens (or creates) the database in a file, or on a raw block device (`/dev/...`).
+    pub fn open(path: impl AsRef<Path>) -> Result<Connection> {
+        Self::open_with(path, OpenOptions::default())
+    }
+
+    /// A database in memory, gone when the connection closes.
+    pub fn open_in_memory() -> Result<Connection> {
+        Self::open_in_memory_with(OpenOptions {
+            mode: Mode::Metadata,
+            capacity: 256 << 20,
+            ..OpenOptions::default()
+        })
+    }
+
+    /// A database in memory with these options.
+    pub fn open_in_memory_with(opts: OpenOptions) -> Result<Connection> {
+        let dev = AnyDevice::Memory(MemBlock::new(opts.capacity as usize));
+        let db = Database::create(dev, table_options(&opts)).map_err(open_err)?;
+        Self::with_database(db)
+    }
+
+    /// Opens (or creates) a database with options.
+    pub fn open_with(path: impl AsRef<Path>, opts: OpenOptions) -> Result<Connection> {
+        use std::os::unix::fs::FileTypeExt;
+        let path = path.as_ref();
+        let meta = std::fs::metadata(path).ok();
+        let is_block = meta
+            .as_ref()
+            .is_some_and(|m| m.file_type().is_block_device());
+        let topts = table_options(&opts);
+        let db = if is_block {
+            let dev = AnyDevice::Raw(RawBlock::open(path).map_err(open_err)?);
+            match Database::open(dev, topts) {
+                Ok(db) => db,
+                Err(_) => {
+                    // A device without an EmberDB superblock: format it only when it is all
+                    // zeros at the start (never overwrite someone's file system).
+                    let mut dev = AnyDevice::Raw(RawBlock::open(path).map_err(open_err)?);
+                    let mut head = vec![0u8; 64 << 10];
+                    ember_device::BlockDevice::read(&mut dev, 0, &mut head).map_err(open_err)?;
+                    if head.iter().any(|&b| b != 0) {
+                        return Err(Error::Open(format!(
+                            "{} holds data that is not an EmberDB database; zero its first 64 KiB to use it",
+                            path.display()
+                        )));
+                    }
+                    Database::create(dev, topts).map_err(open_err)?
+                }
+            }
+        } else if meta.as_ref().is_some_and(|m| m.len() > 0) {
+            let dev = AnyDevice::File(FileBlock::open(path).map_err(open_err)?);
+            Database::open(dev, topts)
+                .map_err(|e| Error::Open(format!("{}: {e}", path.display())))?
+        } else {
+            let dev = AnyDevice::File(FileBlock::create(path, opts.capacity).map_err(open_err)?);
+            Database::create(dev, topts).map_err(open_err)?
+        };
+        Self::with_database(db)
+    }
+
+    fn with_database(db: Database<AnyDevice>) -> Result<Connection> {
+        let exec = Executor::open(TableStorage::new(db))?;
+        Ok(Connection {
+            inner: RefCell::new(Some(Inner {
+                exec,
+                cache: HashMap::new(),
+            })),
+        })
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Inner) -> Result<T>) -> Result<T> {
+        let mut g = self.inner.borrow_mut();
+        let inner = g
+            .as_mut()
+            .ok_or_else(|| Error::Open("the connection is closed".into()))?;
+        f(inner)
+    }
+
+    /// Parses one statement, through the statement cache.
+    fn parse_one(&self, sql: &str) -> Result<Rc<Parsed>> {
+        self.with(|inner| {
+            if let Some(p) = inner.cache.get(sql) {
+                return Ok(p.clone());
+            }
+            let mut all = ember_sql::parse(sql)?;
+            if all.len() > 1 {
+                return Err(Error::MultipleStatements);
+            }
+            let p = Rc::new(all.pop().ok_or_else(|| {
+                Error::Sql(SqlError::syntax(
+                    0,
+                    "expected a statement but found the end of the text",
+                ))
+            })?);
+            if inner.cache.len() > 256 {
+                inner.cache.clear();
+            }
+            inner.cache.insert(sql.to_string(), p.clone());
+            Ok(p)
+        })
+    }
+
+    fn run(&self, p: &Parsed, params: Vec<ember_sql::Value>) -> Result<Output> {
+        self.with(|inner| Ok(inner.exec.execute(p, &params)?))
+    }
+
+    /// Runs one statement; returns the number of rows it changed.
+    pub fn execute<P: Params>(&self, sql: &str, params: P) -> Result<usize> {
+        self.prepare(sql)?.execute(params)
+    }
+
+    /// Runs every statement of the text, in order; stops at the first error.
+    pub fn execute_batch(&self, sql: &str) -> Result<()> {
+        for p in ember_sql::parse(sql)? {
+            self.run(&p, Vec::new())?;
+        }
+        Ok(())
+    }
+
+    /// Runs the statements of the text one at a time, handing each one's text and output
+    /// to `each` (the shell's loop); an error stops it, with the statements before run.
+    pub fn execute_each(&self, sql: &str, mut each: impl FnMut(&str, &Output)) -> Result<()> {
+        for (_, text) in ember_sql::split_statements(sql) {
+            let parsed = ember_sql::parse(text)?;
+            for p in parsed {
+                let out = self.run(&p, Vec::new())?;
+                each(&p.sql, &out);
+            }
+        }
+        Ok(())
+    }
+
+    /// Compiles one statement for running many times.
+    pub fn prepare(&self, sql: &str) -> Result<Statement<'_>> {
+        let parsed = self.parse_one(sql)?;
+        Ok(Statement { conn: self, parsed })
+    }
+
+    /// Runs a query and maps its first row; [`Error::QueryReturnedNoRows`] if there is none.
+    pub fn query_row<T, P: Params, F: FnOnce(&Row) -> Result<T>>(
+        &self,
+        sql: &str,
+        params: P,
+        f: F,
+    ) -> Result<T> {
+        self.prepare(sql)?.query_row(params, f)
+    }
+
+    /// The rowid of the last row inserted.
+    pub fn last_insert_rowid(&self) -> i64 {
+        self.with(|i| Ok(i.exec.last_insert_rowid())).unwrap_or(0)
+    }
+
+    /// Rows changed by the last INSERT, UPDATE or DELETE.
+    pub fn changes(&self) -> u64 {
+        self.with(|i| Ok(i.exec.changes())).unwrap_or(0)
+    }
+
+    /// Whether no explicit transaction is open.
+    pub fn is_autocommit(&self) -> bool {
+        self.with(|i| Ok(!i.exec.in_transaction())).unwrap_or(true)
+    }
+
+    /// Starts a transaction, rolled back when dropped unless committed.
+    pub fn transaction(&mut self) -> Result<Transaction<'_>> {
+        self.execute_batch("BEGIN")?;
+        Ok(Transaction {
+            conn: self,
+            done: false,
+        })
+    }
+
+    /// Names of the tables and views (for the shell), sorted.
+    pub fn table_names(&self) -> Vec<String> {
+        self.with(|i| {
+            let c = i.exec.catalog();
+            let mut v: Vec<String> = c
+                .tables
+                .values()
+                .map(|t| t.name.clone())
+                .chain(c.views.values().map(|v| v.name.clone()))
+                .collect();
+            v.sort();
+            Ok(v)
+        })
+        .unwrap_or_default()
+    }
+
+    /// The `CREATE` texts of the schema (for the shell's `.schema`), tables first.
+    pub fn schema_sql(&self) -> Vec<(String, String)> {
+        self.with(|i| {
+            let c = i.exec.catalog();
+            let mut v: Vec<(String, String)> = c
+                .tables
+                .values()
+                .map(|t| (t.name.clone(), t.sql.clone()))
+                .collect();
+            v.extend(c.views.values().map(|x| (x.name.clone(), x.sql.clone())));
+            v.extend(c.indexes.values().map(|x| (x.table.clone(), x.sql.clone())));
+            Ok(v)
+        })
+        .unwrap_or_default()
+    }
+
+    /// The user indexes: (table, index name), sorted.
+    pub fn index_names(&self) -> Vec<(String, String)> {
+        self.with(|i| {
+            let mut v: Vec<(String, String)> = i
+                .exec
+                .catalog()
+                .indexes
+                .values()
+                .map(|x| (x.table.clone(), x.name.clone()))
+                .collect();
+            v.sort();
+            Ok(v)
+        })
+        .unwrap_or_default()
+    }
+
+    /// Checkpoints and closes the database (dropping the connection does the same, ignoring
+    /// errors).
+    pub fn close(self) -> Result<()> {
+        self.close_inner()
+    }
+
+    fn close_inner(&self) -> Result<()> {
+        let Some(inner) = self.inner.borrow_mut().take() else {
+            return Ok(());
+        };
+        let db = inner.exec.into_storage().into_database();
+        db.close().map_err(|e| Error::Open(format!("close: {e}")))?;
+        Ok(())
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let _ = self.close_inner();
+    }
+}
+
+fn table_options(o: &OpenOptions) -> Options {
+    Options {
+        mode: o.mode,
+        buffer_bytes: o.cache_bytes,
+        query_cache_bytes: o.query_cache_bytes,
+        ..Options::default()
+    }
+}
+
+/// A compiled statement.
+pub struct Statement<'c> {
+    conn: &'c Connection,
+    parsed: Rc<Parsed>,
+}
+
+impl fmt::Debug for Statement<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Statement")
+            .field("sql", &self.parsed.sql)
+            .finish()
+    }
+}
+
+impl<'c> Statement<'c> {
+    /// Runs the statement; returns the number of rows changed.
+    pub fn execute<P: Params>(&mut self, params: P) -> Result<usize> {
+        let vals = params.bind(&self.parsed.params)?;
+        if matches!(self.parsed.stmt, ember_sql::ast::Stmt::Select(_)) {
+            return Err(Error::ExecuteReturnedResults);
+        }
+        self.conn.run(&self.parsed, vals)?;
+        Ok(self.conn.changes() as usize)
+    }
+
+    /// Runs a query; step through the rows with [`Rows::next`].
+    pub fn query<P: Params>(&mut self, params: P) -> Result<Rows> {
+        let vals = params.bind(&self.parsed.params)?;
+        let out = self.conn.run(&self.parsed, vals)?;
+        Ok(Rows {
+            columns: Rc::new(out.columns),
+            rows: out.rows.into_iter(),
+            current: None,
+        })
+    }
+
+    /// Runs a query and maps every row.
+    pub fn query_map<T, P: Params, F: FnMut(&Row) -> Result<T>>(
+        &mut self,
+        params: P,
+        mut f: F,
+    ) -> Result<std::vec::IntoIter<Result<T>>> {
+        let mut rows = self.query(params)?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            out.push(f(r));
+        }
+        Ok(out.into_iter())
+    }
+
+    /// Runs a query and maps its first row.
+    pub fn query_row<T, P: Params, F: FnOnce(&Row) -> Result<T>>(
+        &mut self,
+        params: P,
+        f: F,
+    ) -> Result<T> {
+        let mut rows = self.query(params)?;
+        match rows.next()? {
+            Some(r) => f(r),
+            None => Err(Error::QueryReturnedNoRows),
+        }
+    }
+
+    /// Whether the query returns at least one row.
+    pub fn exists<P: Params>(&mut self, params: P) -> Result<bool> {
+        Ok(self.query(params)?.next()?.is_some())
+    }
+
+    /// Number of parameters.
+    pub fn parameter_count(&self) -> usize {
+        self.parsed.params.len()
+    }
+}
+
+/// The rows of a query.
+#[derive(Debug)]
+pub struct Rows {
+    columns: Rc<Vec<String>>,
+    rows: std::vec::IntoIter<Vec<Value>>,
+    current: Option<Row>,
+}
+
+impl Rows {
+    /// The next row, or None at the end.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<&Row>> {
+        self.current = self.rows.next().map(|values| Row {
+            values,
+            columns: self.columns.clone(),
+        });
+        Ok(self.current.as_ref())
+    }
+
+    /// The result's column names.
+    pub fn column_names(&self) -> Vec<&str> {
+        self.columns.iter().map(String::as_str).collect()
+    }
+}
+
+/// One result row.
+#[derive(Debug, Clone)]
+pub struct Row {
+    values: Vec<Value>,
+    columns: Rc<Vec<String>>,
+}
+
+/// A column of a row, by position or by name.
+pub trait RowIndex {
+    /// The position.
+    fn index(&self, row: &Row) -> Result<usize>;
+}
+impl RowIndex for usize {
+    fn index(&self, row: &Row) -> Result<usize> {
+        if *self < row.values.len() {
+            Ok(*self)
+        } else {
+            Err(Error::InvalidColumnIndex(*self))
+        }
+    }
+}
+impl RowIndex for &str {
+    fn index(&self, row: &Row) -> Result<usize> {
+        row.columns
+            .iter()
+            .position(|c| c.eq_ignore_ascii_case(self))
+            .ok_or_else(|| Error::InvalidColumnName(self.to_string()))
+    }
+}
+
+impl Row {
+    /// A column value converted to `T`.
+    pub fn get<I: RowIndex, T: FromSql>(&self, idx: I) -> Result<T> {
+        let i = idx.index(self)?;
+        let v = &self.values[i];
+        T::from_sql(v).map_err(|found| Error::InvalidColumnType {
+            index: i,
+            name: self.columns.get(i).cloned().unwrap_or_default(),
+            found,
+        })
+    }
+
+    /// A column's value.
+    pub fn get_value<I: RowIndex>(&self, idx: I) -> Result<&Value> {
+        let i = idx.index(self)?;
+        Ok(&self.values[i])
+    }
+
+    /// All values.
+    pub fn values(&self) -> &[Value] {
+        &self.values
+    }
+
+    /// Number of columns.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether the row has no columns.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+}
+
+/// An open transaction; rolled back on drop unless [`commit`](Transaction::commit)ted.
+pub struct Transaction<'c> {
+    conn: &'c mut Connection,
+    done: bool,
+}
+
+impl fmt::Debug for Transaction<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Transaction")
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl Transaction<'_> {
+    /// Commits.
+    pub fn commit(mut self) -> Result<()> {
+        self.done = true;
+        self.conn.execute_batch("COMMIT")
+    }
+
+    /// Rolls back.
+    pub fn rollback(mut self) -> Result<()> {
+        self.done = true;
+        self.conn.execute_batch("ROLLBACK")
+    }
+}
+
+impl std::ops::Deref for Transaction<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}

@@ -1,0 +1,469 @@
+//! The typed syntax tree of the SQLite dialect EmberDB speaks.
+
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::value::Value;
+
+/// One SQL statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stmt {
+    /// `SELECT …` (also `VALUES …`).
+    Select(Box<Select>),
+    /// `INSERT …`.
+    Insert(Box<Insert>),
+    /// `UPDATE …`.
+    Update(Box<Update>),
+    /// `DELETE …`.
+    Delete(Box<Delete>),
+    /// `CREATE TABLE …`.
+    CreateTable(Box<CreateTable>),
+    /// `DROP TABLE [IF EXISTS] name`.
+    DropTable {
+        /// IF EXISTS.
+        if_exists: bool,
+        /// The table.
+        name: String,
+    },
+    /// `CREATE [UNIQUE] INDEX …`.
+    CreateIndex(Box<CreateIndex>),
+    /// `DROP INDEX [IF EXISTS] name`.
+    DropIndex {
+        /// IF EXISTS.
+        if_exists: bool,
+        /// The index.
+        name: String,
+    },
+    /// `CREATE VIEW [IF NOT EXISTS] name [(columns)] AS select`.
+    CreateView {
+        /// IF NOT EXISTS.
+        if_not_exists: bool,
+        /// The view.
+        name: String,
+        /// Column names given, if any.
+        columns: Vec<String>,
+        /// Its query.
+        select: Box<Select>,
+    },
+    /// `DROP VIEW [IF EXISTS] name`.
+    DropView {
+        /// IF EXISTS.
+        if_exists: bool,
+        /// The view.
+        name: String,
+    },
+    /// `ALTER TABLE t RENAME TO n`.
+    RenameTable {
+        /// The table.
+        table: String,
+        /// Its new name.
+        to: String,
+    },
+    /// `ALTER TABLE t RENAME [COLUMN] a TO b`.
+    RenameColumn {
+        /// The table.
+        table: String,
+        /// The column.
+        from: String,
+        /// Its new name.
+        to: String,
+    },
+    /// `ALTER TABLE t ADD [COLUMN] def`.
+    AddColumn {
+        /// The table.
+        table: String,
+        /// The new column.
+        column: ColumnDef,
+    },
+    /// `BEGIN [DEFERRED|IMMEDIATE|EXCLUSIVE] [TRANSACTION]`.
+    Begin,
+    /// `COMMIT` / `END`.
+    Commit,
+    /// `ROLLBACK`.
+    Rollback,
+    /// `EXPLAIN QUERY PLAN stmt` (`EXPLAIN` alone is treated the same).
+    Explain(Box<Stmt>),
+    /// `PRAGMA name [= value | (value)]`.
+    Pragma {
+        /// Its name, lower case.
+        name: String,
+        /// The argument.
+        arg: Option<Expr>,
+    },
+}
+
+/// A query: one or more cores joined by compound operators, then ORDER BY and LIMIT.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Select {
+    /// The first core.
+    pub first: SelectCore,
+    /// Further cores with the operator before each.
+    pub compounds: Vec<(Compound, SelectCore)>,
+    /// ORDER BY terms.
+    pub order_by: Vec<OrderTerm>,
+    /// LIMIT.
+    pub limit: Option<Expr>,
+    /// OFFSET.
+    pub offset: Option<Expr>,
+}
+
+/// A compound operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compound {
+    /// UNION.
+    Union,
+    /// UNION ALL.
+    UnionAll,
+    /// INTERSECT.
+    Intersect,
+    /// EXCEPT.
+    Except,
+}
+
+/// One SELECT core or a VALUES list.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum SelectCore {
+    /// `SELECT [DISTINCT] cols [FROM …] [WHERE …] [GROUP BY …] [HAVING …]`.
+    Select {
+        /// DISTINCT.
+        distinct: bool,
+        /// Result columns.
+        columns: Vec<ResultCol>,
+        /// FROM.
+        from: Option<FromItem>,
+        /// WHERE.
+        filter: Option<Expr>,
+        /// GROUP BY.
+        group_by: Vec<Expr>,
+        /// HAVING.
+        having: Option<Expr>,
+    },
+    /// `VALUES (…), (…)`.
+    Values(Vec<Vec<Expr>>),
+}
+
+/// A result column.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResultCol {
+    /// `*`.
+    Star,
+    /// `t.*`.
+    TableStar(String),
+    /// An expression with an optional alias; `text` is how it was written (its default name).
+    Expr {
+        /// The expression.
+        expr: Expr,
+        /// AS name.
+        alias: Option<String>,
+        /// The source text of the expression.
+        text: String,
+    },
+}
+
+/// An ORDER BY term.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrderTerm {
+    /// What to sort by.
+    pub expr: Expr,
+    /// DESC.
+    pub desc: bool,
+    /// NULLS FIRST (`Some(true)`) / NULLS LAST (`Some(false)`); default: NULLs first
+    /// ascending, last descending.
+    pub nulls_first: Option<bool>,
+}
+
+/// A FROM clause item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FromItem {
+    /// A table or view.
+    Table {
+        /// Its name.
+        name: String,
+        /// AS alias.
+        alias: Option<String>,
+    },
+    /// `(select) [AS] alias`.
+    Subquery {
+        /// The query.
+        select: Box<Select>,
+        /// The alias.
+        alias: Option<String>,
+    },
+    /// A join of two items.
+    Join {
+        /// Left side.
+        left: Box<FromItem>,
+        /// Right side.
+        right: Box<FromItem>,
+        /// The kind.
+        kind: JoinKind,
+        /// ON condition.
+        on: Option<Expr>,
+        /// USING columns.
+        using: Vec<String>,
+        /// NATURAL.
+        natural: bool,
+    },
+}
+
+/// A join's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinKind {
+    /// INNER JOIN, JOIN, `,`.
+    Inner,
+    /// LEFT [OUTER] JOIN.
+    Left,
+    /// CROSS JOIN.
+    Cross,
+}
+
+/// An expression.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// A literal.
+    Lit(Value),
+    /// A parameter, by 0-based position.
+    Param(usize),
+    /// A column reference.
+    Column {
+        /// Table or alias qualifier.
+        table: Option<String>,
+        /// Column name.
+        name: String,
+    },
+    /// A prefix operator.
+    Unary(UnOp, Box<Expr>),
+    /// A binary operator.
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `x IS [NOT] y` (NULL-safe equality).
+    Is(Box<Expr>, Box<Expr>, bool),
+    /// `x [NOT] BETWEEN lo AND hi`.
+    Between(Box<Expr>, Box<Expr>, Box<Expr>, bool),
+    /// `x [NOT] IN (list)`.
+    InList(Box<Expr>, Vec<Expr>, bool),
+    /// `x [NOT] IN (select)` (or `IN table`).
+    InSelect(Box<Expr>, Box<Select>, bool),
+    /// `[NOT] EXISTS (select)`.
+    Exists(Box<Select>, bool),
+    /// `(select)`: its first column of its first row, or NULL.
+    Subquery(Box<Select>),
+    /// `x [NOT] LIKE|GLOB pattern [ESCAPE e]`.
+    Like {
+        /// The text.
+        expr: Box<Expr>,
+        /// The pattern.
+        pattern: Box<Expr>,
+        /// ESCAPE character.
+        escape: Option<Box<Expr>>,
+        /// NOT.
+        negated: bool,
+        /// GLOB rather than LIKE.
+        glob: bool,
+    },
+    /// `CASE [operand] WHEN … THEN … [ELSE …] END`.
+    Case {
+        /// The operand.
+        operand: Option<Box<Expr>>,
+        /// WHEN/THEN pairs.
+        whens: Vec<(Expr, Expr)>,
+        /// ELSE.
+        otherwise: Option<Box<Expr>>,
+    },
+    /// `CAST(x AS type)`.
+    Cast(Box<Expr>, String),
+    /// A function call.
+    Func {
+        /// Name, lower case.
+        name: String,
+        /// Arguments.
+        args: Vec<Expr>,
+        /// `f(DISTINCT x)`.
+        distinct: bool,
+        /// `f(*)`.
+        star: bool,
+    },
+    /// `x COLLATE name`.
+    Collate(Box<Expr>, String),
+}
+
+/// Prefix operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnOp {
+    /// `-`.
+    Neg,
+    /// `+`.
+    Pos,
+    /// `NOT`.
+    Not,
+    /// `~`.
+    BitNot,
+}
+
+/// Binary operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinOp {
+    /// OR.
+    Or,
+    /// AND.
+    And,
+    /// `=`, `==`.
+    Eq,
+    /// `!=`, `<>`.
+    Ne,
+    /// `<`.
+    Lt,
+    /// `<=`.
+    Le,
+    /// `>`.
+    Gt,
+    /// `>=`.
+    Ge,
+    /// `+`.
+    Add,
+    /// `-`.
+    Sub,
+    /// `*`.
+    Mul,
+    /// `/`.
+    Div,
+    /// `%`.
+    Rem,
+    /// `||`.
+    Concat,
+    /// `&`.
+    BitAnd,
+    /// `|`.
+    BitOr,
+    /// `<<`.
+    Shl,
+    /// `>>`.
+    Shr,
+}
+
+/// `INSERT`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Insert {
+    /// OR REPLACE / OR IGNORE / …
+    pub conflict: Conflict,
+    /// The table.
+    pub table: String,
+    /// The column list, if given.
+    pub columns: Vec<String>,
+    /// The rows.
+    pub source: InsertSource,
+}
+
+/// Where inserted rows come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InsertSource {
+    /// VALUES or a SELECT.
+    Select(Box<Select>),
+    /// DEFAULT VALUES.
+    Defaults,
+}
+
+/// The conflict clause of INSERT / UPDATE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Conflict {
+    /// ABORT (the default).
+    #[default]
+    Abort,
+    /// REPLACE.
+    Replace,
+    /// IGNORE.
+    Ignore,
+    /// FAIL (treated as ABORT).
+    Fail,
+    /// ROLLBACK.
+    Rollback,
+}
+
+/// `UPDATE`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Update {
+    /// OR … clause.
+    pub conflict: Conflict,
+    /// The table.
+    pub table: String,
+    /// SET column = expr.
+    pub sets: Vec<(String, Expr)>,
+    /// WHERE.
+    pub filter: Option<Expr>,
+}
+
+/// `DELETE`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delete {
+    /// The table.
+    pub table: String,
+    /// WHERE.
+    pub filter: Option<Expr>,
+}
+
+/// `CREATE TABLE`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateTable {
+    /// IF NOT EXISTS.
+    pub if_not_exists: bool,
+    /// The table.
+    pub name: String,
+    /// Columns.
+    pub columns: Vec<ColumnDef>,
+    /// Table constraints.
+    pub constraints: Vec<TableConstraint>,
+    /// `CREATE TABLE … AS select`.
+    pub as_select: Option<Box<Select>>,
+    /// The `USING engine(args)` clause, if any (EmberDB's extension).
+    pub using: Option<String>,
+}
+
+/// A column definition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnDef {
+    /// Name.
+    pub name: String,
+    /// Declared type as written (may be empty).
+    pub decl_type: String,
+    /// PRIMARY KEY on the column (with DESC).
+    pub primary_key: Option<bool>,
+    /// AUTOINCREMENT.
+    pub autoincrement: bool,
+    /// NOT NULL.
+    pub not_null: bool,
+    /// UNIQUE.
+    pub unique: bool,
+    /// DEFAULT.
+    pub default: Option<Expr>,
+    /// CHECK constraints.
+    pub checks: Vec<Expr>,
+    /// COLLATE name.
+    pub collate: Option<String>,
+}
+
+/// A table constraint.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TableConstraint {
+    /// PRIMARY KEY (cols).
+    PrimaryKey(Vec<String>),
+    /// UNIQUE (cols).
+    Unique(Vec<String>),
+    /// CHECK (expr).
+    Check(Expr),
+}
+
+/// `CREATE INDEX`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateIndex {
+    /// UNIQUE.
+    pub unique: bool,
+    /// IF NOT EXISTS.
+    pub if_not_exists: bool,
+    /// The index.
+    pub name: String,
+    /// The table.
+    pub table: String,
+    /// Indexed columns (name, DESC).
+    pub columns: Vec<(String, bool)>,
+}

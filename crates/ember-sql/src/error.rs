@@ -1,0 +1,78 @@
+//! Errors of the SQL front end: what went wrong and, for errors in a statement's text, where.
+
+use alloc::string::String;
+use core::fmt;
+
+/// What went wrong.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlError {
+    /// The statement text is not valid SQL: byte offset in the statement, and what was
+    /// found against what was expected.
+    Syntax {
+        /// Byte offset in the statement.
+        at: usize,
+        /// What is wrong, e.g. `expected ")" but found "FROM"`.
+        message: String,
+    },
+    /// A name that does not exist (table, column, index, view, function).
+    NoSuch {
+        /// `table`, `column`, `index`, `view`, `function`.
+        what: &'static str,
+        /// The name as written.
+        name: String,
+    },
+    /// A name that exists already.
+    Exists {
+        /// `table`, `index`, `view`.
+        what: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// A constraint failed (NOT NULL, UNIQUE, PRIMARY KEY, CHECK), with SQLite's wording.
+    Constraint(String),
+    /// A statement that is valid SQL but cannot run as written (wrong argument count, a
+    /// misuse of an aggregate, a type that does not fit).
+    Invalid(String),
+    /// A parameter was missing or out of range.
+    Parameter(String),
+    /// Transaction control used in the wrong state.
+    Transaction(String),
+    /// The storage engine failed.
+    Storage(String),
+}
+
+/// The result type of the SQL front end.
+pub type Result<T> = core::result::Result<T, SqlError>;
+
+impl SqlError {
+    /// A syntax error at byte `at`.
+    pub fn syntax(at: usize, message: impl Into<String>) -> Self {
+        SqlError::Syntax {
+            at,
+            message: message.into(),
+        }
+    }
+
+    /// An error that names a statement problem in SQLite's words.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        SqlError::Invalid(message.into())
+    }
+}
+
+impl fmt::Display for SqlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SqlError::Syntax { at, message } => write!(f, "syntax error at byte {at}: {message}"),
+            SqlError::NoSuch { what, name } => write!(f, "no such {what}: {name}"),
+            SqlError::Exists { what, name } => write!(f, "{what} {name} already exists"),
+            SqlError::Constraint(m) => write!(f, "constraint failed: {m}"),
+            SqlError::Invalid(m) => write!(f, "{m}"),
+            SqlError::Parameter(m) => write!(f, "parameter error: {m}"),
+            SqlError::Transaction(m) => write!(f, "{m}"),
+            SqlError::Storage(m) => write!(f, "storage error: {m}"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for SqlError {}

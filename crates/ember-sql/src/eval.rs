@@ -1,0 +1,1539 @@
+//! Expression evaluation with SQLite's semantics: NULL logic, affinity in comparisons,
+//! integer arithmetic that overflows into reals, and the scalar and aggregate functions.
+
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::cmp::Ordering;
+use core::fmt::Write;
+
+use crate::ast::{BinOp, Expr, UnOp};
+use crate::error::{Result, SqlError};
+use crate::exec::Executor;
+use crate::storage::Storage;
+use crate::value::{Affinity, Value, compare, format_real, trunc};
+
+/// A column visible to expressions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Col {
+    /// The table or alias it comes from (lower case).
+    pub table: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// Its affinity (None: an expression without one).
+    pub aff: Option<Affinity>,
+    /// Left out of `*` (a rowid, or a column merged by USING/NATURAL).
+    pub hidden: bool,
+    /// A table's rowid (found by `rowid`, `oid`, `_rowid_` unless a real column has that name).
+    pub rowid: bool,
+}
+
+/// The columns of the rows an expression sees.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Scope {
+    /// The columns, in row order.
+    pub cols: Vec<Col>,
+}
+
+impl Scope {
+    /// Finds a column: `Ok(Some(i))`, `Ok(None)` if not here, or an ambiguity error.
+    pub fn find(&self, table: Option<&str>, name: &str) -> Result<Option<usize>> {
+        let mut found = None;
+        for (i, c) in self.cols.iter().enumerate() {
+            if c.rowid {
+                continue;
+            }
+            if let Some(t) = table {
+                if c.table
+                    .as_deref()
+                    .is_none_or(|ct| !ct.eq_ignore_ascii_case(t))
+                {
+                    continue;
+                }
+            }
+            if c.name.eq_ignore_ascii_case(name) {
+                if found.is_some() {
+                    if table.is_none() && c.hidden {
+                        continue; // a USING column: the left one counts
+                    }
+                    return Err(SqlError::invalid(format!(
+                        "ambiguous column name: {}",
+                        qualified(table, name)
+                    )));
+                }
+                found = Some(i);
+            }
+        }
+        if found.is_none()
+            && ["rowid", "oid", "_rowid_"]
+                .iter()
+                .any(|r| r.eq_ignore_ascii_case(name))
+        {
+            for (i, c) in self.cols.iter().enumerate() {
+                if c.rowid
+                    && table.is_none_or(|t| {
+                        c.table
+                            .as_deref()
+                            .is_some_and(|ct| ct.eq_ignore_ascii_case(t))
+                    })
+                {
+                    if found.is_some() && table.is_none() {
+                        return Err(SqlError::invalid(format!("ambiguous column name: {name}")));
+                    }
+                    found = Some(i);
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Whether any column comes from this table or alias.
+    pub fn has_table(&self, t: &str) -> bool {
+        self.cols.iter().any(|c| {
+            c.table
+                .as_deref()
+                .is_some_and(|ct| ct.eq_ignore_ascii_case(t))
+        })
+    }
+}
+
+fn qualified(table: Option<&str>, name: &str) -> String {
+    match table {
+        Some(t) => format!("{t}.{name}"),
+        None => name.to_string(),
+    }
+}
+
+/// What an expression is evaluated against: a row of a scope, the enclosing query's row for
+/// correlated subqueries, and for aggregate queries the rows of the current group.
+#[derive(Clone, Copy)]
+pub struct Env<'a> {
+    /// The columns.
+    pub scope: &'a Scope,
+    /// The current row.
+    pub row: &'a [Value],
+    /// The enclosing query's environment.
+    pub outer: Option<&'a Env<'a>>,
+    /// The rows of the current group (aggregate queries).
+    pub group: Option<&'a [Vec<Value>]>,
+}
+
+impl<'a> Env<'a> {
+    /// An environment with no columns.
+    pub fn empty(scope: &'a Scope) -> Env<'a> {
+        Env {
+            scope,
+            row: &[],
+            outer: None,
+            group: None,
+        }
+    }
+}
+
+/// Names of the aggregate functions (with one argument for min/max).
+pub fn is_aggregate(name: &str, args: usize, star: bool) -> bool {
+    match name {
+        "count" => star || args <= 1,
+        "sum" | "total" | "avg" => args == 1,
+        "min" | "max" => args == 1,
+        "group_concat" | "string_agg" => args == 1 || args == 2,
+        _ => false,
+    }
+}
+
+/// Whether an expression holds an aggregate call (outside subqueries).
+pub fn has_aggregate(e: &Expr) -> bool {
+    let mut found = false;
+    walk(e, &mut |x| {
+        if let Expr::Func {
+            name, args, star, ..
+        } = x
+        {
+            if is_aggregate(name, args.len(), *star) {
+                found = true;
+            }
+        }
+    });
+    found
+}
+
+/// Visits an expression and its sub-expressions (not into subqueries).
+pub fn walk(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    f(e);
+    match e {
+        Expr::Unary(_, a) | Expr::Cast(a, _) | Expr::Collate(a, _) => walk(a, f),
+        Expr::Binary(_, a, b) | Expr::Is(a, b, _) => {
+            walk(a, f);
+            walk(b, f);
+        }
+        Expr::Between(a, b, c, _) => {
+            walk(a, f);
+            walk(b, f);
+            walk(c, f);
+        }
+        Expr::InList(a, l, _) => {
+            walk(a, f);
+            for x in l {
+                walk(x, f);
+            }
+        }
+        Expr::InSelect(a, _, _) => walk(a, f),
+        Expr::Like {
+            expr,
+            pattern,
+            escape,
+            ..
+        } => {
+            walk(expr, f);
+            walk(pattern, f);
+            if let Some(x) = escape {
+                walk(x, f);
+            }
+        }
+        Expr::Case {
+            operand,
+            whens,
+            otherwise,
+        } => {
+            if let Some(o) = operand {
+                walk(o, f);
+            }
+            for (w, t) in whens {
+                walk(w, f);
+                walk(t, f);
+            }
+            if let Some(o) = otherwise {
+                walk(o, f);
+            }
+        }
+        Expr::Func { args, .. } => {
+            for a in args {
+                walk(a, f);
+            }
+        }
+        Expr::Lit(_)
+        | Expr::Param(_)
+        | Expr::Column { .. }
+        | Expr::Exists(..)
+        | Expr::Subquery(_) => {}
+    }
+}
+
+/// `a = b` with SQLite's NULL rule: None if either is NULL.
+fn cmp_nullable(a: &Value, b: &Value) -> Option<Ordering> {
+    if a.is_null() || b.is_null() {
+        None
+    } else {
+        Some(compare(a, b))
+    }
+}
+
+/// Applies SQLite's comparison affinity rules to two operands.
+pub fn compare_affinity(
+    a: Value,
+    aa: Option<Affinity>,
+    b: Value,
+    ba: Option<Affinity>,
+) -> (Value, Value) {
+    let numeric = |x: Option<Affinity>| x.is_some_and(Affinity::is_numeric);
+    let textish =
+        |x: Option<Affinity>| matches!(x, None | Some(Affinity::Text) | Some(Affinity::Blob));
+    if numeric(aa) && textish(ba) {
+        return (a, b.with_affinity(Affinity::Numeric));
+    }
+    if numeric(ba) && textish(aa) {
+        return (a.with_affinity(Affinity::Numeric), b);
+    }
+    if aa == Some(Affinity::Text) && ba.is_none() {
+        return (a, b.with_affinity(Affinity::Text));
+    }
+    if ba == Some(Affinity::Text) && aa.is_none() {
+        return (a.with_affinity(Affinity::Text), b);
+    }
+    (a, b)
+}
+
+fn bool_val(b: bool) -> Value {
+    Value::Integer(i64::from(b))
+}
+
+/// Integer arithmetic that turns into real arithmetic on overflow, as SQLite's does.
+fn arith(op: BinOp, a: &Value, b: &Value) -> Value {
+    let (x, y) = (a.to_number(), b.to_number());
+    if x.is_null() || y.is_null() {
+        return Value::Null;
+    }
+    if let (Value::Integer(i), Value::Integer(j)) = (&x, &y) {
+        let (i, j) = (*i, *j);
+        let r = match op {
+            BinOp::Add => i.checked_add(j),
+            BinOp::Sub => i.checked_sub(j),
+            BinOp::Mul => i.checked_mul(j),
+            BinOp::Div => {
+                if j == 0 {
+                    return Value::Null;
+                }
+                i.checked_div(j)
+            }
+            BinOp::Rem => {
+                if j == 0 {
+                    return Value::Null;
+                }
+                Some(i.checked_rem(j).unwrap_or(0))
+            }
+            _ => None,
+        };
+        if let Some(r) = r {
+            return Value::Integer(r);
+        }
+    }
+    let (f, g) = (x.to_f64(), y.to_f64());
+    match op {
+        BinOp::Add => Value::Real(f + g),
+        BinOp::Sub => Value::Real(f - g),
+        BinOp::Mul => Value::Real(f * g),
+        BinOp::Div => {
+            if g == 0.0 {
+                Value::Null
+            } else {
+                Value::Real(f / g)
+            }
+        }
+        BinOp::Rem => {
+            let (i, j) = (x.to_i64(), y.to_i64());
+            if j == 0 {
+                return Value::Null;
+            }
+            Value::Real(i.checked_rem(j).unwrap_or(0) as f64)
+        }
+        _ => Value::Null,
+    }
+}
+
+/// LIKE with `%`, `_`, ASCII case folding and an optional escape character.
+pub fn like(pattern: &[char], text: &[char], escape: Option<char>) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let (mut star_p, mut star_t) = (None, 0);
+    while t < text.len() {
+        if p < pattern.len() {
+            let c = pattern[p];
+            if Some(c) == escape && p + 1 < pattern.len() {
+                if pattern[p + 1].eq_ignore_ascii_case(&text[t]) {
+                    p += 2;
+                    t += 1;
+                    continue;
+                }
+            } else if c == '%' {
+                star_p = Some(p);
+                star_t = t;
+                p += 1;
+                continue;
+            } else if c == '_' || c.eq_ignore_ascii_case(&text[t]) {
+                p += 1;
+                t += 1;
+                continue;
+            }
+        }
+        match star_p {
+            Some(sp) => {
+                p = sp + 1;
+                star_t += 1;
+                t = star_t;
+            }
+            None => return false,
+        }
+    }
+    while p < pattern.len() && pattern[p] == '%' {
+        p += 1;
+    }
+    p == pattern.len()
+}
+
+/// GLOB with `*`, `?`, `[...]` (ranges, `^` negation), case-sensitive.
+pub fn glob(pattern: &[char], text: &[char]) -> bool {
+    fn class(p: &[char], mut i: usize, c: char) -> Option<(bool, usize)> {
+        // p[i] == '['
+        i += 1;
+        let neg = i < p.len() && p[i] == '^';
+        if neg {
+            i += 1;
+        }
+        let mut matched = false;
+        let mut first = true;
+        while i < p.len() && (p[i] != ']' || first) {
+            first = false;
+            if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
+                if p[i] <= c && c <= p[i + 2] {
+                    matched = true;
+                }
+                i += 3;
+            } else {
+                if p[i] == c {
+                    matched = true;
+                }
+                i += 1;
+            }
+        }
+        if i >= p.len() {
+            return None;
+        }
+        Some((matched != neg, i + 1))
+    }
+    fn go(p: &[char], t: &[char]) -> bool {
+        let (mut pi, mut ti) = (0, 0);
+        while pi < p.len() {
+            match p[pi] {
+                '*' => {
+                    while pi < p.len() && p[pi] == '*' {
+                        pi += 1;
+                    }
+                    if pi == p.len() {
+                        return true;
+                    }
+                    return (ti..=t.len()).any(|k| go(&p[pi..], &t[k..]));
+                }
+                '?' => {
+                    if ti >= t.len() {
+                        return false;
+                    }
+                    pi += 1;
+                    ti += 1;
+                }
+                '[' => {
+                    if ti >= t.len() {
+                        return false;
+                    }
+                    match class(p, pi, t[ti]) {
+                        Some((true, next)) => {
+                            pi = next;
+                            ti += 1;
+                        }
+                        _ => return false,
+                    }
+                }
+                c => {
+                    if ti >= t.len() || t[ti] != c {
+                        return false;
+                    }
+                    pi += 1;
+                    ti += 1;
+                }
+            }
+        }
+        ti == t.len()
+    }
+    go(pattern, text)
+}
+
+fn text_arg(v: &Value) -> Option<String> {
+    v.to_text()
+}
+
+fn hex_upper(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02X}");
+    }
+    s
+}
+
+fn value_bytes(v: &Value) -> Vec<u8> {
+    match v {
+        Value::Blob(b) => b.clone(),
+        v => v.to_text().unwrap_or_default().into_bytes(),
+    }
+}
+
+/// SQLite's `round(x, n)`.
+fn round(x: f64, n: i64) -> f64 {
+    let n = n.clamp(0, 30) as i32;
+    if x.abs() >= 4.5e15 {
+        return x;
+    }
+    let mut m = 1.0f64;
+    for _ in 0..n {
+        m *= 10.0;
+    }
+    let y = x * m;
+    let r = if y >= 0.0 {
+        trunc(y + 0.5)
+    } else {
+        -trunc(-y + 0.5)
+    };
+    let out = r / m;
+    // Fall back to the decimal text when scaling lost precision.
+    if out.is_finite() { out } else { x }
+}
+
+/// `printf` / `format`.
+fn printf(fmt: &str, args: &[Value]) -> String {
+    let mut out = String::new();
+    let mut it = args.iter();
+    let cs: Vec<char> = fmt.chars().collect();
+    let mut i = 0;
+    while i < cs.len() {
+        let c = cs[i];
+        if c != '%' {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        let mut flags = String::new();
+        while i < cs.len() && "-+ 0#,!".contains(cs[i]) {
+            flags.push(cs[i]);
+            i += 1;
+        }
+        let mut width = String::new();
+        while i < cs.len() && cs[i].is_ascii_digit() {
+            width.push(cs[i]);
+            i += 1;
+        }
+        let mut prec: Option<usize> = None;
+        if i < cs.len() && cs[i] == '.' {
+            i += 1;
+            let mut p = String::new();
+            while i < cs.len() && cs[i].is_ascii_digit() {
+                p.push(cs[i]);
+                i += 1;
+            }
+            prec = Some(p.parse().unwrap_or(0));
+        }
+        while i < cs.len() && (cs[i] == 'l' || cs[i] == 'h') {
+            i += 1;
+        }
+        if i >= cs.len() {
+            break;
+        }
+        let conv = cs[i];
+        i += 1;
+        let width: usize = width.parse().unwrap_or(0);
+        let left = flags.contains('-');
+        let zero = flags.contains('0') && !left;
+        let plus = flags.contains('+');
+        let space = flags.contains(' ');
+        let mut next = || it.next().cloned().unwrap_or(Value::Null);
+        let body = match conv {
+            '%' => "%".to_string(),
+            'd' | 'i' => {
+                let v = next();
+                let n = if v.is_null() { 0 } else { v.to_i64() };
+                let mut s = n.unsigned_abs().to_string();
+                if let Some(p) = prec {
+                    while s.len() < p {
+                        s.insert(0, '0');
+                    }
+                }
+                let sign = if n < 0 {
+                    "-"
+                } else if plus {
+                    "+"
+                } else if space {
+                    " "
+                } else {
+                    ""
+                };
+                pad_num(sign, s, width, zero, left)
+            }
+            'x' | 'X' | 'o' => {
+                let v = next();
+                let n = if v.is_null() { 0 } else { v.to_i64() } as u64;
+                let s = match conv {
+                    'x' => format!("{n:x}"),
+                    'X' => format!("{n:X}"),
+                    _ => format!("{n:o}"),
+                };
+                pad_num("", s, width, zero, left)
+            }
+            'f' | 'F' | 'e' | 'E' | 'g' | 'G' => {
+                let v = next();
+                let f = if v.is_null() { 0.0 } else { v.to_f64() };
+                let p = prec.unwrap_or(6);
+                let s = match conv {
+                    'f' | 'F' => format!("{:.*}", p, f.abs()),
+                    'e' | 'E' => {
+                        let s = format!("{:.*e}", p, f.abs());
+                        let s = fix_exp(&s);
+                        if conv == 'E' { s.to_uppercase() } else { s }
+                    }
+                    _ => {
+                        let s = if f == 0.0 {
+                            "0".to_string()
+                        } else {
+                            format_g(f.abs(), p.max(1))
+                        };
+                        if conv == 'G' { s.to_uppercase() } else { s }
+                    }
+                };
+                let sign = if f < 0.0 || (f == 0.0 && f.is_sign_negative()) {
+                    "-"
+                } else if plus {
+                    "+"
+                } else if space {
+                    " "
+                } else {
+                    ""
+                };
+                pad_num(sign, s, width, zero, left)
+            }
+            's' | 'z' => {
+                let v = next();
+                let mut s = v.to_text().unwrap_or_default();
+                if let Some(p) = prec {
+                    s = s.chars().take(p).collect();
+                }
+                pad(s, width, left)
+            }
+            'c' => {
+                let v = next();
+                let s: String = v.to_text().unwrap_or_default().chars().take(1).collect();
+                pad(s, width, left)
+            }
+            'q' | 'Q' => {
+                let v = next();
+                let s = match v.to_text() {
+                    None if conv == 'Q' => "NULL".to_string(),
+                    None => "(NULL)".to_string(),
+                    Some(t) => {
+                        let e = t.replace('\'', "''");
+                        if conv == 'Q' { format!("'{e}'") } else { e }
+                    }
+                };
+                pad(s, width, left)
+            }
+            _ => String::new(),
+        };
+        out.push_str(&body);
+    }
+    out
+}
+
+fn fix_exp(s: &str) -> String {
+    // Rust prints 1.5e2; C prints 1.5e+02.
+    match s.split_once('e') {
+        Some((m, e)) => {
+            let (sign, digits) = match e.strip_prefix('-') {
+                Some(d) => ('-', d),
+                None => ('+', e),
+            };
+            format!("{m}e{sign}{digits:0>2}")
+        }
+        None => s.to_string(),
+    }
+}
+
+fn format_g(f: f64, p: usize) -> String {
+    let s = format!("{:.*e}", p - 1, f);
+    let exp: i32 = s
+        .split_once('e')
+        .and_then(|(_, e)| e.parse().ok())
+        .unwrap_or(0);
+    if exp < -4 || exp >= p as i32 {
+        let (m, _) = s.split_once('e').unwrap_or((&s, ""));
+        let m = if m.contains('.') {
+            m.trim_end_matches('0').trim_end_matches('.')
+        } else {
+            m
+        };
+        fix_exp(&format!("{m}e{exp}"))
+    } else {
+        let decimals = (p as i32 - 1 - exp).max(0) as usize;
+        let s = format!("{:.*}", decimals, f);
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    }
+}
+
+fn pad(s: String, width: usize, left: bool) -> String {
+    let n = s.chars().count();
+    if n >= width {
+        return s;
+    }
+    let fill: String = core::iter::repeat_n(' ', width - n).collect();
+    if left { s + &fill } else { fill + &s }
+}
+
+fn pad_num(sign: &str, digits: String, width: usize, zero: bool, left: bool) -> String {
+    let n = sign.len() + digits.len();
+    if n >= width {
+        return format!("{sign}{digits}");
+    }
+    if zero {
+        let z: String = core::iter::repeat_n('0', width - n).collect();
+        return format!("{sign}{z}{digits}");
+    }
+    pad(format!("{sign}{digits}"), width, left)
+}
+
+impl<S: Storage> Executor<S> {
+    /// The affinity of an expression, for comparisons (SQLite §4.2).
+    pub(crate) fn affinity_of(&self, e: &Expr, env: &Env<'_>) -> Option<Affinity> {
+        match e {
+            Expr::Column { table, name } => {
+                let mut cur = Some(env);
+                while let Some(en) = cur {
+                    if let Ok(Some(i)) = en.scope.find(table.as_deref(), name) {
+                        return en.scope.cols[i].aff;
+                    }
+                    cur = en.outer;
+                }
+                None
+            }
+            Expr::Cast(_, ty) => Some(Affinity::of_decl(ty)),
+            Expr::Collate(x, _) => self.affinity_of(x, env),
+            Expr::Unary(UnOp::Pos, x) => self.affinity_of(x, env),
+            _ => None,
+        }
+    }
+
+    /// Evaluates an expression.
+    pub(crate) fn eval(&mut self, e: &Expr, env: &Env<'_>) -> Result<Value> {
+        match e {
+            Expr::Lit(v) => Ok(v.clone()),
+            Expr::Param(i) => self
+                .params
+                .get(*i)
+                .cloned()
+                .ok_or_else(|| SqlError::Parameter(format!("parameter {} has no value", i + 1))),
+            Expr::Column { table, name } => {
+                let mut cur = Some(env);
+                while let Some(en) = cur {
+                    if let Some(i) = en.scope.find(table.as_deref(), name)? {
+                        return Ok(en.row.get(i).cloned().unwrap_or(Value::Null));
+                    }
+                    cur = en.outer;
+                }
+                Err(SqlError::NoSuch {
+                    what: "column",
+                    name: qualified(table.as_deref(), name),
+                })
+            }
+            Expr::Unary(op, a) => {
+                let v = self.eval(a, env)?;
+                Ok(match op {
+                    UnOp::Pos => v,
+                    UnOp::Neg => match v.to_number() {
+                        Value::Null => Value::Null,
+                        Value::Integer(i) => i
+                            .checked_neg()
+                            .map_or(Value::Real(-(i as f64)), Value::Integer),
+                        Value::Real(r) => Value::Real(-r),
+                        _ => Value::Integer(0),
+                    },
+                    UnOp::Not => match v.truth() {
+                        None => Value::Null,
+                        Some(b) => bool_val(!b),
+                    },
+                    UnOp::BitNot => {
+                        if v.is_null() {
+                            Value::Null
+                        } else {
+                            Value::Integer(!v.to_i64())
+                        }
+                    }
+                })
+            }
+            Expr::Binary(op, a, b) => self.binary(*op, a, b, env),
+            Expr::Is(a, b, neg) => {
+                let (x, y) = self.compare_operands(a, b, env)?;
+                let eq = match (x.is_null(), y.is_null()) {
+                    (true, true) => true,
+                    (false, false) => compare(&x, &y) == Ordering::Equal,
+                    _ => false,
+                };
+                Ok(bool_val(eq != *neg))
+            }
+            Expr::Between(x, lo, hi, neg) => {
+                let ge = Expr::Binary(BinOp::Ge, x.clone(), lo.clone());
+                let le = Expr::Binary(BinOp::Le, x.clone(), hi.clone());
+                let both = self.binary(BinOp::And, &ge, &le, env)?;
+                Ok(if *neg { not3(&both) } else { both })
+            }
+            Expr::InList(x, list, neg) => {
+                let xv = self.eval(x, env)?;
+                let xa = self.affinity_of(x, env);
+                if list.is_empty() {
+                    return Ok(bool_val(*neg));
+                }
+                if xv.is_null() {
+                    return Ok(Value::Null);
+                }
+                let mut saw_null = false;
+                for item in list {
+                    let v = self.eval(item, env)?;
+                    let va = self.affinity_of(item, env);
+                    let (l, r) = compare_affinity(xv.clone(), xa, v, va);
+                    match cmp_nullable(&l, &r) {
+                        None => saw_null = true,
+                        Some(Ordering::Equal) => return Ok(bool_val(!*neg)),
+                        _ => {}
+                    }
+                }
+                Ok(if saw_null {
+                    Value::Null
+                } else {
+                    bool_val(*neg)
+                })
+            }
+            Expr::InSelect(x, sel, neg) => {
+                let xv = self.eval(x, env)?;
+                let xa = self.affinity_of(x, env);
+                let (rows, width) = self.subquery_rows(sel, env)?;
+                if width != 1 {
+                    return Err(SqlError::invalid(format!(
+                        "sub-select returns {width} columns - expected 1"
+                    )));
+                }
+                if rows.is_empty() {
+                    return Ok(bool_val(*neg));
+                }
+                if xv.is_null() {
+                    return Ok(Value::Null);
+                }
+                let mut saw_null = false;
+                for r in rows.iter() {
+                    let v = r.first().cloned().unwrap_or(Value::Null);
+                    let (l, rr) = compare_affinity(xv.clone(), xa, v, None);
+                    match cmp_nullable(&l, &rr) {
+                        None => saw_null = true,
+                        Some(Ordering::Equal) => return Ok(bool_val(!*neg)),
+                        _ => {}
+                    }
+                }
+                Ok(if saw_null {
+                    Value::Null
+                } else {
+                    bool_val(*neg)
+                })
+            }
+            Expr::Exists(sel, neg) => {
+                let (rows, _) = self.subquery_rows(sel, env)?;
+                Ok(bool_val(rows.is_empty() == *neg))
+            }
+            Expr::Subquery(sel) => {
+                let (rows, _) = self.subquery_rows(sel, env)?;
+                Ok(rows
+                    .first()
+                    .and_then(|r| r.first().cloned())
+                    .unwrap_or(Value::Null))
+            }
+            Expr::Like {
+                expr,
+                pattern,
+                escape,
+                negated,
+                glob: is_glob,
+            } => {
+                let t = self.eval(expr, env)?;
+                let p = self.eval(pattern, env)?;
+                let esc = match escape {
+                    Some(x) => {
+                        let v = self.eval(x, env)?;
+                        match v.to_text() {
+                            None => return Ok(Value::Null),
+                            Some(s) => {
+                                let cs: Vec<char> = s.chars().collect();
+                                if cs.len() != 1 {
+                                    return Err(SqlError::invalid(
+                                        "ESCAPE expression must be a single character",
+                                    ));
+                                }
+                                Some(cs[0])
+                            }
+                        }
+                    }
+                    None => None,
+                };
+                let (Some(t), Some(p)) = (t.to_text(), p.to_text()) else {
+                    return Ok(Value::Null);
+                };
+                let (tc, pc): (Vec<char>, Vec<char>) = (t.chars().collect(), p.chars().collect());
+                let m = if *is_glob {
+                    glob(&pc, &tc)
+                } else {
+                    like(&pc, &tc, esc)
+                };
+                Ok(bool_val(m != *negated))
+            }
+            Expr::Case {
+                operand,
+                whens,
+                otherwise,
+            } => {
+                match operand {
+                    Some(op) => {
+                        let v = self.eval(op, env)?;
+                        let va = self.affinity_of(op, env);
+                        for (w, t) in whens {
+                            let wv = self.eval(w, env)?;
+                            let wa = self.affinity_of(w, env);
+                            let (l, r) = compare_affinity(v.clone(), va, wv, wa);
+                            if cmp_nullable(&l, &r) == Some(Ordering::Equal) {
+                                return self.eval(t, env);
+                            }
+                        }
+                    }
+                    None => {
+                        for (w, t) in whens {
+                            if self.eval(w, env)?.truth() == Some(true) {
+                                return self.eval(t, env);
+                            }
+                        }
+                    }
+                }
+                match otherwise {
+                    Some(o) => self.eval(o, env),
+                    None => Ok(Value::Null),
+                }
+            }
+            Expr::Cast(x, ty) => Ok(self.eval(x, env)?.cast(ty)),
+            Expr::Collate(x, _) => self.eval(x, env),
+            Expr::Func {
+                name,
+                args,
+                distinct,
+                star,
+            } => {
+                if is_aggregate(name, args.len(), *star) {
+                    return self.aggregate(name, args, *distinct, *star, env);
+                }
+                if *distinct {
+                    return Err(SqlError::invalid(format!(
+                        "DISTINCT aggregates must have exactly one argument: {name}()"
+                    )));
+                }
+                let mut vals = Vec::with_capacity(args.len());
+                // Lazy functions first (they must not evaluate every argument).
+                match name.as_str() {
+                    "coalesce" | "ifnull" => {
+                        if name == "ifnull" && args.len() != 2 || args.len() < 2 {
+                            return Err(wrong_args(name));
+                        }
+                        for a in args {
+                            let v = self.eval(a, env)?;
+                            if !v.is_null() {
+                                return Ok(v);
+                            }
+                        }
+                        return Ok(Value::Null);
+                    }
+                    "iif" => {
+                        if args.len() != 3 {
+                            return Err(wrong_args(name));
+                        }
+                        let c = self.eval(&args[0], env)?;
+                        return self.eval(
+                            if c.truth() == Some(true) {
+                                &args[1]
+                            } else {
+                                &args[2]
+                            },
+                            env,
+                        );
+                    }
+                    _ => {}
+                }
+                for a in args {
+                    vals.push(self.eval(a, env)?);
+                }
+                self.scalar(name, &vals)
+            }
+        }
+    }
+
+    fn compare_operands(&mut self, a: &Expr, b: &Expr, env: &Env<'_>) -> Result<(Value, Value)> {
+        let x = self.eval(a, env)?;
+        let y = self.eval(b, env)?;
+        let xa = self.affinity_of(a, env);
+        let ya = self.affinity_of(b, env);
+        Ok(compare_affinity(x, xa, y, ya))
+    }
+
+    fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr, env: &Env<'_>) -> Result<Value> {
+        match op {
+            BinOp::And => {
+                let x = self.eval(a, env)?.truth();
+                if x == Some(false) {
+                    return Ok(bool_val(false));
+                }
+                let y = self.eval(b, env)?.truth();
+                Ok(match (x, y) {
+                    (_, Some(false)) => bool_val(false),
+                    (Some(true), Some(true)) => bool_val(true),
+                    _ => Value::Null,
+                })
+            }
+            BinOp::Or => {
+                let x = self.eval(a, env)?.truth();
+                if x == Some(true) {
+                    return Ok(bool_val(true));
+                }
+                let y = self.eval(b, env)?.truth();
+                Ok(match (x, y) {
+                    (_, Some(true)) => bool_val(true),
+                    (Some(false), Some(false)) => bool_val(false),
+                    _ => Value::Null,
+                })
+            }
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                let (x, y) = self.compare_operands(a, b, env)?;
+                Ok(match cmp_nullable(&x, &y) {
+                    None => Value::Null,
+                    Some(o) => bool_val(match op {
+                        BinOp::Eq => o == Ordering::Equal,
+                        BinOp::Ne => o != Ordering::Equal,
+                        BinOp::Lt => o == Ordering::Less,
+                        BinOp::Le => o != Ordering::Greater,
+                        BinOp::Gt => o == Ordering::Greater,
+                        _ => o != Ordering::Less,
+                    }),
+                })
+            }
+            BinOp::Concat => {
+                let x = self.eval(a, env)?;
+                let y = self.eval(b, env)?;
+                match (x.to_text(), y.to_text()) {
+                    (Some(s), Some(t)) => Ok(Value::Text(s + &t)),
+                    _ => Ok(Value::Null),
+                }
+            }
+            BinOp::BitAnd | BinOp::BitOr | BinOp::Shl | BinOp::Shr => {
+                let x = self.eval(a, env)?;
+                let y = self.eval(b, env)?;
+                if x.is_null() || y.is_null() {
+                    return Ok(Value::Null);
+                }
+                let (i, j) = (x.to_i64(), y.to_i64());
+                Ok(Value::Integer(match op {
+                    BinOp::BitAnd => i & j,
+                    BinOp::BitOr => i | j,
+                    BinOp::Shl => shift(i, j),
+                    _ => shift(i, j.checked_neg().unwrap_or(i64::MAX)),
+                }))
+            }
+            _ => {
+                let x = self.eval(a, env)?;
+                let y = self.eval(b, env)?;
+                Ok(arith(op, &x, &y))
+            }
+        }
+    }
+
+    /// An aggregate over the current group.
+    fn aggregate(
+        &mut self,
+        name: &str,
+        args: &[Expr],
+        distinct: bool,
+        star: bool,
+        env: &Env<'_>,
+    ) -> Result<Value> {
+        let Some(group) = env.group else {
+            return Err(SqlError::invalid(format!(
+                "misuse of aggregate function {name}()"
+            )));
+        };
+        let mut vals: Vec<Value> = Vec::new();
+        let mut seps: Vec<Value> = Vec::new();
+        for r in group {
+            let e = Env {
+                scope: env.scope,
+                row: r,
+                outer: env.outer,
+                group: None,
+            };
+            if star {
+                vals.push(Value::Integer(1));
+                continue;
+            }
+            vals.push(match args.first() {
+                Some(a) => self.eval(a, &e)?,
+                None => Value::Integer(1),
+            });
+            if name == "group_concat" || name == "string_agg" {
+                seps.push(match args.get(1) {
+                    Some(s) => self.eval(s, &e)?,
+                    None => Value::Text(",".into()),
+                });
+            }
+        }
+        if distinct {
+            let mut seen: Vec<Value> = Vec::new();
+            let mut keep_seps = Vec::new();
+            for (k, v) in vals.into_iter().enumerate() {
+                if v.is_null() || seen.iter().any(|s| compare(s, &v) == Ordering::Equal) {
+                    continue;
+                }
+                seen.push(v);
+                if let Some(s) = seps.get(k) {
+                    keep_seps.push(s.clone());
+                }
+            }
+            vals = seen;
+            seps = keep_seps;
+        }
+        match name {
+            "count" => Ok(Value::Integer(if star {
+                vals.len()
+            } else {
+                vals.iter().filter(|v| !v.is_null()).count()
+            } as i64)),
+            "sum" | "total" | "avg" => {
+                let mut int_sum: Option<i64> = Some(0);
+                let mut real_sum = 0.0f64;
+                let mut any_real = false;
+                let mut n = 0usize;
+                for v in vals.iter().filter(|v| !v.is_null()) {
+                    n += 1;
+                    match v.to_number() {
+                        Value::Integer(i)
+                            if !matches!(v, Value::Text(_) | Value::Blob(_)) || !any_real =>
+                        {
+                            if matches!(v, Value::Text(_) | Value::Blob(_)) {
+                                // Text that looks like an integer sums as one only if all of it is.
+                                match crate::value::exact_number(&v.to_text().unwrap_or_default()) {
+                                    Some(Value::Integer(_)) => {}
+                                    _ => any_real = true,
+                                }
+                            }
+                            int_sum = int_sum.and_then(|s| s.checked_add(i));
+                            real_sum += i as f64;
+                        }
+                        Value::Real(r) => {
+                            any_real = true;
+                            real_sum += r;
+                        }
+                        Value::Integer(i) => {
+                            any_real = true;
+                            real_sum += i as f64;
+                        }
+                        _ => {}
+                    }
+                }
+                match name {
+                    "total" => Ok(Value::Real(real_sum)),
+                    "avg" => Ok(if n == 0 {
+                        Value::Null
+                    } else {
+                        Value::Real(real_sum / n as f64)
+                    }),
+                    _ => {
+                        if n == 0 {
+                            Ok(Value::Null)
+                        } else if any_real {
+                            Ok(Value::Real(real_sum))
+                        } else {
+                            int_sum
+                                .map(Value::Integer)
+                                .ok_or_else(|| SqlError::invalid("integer overflow"))
+                        }
+                    }
+                }
+            }
+            "min" | "max" => {
+                let mut best: Option<Value> = None;
+                for v in vals.into_iter().filter(|v| !v.is_null()) {
+                    best = Some(match best {
+                        None => v,
+                        Some(b) => {
+                            let o = compare(&v, &b);
+                            if (name == "min" && o == Ordering::Less)
+                                || (name == "max" && o == Ordering::Greater)
+                            {
+                                v
+                            } else {
+                                b
+                            }
+                        }
+                    });
+                }
+                Ok(best.unwrap_or(Value::Null))
+            }
+            _ => {
+                // group_concat
+                let mut out: Option<String> = None;
+                for (k, v) in vals.iter().enumerate() {
+                    let Some(t) = v.to_text() else { continue };
+                    match &mut out {
+                        None => out = Some(t),
+                        Some(o) => {
+                            if let Some(s) = seps.get(k).and_then(Value::to_text) {
+                                o.push_str(&s);
+                            }
+                            o.push_str(&t);
+                        }
+                    }
+                }
+                Ok(out.map_or(Value::Null, Value::Text))
+            }
+        }
+    }
+
+    /// A scalar function of evaluated arguments.
+    fn scalar(&mut self, name: &str, a: &[Value]) -> Result<Value> {
+        let n = a.len();
+        let need = |k: core::ops::RangeInclusive<usize>| {
+            if k.contains(&n) {
+                Ok(())
+            } else {
+                Err(wrong_args(name))
+            }
+        };
+        let null_in = a.iter().any(Value::is_null);
+        Ok(match name {
+            "abs" => {
+                need(1..=1)?;
+                match a[0].to_number() {
+                    Value::Null => Value::Null,
+                    Value::Integer(i) => Value::Integer(
+                        i.checked_abs()
+                            .ok_or_else(|| SqlError::invalid("integer overflow"))?,
+                    ),
+                    Value::Real(r) => Value::Real(r.abs()),
+                    v => v,
+                }
+            }
+            "nullif" => {
+                need(2..=2)?;
+                if !null_in && compare(&a[0], &a[1]) == Ordering::Equal {
+                    Value::Null
+                } else {
+                    a[0].clone()
+                }
+            }
+            "length" => {
+                need(1..=1)?;
+                match &a[0] {
+                    Value::Null => Value::Null,
+                    Value::Blob(b) => Value::Integer(b.len() as i64),
+                    Value::Text(t) => Value::Integer(t.chars().count() as i64),
+                    v => Value::Integer(v.to_text().unwrap_or_default().chars().count() as i64),
+                }
+            }
+            "octet_length" => {
+                need(1..=1)?;
+                if null_in {
+                    Value::Null
+                } else {
+                    Value::Integer(value_bytes(&a[0]).len() as i64)
+                }
+            }
+            "lower" | "upper" => {
+                need(1..=1)?;
+                match text_arg(&a[0]) {
+                    None => Value::Null,
+                    Some(t) => Value::Text(if name == "lower" {
+                        t.to_ascii_lowercase()
+                    } else {
+                        t.to_ascii_uppercase()
+                    }),
+                }
+            }
+            "substr" | "substring" => {
+                need(2..=3)?;
+                if null_in {
+                    return Ok(Value::Null);
+                }
+                let start = a[1].to_i64();
+                let len = if n == 3 { Some(a[2].to_i64()) } else { None };
+                match &a[0] {
+                    Value::Blob(b) => Value::Blob(substr(b, start, len)),
+                    v => {
+                        let cs: Vec<char> = v.to_text().unwrap_or_default().chars().collect();
+                        Value::Text(substr(&cs, start, len).into_iter().collect())
+                    }
+                }
+            }
+            "trim" | "ltrim" | "rtrim" => {
+                need(1..=2)?;
+                if null_in {
+                    return Ok(Value::Null);
+                }
+                let t = a[0].to_text().unwrap_or_default();
+                let set: Vec<char> = if n == 2 {
+                    a[1].to_text().unwrap_or_default().chars().collect()
+                } else {
+                    alloc::vec![' ']
+                };
+                let f = |c: char| set.contains(&c);
+                Value::Text(match name {
+                    "ltrim" => t.trim_start_matches(f).to_string(),
+                    "rtrim" => t.trim_end_matches(f).to_string(),
+                    _ => t.trim_matches(f).to_string(),
+                })
+            }
+            "replace" => {
+                need(3..=3)?;
+                if null_in {
+                    return Ok(Value::Null);
+                }
+                let t = a[0].to_text().unwrap_or_default();
+                let from = a[1].to_text().unwrap_or_default();
+                let to = a[2].to_text().unwrap_or_default();
+                if from.is_empty() {
+                    Value::Text(t)
+                } else {
+                    Value::Text(t.replace(&from, &to))
+                }
+            }
+            "instr" => {
+                need(2..=2)?;
+                if null_in {
+                    return Ok(Value::Null);
+                }
+                let h = a[0].to_text().unwrap_or_default();
+                let nd = a[1].to_text().unwrap_or_default();
+                Value::Integer(h.find(&nd).map_or(0, |p| h[..p].chars().count() as i64 + 1))
+            }
+            "round" => {
+                need(1..=2)?;
+                if null_in {
+                    return Ok(Value::Null);
+                }
+                let digits = if n == 2 { a[1].to_i64() } else { 0 };
+                Value::Real(round(a[0].to_f64(), digits))
+            }
+            "typeof" => {
+                need(1..=1)?;
+                Value::Text(a[0].type_name().into())
+            }
+            "printf" | "format" => {
+                if n == 0 {
+                    return Err(wrong_args(name));
+                }
+                match a[0].to_text() {
+                    None => Value::Null,
+                    Some(f) => Value::Text(printf(&f, &a[1..])),
+                }
+            }
+            "hex" => {
+                need(1..=1)?;
+                Value::Text(if a[0].is_null() {
+                    String::new()
+                } else {
+                    hex_upper(&value_bytes(&a[0]))
+                })
+            }
+            "quote" => {
+                need(1..=1)?;
+                Value::Text(match &a[0] {
+                    Value::Null => "NULL".into(),
+                    Value::Integer(i) => i.to_string(),
+                    Value::Real(r) => format_real(*r),
+                    Value::Text(t) => format!("'{}'", t.replace('\'', "''")),
+                    Value::Blob(b) => format!("X'{}'", hex_upper(b)),
+                })
+            }
+            "min" | "max" => {
+                if n < 2 {
+                    return Err(wrong_args(name));
+                }
+                if null_in {
+                    return Ok(Value::Null);
+                }
+                let mut best = a[0].clone();
+                for v in &a[1..] {
+                    let o = compare(v, &best);
+                    if (name == "min" && o == Ordering::Less)
+                        || (name == "max" && o == Ordering::Greater)
+                    {
+                        best = v.clone();
+                    }
+                }
+                best
+            }
+            "random" => {
+                need(0..=0)?;
+                self.rng ^= self.rng << 13;
+                self.rng ^= self.rng >> 7;
+                self.rng ^= self.rng << 17;
+                Value::Integer(self.rng as i64)
+            }
+            "randomblob" | "zeroblob" => {
+                need(1..=1)?;
+                let k = a[0].to_i64().clamp(0, 1 << 30) as usize;
+                Value::Blob(alloc::vec![0; k])
+            }
+            "sign" => {
+                need(1..=1)?;
+                match a[0].to_number() {
+                    Value::Integer(i) => Value::Integer(i.signum()),
+                    Value::Real(r) => Value::Integer(if r > 0.0 {
+                        1
+                    } else if r < 0.0 {
+                        -1
+                    } else {
+                        0
+                    }),
+                    _ => Value::Null,
+                }
+            }
+            "char" => {
+                let mut s = String::new();
+                for v in a {
+                    if let Some(c) = char::from_u32(v.to_i64() as u32) {
+                        s.push(c);
+                    }
+                }
+                Value::Text(s)
+            }
+            "unicode" => {
+                need(1..=1)?;
+                match a[0].to_text().and_then(|t| t.chars().next()) {
+                    Some(c) => Value::Integer(c as i64),
+                    None => Value::Null,
+                }
+            }
+            "last_insert_rowid" => Value::Integer(self.last_rowid),
+            "changes" => Value::Integer(self.changes as i64),
+            "total_changes" => Value::Integer(self.total_changes as i64),
+            "sqlite_version" => Value::Text("3.45.0".into()),
+            "likely" | "unlikely" => {
+                need(1..=1)?;
+                a[0].clone()
+            }
+            "like" | "glob" => {
+                need(2..=3)?;
+                let (Some(p), Some(t)) = (a[0].to_text(), a[1].to_text()) else {
+                    return Ok(Value::Null);
+                };
+                let (pc, tc): (Vec<char>, Vec<char>) = (p.chars().collect(), t.chars().collect());
+                let esc = a
+                    .get(2)
+                    .and_then(Value::to_text)
+                    .and_then(|s| s.chars().next());
+                bool_val(if name == "glob" {
+                    glob(&pc, &tc)
+                } else {
+                    like(&pc, &tc, esc)
+                })
+            }
+            _ => {
+                return Err(SqlError::NoSuch {
+                    what: "function",
+                    name: name.into(),
+                });
+            }
+        })
+    }
+}
+
+fn shift(i: i64, by: i64) -> i64 {
+    if by >= 64 {
+        0
+    } else if by >= 0 {
+        i << by
+    } else if by <= -64 {
+        if i < 0 { -1 } else { 0 }
+    } else {
+        i >> (-by)
+    }
+}
+
+fn not3(v: &Value) -> Value {
+    match v.truth() {
+        None => Value::Null,
+        Some(b) => bool_val(!b),
+    }
+}
+
+fn wrong_args(name: &str) -> SqlError {
+    SqlError::invalid(format!("wrong number of arguments to function {name}()"))
+}
+
+/// SQLite's substr on characters or bytes (1-based; negative start counts from the end;
+/// negative length takes characters before the start).
+fn substr<T: Clone>(s: &[T], start: i64, len: Option<i64>) -> Vec<T> {
+    let n = s.len() as i64;
+    let mut p1 = if start < 0 {
+        n + start
+    } else if start > 0 {
+        start - 1
+    } else {
+        -1
+    };
+    let mut p2 = match len {
+        None => n - p1.max(0) + 1,
+        Some(l) => l,
+    };
+    if start == 0 && len.is_some() {
+        // substr(x, 0, k) takes k-1 characters
+        p2 -= 1;
+        p1 = 0;
+    } else if start == 0 {
+        p1 = 0;
+    }
+    if p2 < 0 {
+        p1 += p2;
+        p2 = -p2;
+        if p1 < 0 {
+            p2 += p1;
+            p1 = 0;
+        }
+    }
+    if p1 < 0 {
+        p2 += p1;
+        p1 = 0;
+    }
+    let from = p1.clamp(0, n) as usize;
+    let to = (p1 + p2.max(0)).clamp(0, n) as usize;
+    if from >= to {
+        Vec::new()
+    } else {
+        s[from..to].to_vec()
+    }
+}
+
+/// Keeps `Box` in use for the pattern matchers above in no_std builds.
+#[allow(dead_code)]
+fn _boxed(e: Expr) -> Box<Expr> {
+    Box::new(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_and_glob() {
+        let c = |s: &str| s.chars().collect::<Vec<_>>();
+        assert!(like(&c("a%c"), &c("ABBC"), None));
+        assert!(like(&c("_b%"), &c("abc"), None));
+        assert!(!like(&c("a_c"), &c("ac"), None));
+        assert!(like(&c("100\\%"), &c("100%"), Some('\\')));
+        assert!(!like(&c("100\\%"), &c("1000"), Some('\\')));
+        assert!(glob(&c("a*[0-9]?"), &c("abc5x")));
+        assert!(!glob(&c("A*"), &c("abc")));
+        assert!(glob(&c("[^a]*"), &c("bcd")));
+    }
+
+    #[test]
+    fn substr_and_printf_follow_sqlite() {
+        let c = |s: &str| s.chars().collect::<Vec<_>>();
+        let s = |v: Vec<char>| v.into_iter().collect::<String>();
+        assert_eq!(s(substr(&c("hello"), 2, Some(3))), "ell");
+        assert_eq!(s(substr(&c("hello"), -3, None)), "llo");
+        assert_eq!(s(substr(&c("hello"), 0, Some(2))), "h");
+        assert_eq!(s(substr(&c("hello"), 3, Some(-2))), "he");
+        assert_eq!(
+            printf(
+                "%d|%5.2f|%-4s|%05d|%x|%%",
+                &[
+                    Value::Integer(42),
+                    Value::Real(3.14158),
+                    Value::Text("ab".into()),
+                    Value::Integer(-42),
+                    Value::Integer(255)
+                ]
+            ),
+            "42| 3.14|ab  |-0042|ff|%"
+        );
+        assert_eq!(round(2.5, 0), 3.0);
+        assert_eq!(round(-2.5, 0), -3.0);
+        assert_eq!(round(1.005, 2), 1.0);
+    }
+}

@@ -1,0 +1,81 @@
+//! The storage interface every engine implements for the SQL layer.
+//!
+//! A table here is rows keyed by a 64-bit rowid (SQLite's model: an `INTEGER PRIMARY KEY`
+//! column is the rowid; other keys and UNIQUE constraints are secondary indexes the SQL
+//! layer checks). Rows are the table's column values without the rowid. Indexes map the
+//! values of some columns to rowids and answer equality and range probes in SQLite's value
+//! order. The SQL layer keeps its own catalog (the `CREATE` texts) in an ordinary table
+//! named [`MASTER`], so an engine stores nothing but tables and indexes.
+//!
+//! Transactions: [`Storage::begin`] … [`Storage::commit`] / [`Storage::rollback`] bracket
+//! every statement outside an explicit transaction and the whole of an explicit one; the SQL
+//! layer undoes a failed statement inside an explicit transaction itself, with the inverse
+//! operations, so engines need no savepoints.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::ops::Bound;
+
+use crate::error::Result;
+use crate::value::Value;
+
+/// Name of the table that holds the SQL catalog.
+pub const MASTER: &str = "ember_master";
+
+/// A column as the engine sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnSpec {
+    /// Name.
+    pub name: String,
+    /// Declared type, as written.
+    pub decl_type: String,
+}
+
+/// A row id and its column values.
+pub type Row = (i64, Vec<Value>);
+
+/// A storage engine under the SQL layer.
+pub trait Storage {
+    /// Which engine this is (for EXPLAIN QUERY PLAN and PRAGMAs).
+    fn engine_name(&self) -> &str;
+    /// Whether the table exists.
+    fn has_table(&mut self, table: &str) -> Result<bool>;
+    /// Creates a table keyed by rowid with these columns.
+    fn create_table(&mut self, table: &str, columns: &[ColumnSpec]) -> Result<()>;
+    /// Drops a table and its indexes.
+    fn drop_table(&mut self, table: &str) -> Result<()>;
+    /// Inserts a row under a rowid that is not in use.
+    fn insert(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<()>;
+    /// Replaces the row under an existing rowid.
+    fn update(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<()>;
+    /// Deletes a row; whether it existed.
+    fn delete(&mut self, table: &str, rowid: i64) -> Result<bool>;
+    /// The row under a rowid.
+    fn get(&mut self, table: &str, rowid: i64) -> Result<Option<Vec<Value>>>;
+    /// The rows whose rowid lies within the bounds, in rowid order.
+    fn scan(&mut self, table: &str, lo: Bound<i64>, hi: Bound<i64>) -> Result<Vec<Row>>;
+    /// The largest rowid in use.
+    fn max_rowid(&mut self, table: &str) -> Result<Option<i64>>;
+    /// Creates an index on column positions of a table (not unique: the SQL layer checks).
+    fn create_index(&mut self, index: &str, table: &str, columns: &[usize]) -> Result<()>;
+    /// Drops an index.
+    fn drop_index(&mut self, index: &str) -> Result<()>;
+    /// The rows whose indexed values lie within the bounds, in index order. A bound may
+    /// give fewer values than the index has columns: it then bounds that prefix (`a = 1` on
+    /// an index of `(a, b)` is `Included([1])` at both ends).
+    fn index_scan(
+        &mut self,
+        index: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+    ) -> Result<Vec<Row>>;
+    /// Starts a transaction.
+    fn begin(&mut self) -> Result<()>;
+    /// Commits it.
+    fn commit(&mut self) -> Result<()>;
+    /// Takes it back.
+    fn rollback(&mut self) -> Result<()>;
+    /// An engine setting or statistic by name (`PRAGMA name`), as (column, value) rows.
+    fn pragma(&mut self, name: &str, value: Option<&Value>)
+    -> Result<Option<Vec<(String, Value)>>>;
+}

@@ -1,0 +1,311 @@
+//! The table engine (LUNAR) behind the SQL layer's storage interface.
+//!
+//! Each SQL table is an engine table whose first column, `ember$rowid`, is the primary key
+//! (a B+tree, so scans come in rowid order as SQLite's do); indexes are tree secondary
+//! indexes on the shifted column positions.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+
+use ember_device::BlockDevice;
+use ember_sql::{ColumnSpec, Result, Row, SqlError, Storage, Value};
+use ember_table::{Column, Database, IndexKind, Schema, TableError, Value as TValue};
+
+const ROWID: &str = "ember$rowid";
+
+fn to_t(v: &Value) -> TValue {
+    match v {
+        Value::Null => TValue::Null,
+        Value::Integer(i) => TValue::Integer(*i),
+        Value::Real(r) => TValue::Real(*r),
+        Value::Text(t) => TValue::Text(t.clone()),
+        Value::Blob(b) => TValue::Blob(b.clone()),
+    }
+}
+
+fn from_t(v: TValue) -> Value {
+    match v {
+        TValue::Null => Value::Null,
+        TValue::Integer(i) => Value::Integer(i),
+        TValue::Real(r) => Value::Real(r),
+        TValue::Text(t) => Value::Text(t),
+        TValue::Blob(b) => Value::Blob(b),
+    }
+}
+
+fn err(e: TableError) -> SqlError {
+    SqlError::Storage(e.to_string())
+}
+
+/// Splits an engine row into (rowid, SQL row).
+fn split(mut r: Vec<TValue>) -> Result<Row> {
+    if r.is_empty() {
+        return Err(SqlError::Storage("an engine row without its rowid".into()));
+    }
+    let rest = r.split_off(1);
+    match r.pop() {
+        Some(TValue::Integer(id)) => Ok((id, rest.into_iter().map(from_t).collect())),
+        _ => Err(SqlError::Storage(
+            "an engine row whose rowid is not an integer".into(),
+        )),
+    }
+}
+
+/// The table engine as SQL storage.
+#[derive(Debug)]
+pub struct TableStorage<D: BlockDevice> {
+    db: Database<D>,
+    /// Largest rowid per table, once asked.
+    max: HashMap<String, Option<i64>>,
+    in_txn: bool,
+}
+
+impl<D: BlockDevice> TableStorage<D> {
+    /// Wraps an open table-engine database.
+    pub fn new(db: Database<D>) -> Self {
+        TableStorage {
+            db,
+            max: HashMap::new(),
+            in_txn: false,
+        }
+    }
+
+    /// The engine database.
+    pub fn database(&mut self) -> &mut Database<D> {
+        &mut self.db
+    }
+
+    /// Gives the engine database back.
+    pub fn into_database(self) -> Database<D> {
+        self.db
+    }
+
+    fn row(rowid: i64, row: &[Value]) -> Vec<TValue> {
+        let mut r = Vec::with_capacity(row.len() + 1);
+        r.push(TValue::Integer(rowid));
+        r.extend(row.iter().map(to_t));
+        r
+    }
+}
+
+impl<D: BlockDevice> Storage for TableStorage<D> {
+    fn engine_name(&self) -> &str {
+        "table"
+    }
+
+    fn has_table(&mut self, table: &str) -> Result<bool> {
+        Ok(self
+            .db
+            .table_names()
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(table)))
+    }
+
+    fn create_table(&mut self, table: &str, columns: &[ColumnSpec]) -> Result<()> {
+        let mut cols = vec![Column {
+            name: ROWID.into(),
+            decl_type: "INTEGER".into(),
+            not_null: true,
+        }];
+        cols.extend(columns.iter().map(|c| Column {
+            name: c.name.clone(),
+            decl_type: c.decl_type.clone(),
+            not_null: false,
+        }));
+        self.db
+            .create_table(
+                table,
+                Schema {
+                    columns: cols,
+                    primary_key: vec![0],
+                    index: IndexKind::Tree,
+                },
+            )
+            .map_err(err)?;
+        self.max.insert(table.to_ascii_lowercase(), None);
+        Ok(())
+    }
+
+    fn drop_table(&mut self, table: &str) -> Result<()> {
+        self.max.remove(&table.to_ascii_lowercase());
+        self.db.drop_table(table).map_err(err)
+    }
+
+    fn insert(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<()> {
+        self.db.insert(table, &Self::row(rowid, row)).map_err(err)?;
+        if let Some(m) = self.max.get_mut(&table.to_ascii_lowercase()) {
+            *m = Some(m.map_or(rowid, |x| x.max(rowid)));
+        }
+        Ok(())
+    }
+
+    fn update(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<()> {
+        if self.db.update(table, &Self::row(rowid, row)).map_err(err)? {
+            Ok(())
+        } else {
+            Err(SqlError::Storage(format!(
+                "update of a missing row {rowid} in {table}"
+            )))
+        }
+    }
+
+    fn delete(&mut self, table: &str, rowid: i64) -> Result<bool> {
+        let gone = self
+            .db
+            .delete(table, &[TValue::Integer(rowid)])
+            .map_err(err)?;
+        if gone {
+            // The largest rowid may have gone; ask the engine again next time.
+            self.max.remove(&table.to_ascii_lowercase());
+        }
+        Ok(gone)
+    }
+
+    fn get(&mut self, table: &str, rowid: i64) -> Result<Option<Vec<Value>>> {
+        match self.db.get(table, &[TValue::Integer(rowid)]).map_err(err)? {
+            Some(r) => Ok(Some(split(r)?.1)),
+            None => Ok(None),
+        }
+    }
+
+    fn scan(&mut self, table: &str, lo: Bound<i64>, hi: Bound<i64>) -> Result<Vec<Row>> {
+        let b = |x: Bound<i64>| x.map(|i| [TValue::Integer(i)]);
+        let (lo, hi) = (b(lo), b(hi));
+        let rows = self
+            .db
+            .range(
+                table,
+                lo.as_ref().map(|a| &a[..]),
+                hi.as_ref().map(|a| &a[..]),
+            )
+            .map_err(err)?;
+        rows.into_iter().map(split).collect()
+    }
+
+    fn max_rowid(&mut self, table: &str) -> Result<Option<i64>> {
+        let k = table.to_ascii_lowercase();
+        if let Some(Some(m)) = self.max.get(&k) {
+            return Ok(Some(*m));
+        }
+        let m = match self.db.last_key(table).map_err(err)? {
+            Some(v) => match v.first() {
+                Some(TValue::Integer(i)) => Some(*i),
+                _ => None,
+            },
+            None => None,
+        };
+        self.max.insert(k, m);
+        Ok(m)
+    }
+
+    fn create_index(&mut self, index: &str, table: &str, columns: &[usize]) -> Result<()> {
+        let schema = self.db.schema(table).map_err(err)?;
+        let names: Vec<String> = columns
+            .iter()
+            .map(|&c| {
+                schema
+                    .columns
+                    .get(c + 1)
+                    .map(|c| c.name.clone())
+                    .ok_or_else(|| {
+                        SqlError::Storage(format!("index {index}: column {c} out of range"))
+                    })
+            })
+            .collect::<Result<_>>()?;
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        self.db
+            .create_index(index, table, &refs, IndexKind::Tree, false)
+            .map_err(err)
+    }
+
+    fn drop_index(&mut self, index: &str) -> Result<()> {
+        self.db.drop_index(index).map_err(err)
+    }
+
+    fn index_scan(
+        &mut self,
+        index: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+    ) -> Result<Vec<Row>> {
+        let conv = |b: Bound<&[Value]>| b.map(|v| v.iter().map(to_t).collect::<Vec<_>>());
+        let (lo, hi) = (conv(lo), conv(hi));
+        let rows = self
+            .db
+            .find_prefix(
+                index,
+                lo.as_ref().map(Vec::as_slice),
+                hi.as_ref().map(Vec::as_slice),
+            )
+            .map_err(err)?;
+        rows.into_iter().map(split).collect()
+    }
+
+    fn begin(&mut self) -> Result<()> {
+        self.in_txn = true;
+        self.db.begin().map_err(err)
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        self.in_txn = false;
+        self.db.commit().map_err(err)
+    }
+
+    fn rollback(&mut self) -> Result<()> {
+        self.in_txn = false;
+        self.max.clear();
+        self.db.rollback().map_err(err)
+    }
+
+    fn pragma(
+        &mut self,
+        name: &str,
+        value: Option<&Value>,
+    ) -> Result<Option<Vec<(String, Value)>>> {
+        let int = |v: usize| Value::Integer(v as i64);
+        Ok(Some(match name {
+            "engine" => vec![("engine".into(), Value::Text("table".into()))],
+            "consistency_mode" | "journal_mode" | "synchronous" => {
+                if value.is_some() {
+                    return Err(SqlError::invalid(format!(
+                        "PRAGMA {name} is chosen when the database is opened (ember::OpenOptions::mode, or the shell's --mode)"
+                    )));
+                }
+                vec![(
+                    name.into(),
+                    Value::Text(format!("{:?}", self.db.mode()).to_ascii_lowercase()),
+                )]
+            }
+            "cache_size" => vec![("cache_size".into(), int(self.db.buffer_budget()))],
+            "page_size" | "block_size" => vec![(name.into(), int(self.db.block_size()))],
+            "page_stats" | "stats" => {
+                let (hits, misses) = self.db.query_cache_stats();
+                return Ok(Some(vec![
+                    (
+                        "device_bytes_in_use".into(),
+                        Value::Integer(self.db.device_bytes_in_use() as i64),
+                    ),
+                    ("buffered_bytes".into(), int(self.db.buffered_bytes())),
+                    ("query_cache_hits".into(), Value::Integer(hits as i64)),
+                    ("query_cache_misses".into(), Value::Integer(misses as i64)),
+                ]));
+            }
+            "integrity_check" | "quick_check" => {
+                if self.in_txn {
+                    return Err(SqlError::invalid(
+                        "PRAGMA integrity_check inside a transaction",
+                    ));
+                }
+                match self.db.verify() {
+                    Ok(()) => vec![(name.into(), Value::Text("ok".into()))],
+                    Err(e) => vec![(name.into(), Value::Text(e.to_string()))],
+                }
+            }
+            "checkpoint" | "wal_checkpoint" => {
+                self.db.checkpoint().map_err(err)?;
+                vec![("checkpoint".into(), Value::Text("ok".into()))]
+            }
+            _ => return Err(SqlError::invalid(format!("unknown PRAGMA {name}"))),
+        }))
+    }
+}

@@ -1,0 +1,92 @@
+//! The rusqlite-shaped API over the table engine: statements, parameters, rows,
+//! transactions, reopening a file.
+
+#![allow(clippy::unwrap_used)]
+
+use ember::{Connection, Error, Value, named_params, params};
+
+#[test]
+fn basic_round_trip() {
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch(
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT NOT NULL, score REAL);
+         INSERT INTO t(name, score) VALUES ('a', 1.5), ('b', NULL), ('c', 3);",
+    )
+    .unwrap();
+    assert_eq!(conn.last_insert_rowid(), 3);
+    let n = conn
+        .execute("UPDATE t SET score = ?1 WHERE name = ?2", params![9, "b"])
+        .unwrap();
+    assert_eq!(n, 1);
+    let mut st = conn
+        .prepare("SELECT id, name, score FROM t WHERE score > :min ORDER BY score DESC")
+        .unwrap();
+    let rows: Vec<(i64, String, f64)> = st
+        .query_map(named_params! {":min": 2}, |r| {
+            Ok((r.get(0)?, r.get("name")?, r.get(2)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        rows,
+        vec![(2, "b".to_string(), 9.0), (3, "c".to_string(), 3.0)]
+    );
+    let none = conn.query_row("SELECT id FROM t WHERE id = 99", [], |r| r.get::<_, i64>(0));
+    assert!(matches!(none, Err(Error::QueryReturnedNoRows)));
+    let err = conn
+        .execute("INSERT INTO t(name) VALUES (NULL)", [])
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("NOT NULL constraint failed: t.name"),
+        "{err}"
+    );
+    let err = conn.execute("SELECT * FROM", []).unwrap_err();
+    assert!(err.to_string().contains("syntax error at byte 13"), "{err}");
+}
+
+#[test]
+fn transactions_commit_and_roll_back() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch("CREATE TABLE t(x UNIQUE)").unwrap();
+    {
+        let tx = conn.transaction().unwrap();
+        tx.execute("INSERT INTO t VALUES (1)", []).unwrap();
+        tx.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        // A failing statement inside the transaction leaves the others.
+        assert!(tx.execute("INSERT INTO t VALUES (3), (1)", []).is_err());
+        tx.commit().unwrap();
+    }
+    {
+        let tx = conn.transaction().unwrap();
+        tx.execute("DELETE FROM t", []).unwrap();
+        // dropped: rolled back
+    }
+    let v: Vec<i64> = conn
+        .prepare("SELECT x FROM t ORDER BY x")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(v, vec![1, 2]);
+}
+
+#[test]
+fn a_file_database_survives_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.ember");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE t(a); INSERT INTO t VALUES(1); CREATE INDEX ta ON t(a); CREATE VIEW v AS SELECT a * 2 AS b FROM t;").unwrap();
+    }
+    let conn = Connection::open(&path).unwrap();
+    let b: i64 = conn.query_row("SELECT b FROM v", [], |r| r.get(0)).unwrap();
+    assert_eq!(b, 2);
+    let a: Value = conn
+        .query_row("SELECT a FROM t WHERE a = 1", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(a, Value::Integer(1));
+    assert_eq!(conn.table_names(), vec!["t".to_string(), "v".to_string()]);
+}
