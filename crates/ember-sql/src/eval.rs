@@ -721,7 +721,8 @@ impl<S: Storage> Executor<S> {
                         Value::Integer(i) => i
                             .checked_neg()
                             .map_or(Value::Real(-(i as f64)), Value::Integer),
-                        Value::Real(r) => Value::Real(-r),
+                        // 0 - r, as SQLite computes it: -(0.0) is 0.0.
+                        Value::Real(r) => Value::Real(0.0 - r),
                         _ => Value::Integer(0),
                     },
                     UnOp::Not => match v.truth() {
@@ -782,7 +783,7 @@ impl<S: Storage> Executor<S> {
             Expr::InSelect(x, sel, neg) => {
                 let xv = self.eval(x, env)?;
                 let xa = self.affinity_of(x, env);
-                let (rows, width) = self.subquery_rows(sel, env)?;
+                let (rows, width, col_aff) = self.subquery_rows(sel, env)?;
                 if width != 1 {
                     return Err(SqlError::invalid(format!(
                         "sub-select returns {width} columns - expected 1"
@@ -797,7 +798,7 @@ impl<S: Storage> Executor<S> {
                 let mut saw_null = false;
                 for r in rows.iter() {
                     let v = r.first().cloned().unwrap_or(Value::Null);
-                    let (l, rr) = compare_affinity(xv.clone(), xa, v, None);
+                    let (l, rr) = compare_affinity(xv.clone(), xa, v, col_aff);
                     match cmp_nullable(&l, &rr) {
                         None => saw_null = true,
                         Some(Ordering::Equal) => return Ok(bool_val(!*neg)),
@@ -811,11 +812,11 @@ impl<S: Storage> Executor<S> {
                 })
             }
             Expr::Exists(sel, neg) => {
-                let (rows, _) = self.subquery_rows(sel, env)?;
+                let (rows, _, _) = self.subquery_rows(sel, env)?;
                 Ok(bool_val(rows.is_empty() == *neg))
             }
             Expr::Subquery(sel) => {
-                let (rows, _) = self.subquery_rows(sel, env)?;
+                let (rows, _, _) = self.subquery_rows(sel, env)?;
                 Ok(rows
                     .first()
                     .and_then(|r| r.first().cloned())
@@ -851,7 +852,11 @@ impl<S: Storage> Executor<S> {
                 let (Some(t), Some(p)) = (t.to_text(), p.to_text()) else {
                     return Ok(Value::Null);
                 };
-                let (tc, pc): (Vec<char>, Vec<char>) = (t.chars().collect(), p.chars().collect());
+                // SQLite matches C strings: a NUL ends the text and the pattern.
+                let (tc, pc): (Vec<char>, Vec<char>) = (
+                    t.chars().take_while(|c| *c != '\0').collect(),
+                    p.chars().take_while(|c| *c != '\0').collect(),
+                );
                 let m = if *is_glob {
                     glob(&pc, &tc)
                 } else {
@@ -1083,53 +1088,26 @@ impl<S: Storage> Executor<S> {
                 vals.iter().filter(|v| !v.is_null()).count()
             } as i64)),
             "sum" | "total" | "avg" => {
-                let mut int_sum: Option<i64> = Some(0);
-                let mut real_sum = 0.0f64;
-                let mut any_real = false;
-                let mut n = 0usize;
+                let mut acc = SumCtx::default();
                 for v in vals.iter().filter(|v| !v.is_null()) {
-                    n += 1;
-                    match v.to_number() {
-                        Value::Integer(i)
-                            if !matches!(v, Value::Text(_) | Value::Blob(_)) || !any_real =>
-                        {
-                            if matches!(v, Value::Text(_) | Value::Blob(_)) {
-                                // Text that looks like an integer sums as one only if all of it is.
-                                match crate::value::exact_number(&v.to_text().unwrap_or_default()) {
-                                    Some(Value::Integer(_)) => {}
-                                    _ => any_real = true,
-                                }
-                            }
-                            int_sum = int_sum.and_then(|s| s.checked_add(i));
-                            real_sum += i as f64;
-                        }
-                        Value::Real(r) => {
-                            any_real = true;
-                            real_sum += r;
-                        }
-                        Value::Integer(i) => {
-                            any_real = true;
-                            real_sum += i as f64;
-                        }
-                        _ => {}
-                    }
+                    acc.step(v);
                 }
                 match name {
-                    "total" => Ok(Value::Real(real_sum)),
-                    "avg" => Ok(if n == 0 {
+                    "total" => Ok(Value::Real(acc.real())),
+                    "avg" => Ok(if acc.cnt == 0 {
                         Value::Null
                     } else {
-                        Value::Real(real_sum / n as f64)
+                        Value::Real(acc.real() / acc.cnt as f64)
                     }),
                     _ => {
-                        if n == 0 {
+                        if acc.cnt == 0 {
                             Ok(Value::Null)
-                        } else if any_real {
-                            Ok(Value::Real(real_sum))
+                        } else if !acc.approx {
+                            Ok(Value::Integer(acc.i_sum))
+                        } else if acc.ovrfl {
+                            Err(SqlError::invalid("integer overflow"))
                         } else {
-                            int_sum
-                                .map(Value::Integer)
-                                .ok_or_else(|| SqlError::invalid("integer overflow"))
+                            Ok(Value::Real(acc.real()))
                         }
                     }
                 }
@@ -1187,6 +1165,10 @@ impl<S: Storage> Executor<S> {
         Ok(match name {
             "abs" => {
                 need(1..=1)?;
+                if let Value::Text(_) | Value::Blob(_) = &a[0] {
+                    // Text and blobs become a real, as in SQLite's abs().
+                    return Ok(Value::Real(a[0].to_f64().abs()));
+                }
                 match a[0].to_number() {
                     Value::Null => Value::Null,
                     Value::Integer(i) => Value::Integer(
@@ -1335,11 +1317,13 @@ impl<S: Storage> Executor<S> {
                 if null_in {
                     return Ok(Value::Null);
                 }
+                // As SQLite's minmaxFunc: on a tie min() takes the later argument,
+                // max() keeps the earlier.
                 let mut best = a[0].clone();
                 for v in &a[1..] {
-                    let o = compare(v, &best);
-                    if (name == "min" && o == Ordering::Less)
-                        || (name == "max" && o == Ordering::Greater)
+                    let o = compare(&best, v);
+                    if (name == "min" && o != Ordering::Less)
+                        || (name == "max" && o == Ordering::Less)
                     {
                         best = v.clone();
                     }
@@ -1419,6 +1403,107 @@ impl<S: Storage> Executor<S> {
                 });
             }
         })
+    }
+}
+
+/// The running state of sum(), total() and avg(), as SQLite keeps it: an exact integer sum
+/// until a non-integer (or an overflow) arrives, then Kahan-Babuska-Neumaier summation.
+#[derive(Default)]
+struct SumCtx {
+    r_sum: f64,
+    r_err: f64,
+    i_sum: i64,
+    cnt: u64,
+    approx: bool,
+    ovrfl: bool,
+}
+
+const TWO52: i64 = 4_503_599_627_370_496;
+
+impl SumCtx {
+    fn kbn(&mut self, r: f64) {
+        let s = self.r_sum;
+        let t = s + r;
+        if s.abs() > r.abs() {
+            self.r_err += (s - t) + r;
+        } else {
+            self.r_err += (r - t) + s;
+        }
+        self.r_sum = t;
+    }
+
+    fn kbn_int(&mut self, i: i64) {
+        if !(-TWO52 + 1..TWO52).contains(&i) {
+            let small = i % 16384;
+            self.kbn((i - small) as f64);
+            self.kbn(small as f64);
+        } else {
+            self.kbn(i as f64);
+        }
+    }
+
+    fn init(&mut self, i: i64) {
+        if !(-TWO52 + 1..TWO52).contains(&i) {
+            let small = i % 16384;
+            self.r_sum = (i - small) as f64;
+            self.r_err = small as f64;
+        } else {
+            self.r_sum = i as f64;
+            self.r_err = 0.0;
+        }
+    }
+
+    /// Adds a non-NULL value (text counts by its numeric type, as
+    /// `sqlite3_value_numeric_type` gives it).
+    fn step(&mut self, v: &Value) {
+        let int = match v {
+            Value::Integer(i) => Some(*i),
+            Value::Text(t) => match crate::value::exact_number(t) {
+                Some(Value::Integer(i)) => Some(i),
+                _ => None,
+            },
+            _ => None,
+        };
+        self.cnt += 1;
+        if !self.approx {
+            match int {
+                None => {
+                    self.init(self.i_sum);
+                    self.approx = true;
+                    self.kbn(v.to_f64());
+                }
+                Some(i) => match self.i_sum.checked_add(i) {
+                    Some(x) => self.i_sum = x,
+                    None => {
+                        self.ovrfl = true;
+                        self.init(self.i_sum);
+                        self.approx = true;
+                        self.kbn_int(i);
+                    }
+                },
+            }
+        } else {
+            match int {
+                Some(i) => self.kbn_int(i),
+                None => {
+                    self.ovrfl = false;
+                    self.kbn(v.to_f64());
+                }
+            }
+        }
+    }
+
+    /// The sum as a real.
+    fn real(&self) -> f64 {
+        if self.approx {
+            if self.r_err.is_finite() {
+                self.r_sum + self.r_err
+            } else {
+                self.r_sum
+            }
+        } else {
+            self.i_sum as f64
+        }
     }
 }
 

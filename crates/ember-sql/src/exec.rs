@@ -103,7 +103,7 @@ pub struct Executor<S: Storage> {
     pub(crate) changes: u64,
     pub(crate) total_changes: u64,
     pub(crate) rng: u64,
-    subq_cache: BTreeMap<usize, (Rows, usize)>,
+    subq_cache: BTreeMap<usize, (Rows, usize, Option<Affinity>)>,
     /// Subqueries running: the env depth they start at, and whether they referred to a
     /// column below it (correlated).
     subq_stack: Vec<(u32, bool)>,
@@ -1197,13 +1197,26 @@ impl<S: Storage> Executor<S> {
         Ok(false)
     }
 
+    /// The rowid for a new row: one more than the largest (which may be negative), or, once
+    /// the largest possible is taken, a random unused one — as SQLite does.
     fn next_rowid(&mut self, t: &TableDef) -> Result<i64> {
         match self.storage.max_rowid(&t.engine)? {
             None => Ok(1),
-            Some(i64::MAX) => Err(SqlError::invalid(
-                "database or disk is full (no rowid left)",
-            )),
-            Some(m) => Ok(m.max(0) + 1),
+            Some(i64::MAX) => {
+                for _ in 0..100 {
+                    self.rng ^= self.rng << 13;
+                    self.rng ^= self.rng >> 7;
+                    self.rng ^= self.rng << 17;
+                    let cand = (self.rng >> 1) as i64;
+                    if cand > 0 && self.storage.get(&t.engine, cand)?.is_none() {
+                        return Ok(cand);
+                    }
+                }
+                Err(SqlError::invalid(
+                    "database or disk is full (no unused rowid found)",
+                ))
+            }
+            Some(m) => Ok(m + 1),
         }
     }
 
@@ -1489,7 +1502,9 @@ impl<S: Storage> Executor<S> {
             match op {
                 Compound::UnionAll => acc.append(&mut rows),
                 Compound::Union => {
+                    // Of equal rows the later one stays, as in SQLite.
                     acc.append(&mut rows);
+                    acc.reverse();
                     sort_dedup(&mut acc);
                 }
                 Compound::Intersect | Compound::Except => {
@@ -1797,6 +1812,15 @@ impl<S: Storage> Executor<S> {
                 });
             }
             let null_row = vec![Value::Null; scope.cols.len()];
+            // Columns grouped on show the group's first row; other bare columns its last.
+            let mut key_cols = Vec::new();
+            for g in &gexprs {
+                if let Expr::Column { table, name } = g {
+                    if let Some(i) = scope.find(table.as_deref(), name)? {
+                        key_cols.push(i);
+                    }
+                }
+            }
             for g in groups {
                 let mut rep: &[Value] = g.last().map_or(&null_row[..], |r| &r[..]);
                 if let (1, Some((arg, is_max))) = (aggs, &minmax) {
@@ -1832,6 +1856,20 @@ impl<S: Storage> Executor<S> {
                     if let Some((_, i)) = best {
                         rep = &g[i];
                     }
+                }
+                let rep_row;
+                // (With one min()/max() every bare column, keys too, comes from its row.)
+                if let (Some(first), false, false) = (
+                    g.first(),
+                    key_cols.is_empty(),
+                    aggs == 1 && minmax.is_some(),
+                ) {
+                    let mut r = rep.to_vec();
+                    for &i in &key_cols {
+                        r[i] = first[i].clone();
+                    }
+                    rep_row = r;
+                    rep = &rep_row;
                 }
                 let env = Env {
                     scope: &scope,
@@ -2691,18 +2729,23 @@ impl<S: Storage> Executor<S> {
 
     /// The rows of a subquery for an expression, run once per statement when it does not
     /// refer to the enclosing query.
-    pub(crate) fn subquery_rows(&mut self, sel: &Select, env: &Env<'_>) -> Result<(Rows, usize)> {
+    pub(crate) fn subquery_rows(
+        &mut self,
+        sel: &Select,
+        env: &Env<'_>,
+    ) -> Result<(Rows, usize, Option<Affinity>)> {
         let id = sel as *const Select as usize;
-        if let Some((rows, w)) = self.subq_cache.get(&id) {
-            return Ok((rows.clone(), *w));
+        if let Some((rows, w, aff)) = self.subq_cache.get(&id) {
+            return Ok((rows.clone(), *w, *aff));
         }
-        let correlated_before = self.references_outer(sel, env);
-        let (names, rows) = self.query(sel, Some(env))?;
+        let correlated = self.references_outer(sel, env);
+        let (names, rows, affs) = self.query_typed(sel, Some(env))?;
         let rows = Rc::new(rows);
-        if !correlated_before {
-            self.subq_cache.insert(id, (rows.clone(), names.len()));
+        let aff = affs.first().copied().flatten();
+        if !correlated {
+            self.subq_cache.insert(id, (rows.clone(), names.len(), aff));
         }
-        Ok((rows, names.len()))
+        Ok((rows, names.len(), aff))
     }
 
     /// Whether a subquery may refer to columns of the enclosing query: some column it names

@@ -343,8 +343,10 @@ fn parse_number(s: &str) -> Option<(Value, usize)> {
     text.parse::<f64>().ok().map(|r| (Value::Real(r), i))
 }
 
-/// A real as SQLite prints it: 15 significant digits (`%!.15g`), with `.0` added to
-/// integral values, `Inf`/`-Inf` for infinities.
+/// A real as SQLite (3.53) renders it as text (`%!.17g` over its decimal conversion): 18
+/// significant digits, cut to 17 — or fewer when fewer give the same real back (so 49.47
+/// stays 49.47) — trailing zeros dropped, `.0` kept on integral values, the exponent form
+/// below 1e-4 and from 1e17 on, `Inf`/`-Inf`/`NaN` for the special values.
 pub fn format_real(r: f64) -> String {
     if r.is_nan() {
         return String::from("NaN");
@@ -353,50 +355,109 @@ pub fn format_real(r: f64) -> String {
         return String::from(if r > 0.0 { "Inf" } else { "-Inf" });
     }
     if r == 0.0 {
-        return String::from(if r.is_sign_negative() { "-0.0" } else { "0.0" });
+        return String::from("0.0"); // -0.0 too, as in SQLite
     }
-    // Scientific form with 15 significant digits gives the digits and the exponent.
+    let a = r.abs();
+    // 18 significant digits, and where the decimal point goes.
     let mut sci = String::new();
-    let _ = write!(sci, "{:.14e}", r);
-    let (mant, exp) = match sci.split_once('e') {
-        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
-        None => (sci.as_str(), 0),
+    let _ = write!(sci, "{:.17e}", a);
+    let (mant, e) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let mut z: Vec<u8> = mant.bytes().filter(u8::is_ascii_digit).collect();
+    let mut idp = e.parse::<i32>().unwrap_or(0) + 1;
+    let n = z.len(); // 18
+    let same = |digits: &[u8], p: i32| -> bool {
+        let mut t = String::with_capacity(digits.len() + 6);
+        for d in digits {
+            t.push(*d as char);
+        }
+        let _ = write!(t, "e{p}");
+        t.parse::<f64>().ok() == Some(a)
     };
-    let neg = mant.starts_with('-');
-    let digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
-    let digits = digits.trim_end_matches('0');
-    let digits = if digits.is_empty() { "0" } else { digits };
+    let mut round_at = 17.min(n);
+    if n >= 16 && z[15] == b'9' && z[14] == b'9' {
+        let mut jj = 14;
+        while jj > 0 && z[jj - 1] == b'9' {
+            jj -= 1;
+        }
+        // The prefix plus one, as digits.
+        let mut v2: Vec<u8> = z[..jj].to_vec();
+        let mut k = jj;
+        loop {
+            if k == 0 {
+                v2.insert(0, b'1');
+                break;
+            }
+            k -= 1;
+            if v2[k] == b'9' {
+                v2[k] = b'0';
+            } else {
+                v2[k] += 1;
+                break;
+            }
+        }
+        if same(&v2, idp - jj as i32) {
+            round_at = jj + 1;
+        }
+    } else if n >= 16 && (idp >= n as i32 || (z[15] == b'0' && z[14] == b'0' && z[13] == b'0')) {
+        let mut jj = 13;
+        while jj > 1 && z[jj - 1] == b'0' {
+            jj -= 1;
+        }
+        if same(&z[..jj], idp - jj as i32) {
+            round_at = jj + 1;
+        }
+    }
+    // Round half up at `round_at`.
+    let up = z.get(round_at).is_some_and(|d| *d >= b'5');
+    z.truncate(round_at);
+    if up {
+        let mut k = z.len();
+        loop {
+            if k == 0 {
+                z.insert(0, b'1');
+                idp += 1;
+                break;
+            }
+            k -= 1;
+            if z[k] == b'9' {
+                z[k] = b'0';
+            } else {
+                z[k] += 1;
+                break;
+            }
+        }
+    }
+    while z.len() > 1 && z.last() == Some(&b'0') {
+        z.pop();
+    }
+    let digits: String = z.iter().map(|d| *d as char).collect();
     let mut out = String::new();
-    if neg {
+    if r < 0.0 {
         out.push('-');
     }
-    if !(-4..15).contains(&exp) {
-        // d.ddde+XX
+    let x = idp - 1;
+    if !(-4..17).contains(&x) {
         out.push_str(&digits[..1]);
         out.push('.');
-        if digits.len() > 1 {
-            out.push_str(&digits[1..]);
-        } else {
-            out.push('0');
-        }
+        out.push_str(if digits.len() > 1 { &digits[1..] } else { "0" });
         out.push('e');
-        out.push(if exp < 0 { '-' } else { '+' });
-        let _ = write!(out, "{:02}", exp.unsigned_abs());
-    } else if exp < 0 {
+        out.push(if x < 0 { '-' } else { '+' });
+        let _ = write!(out, "{:02}", x.unsigned_abs());
+    } else if idp <= 0 {
         out.push_str("0.");
-        for _ in 0..(-exp - 1) {
+        for _ in 0..(-idp) {
             out.push('0');
         }
-        out.push_str(digits);
+        out.push_str(&digits);
     } else {
-        let e = exp as usize;
-        if digits.len() > e + 1 {
-            out.push_str(&digits[..=e]);
+        let ip = idp as usize;
+        if digits.len() > ip {
+            out.push_str(&digits[..ip]);
             out.push('.');
-            out.push_str(&digits[e + 1..]);
+            out.push_str(&digits[ip..]);
         } else {
-            out.push_str(digits);
-            for _ in digits.len()..=e {
+            out.push_str(&digits);
+            for _ in digits.len()..ip {
                 out.push('0');
             }
             out.push_str(".0");
@@ -411,20 +472,33 @@ mod tests {
 
     #[test]
     fn reals_print_like_sqlite() {
+        // Expectations from SQLite 3.53 (rusqlite bundled): CAST(x AS TEXT).
         for (r, s) in [
             (1.0, "1.0"),
             (0.1, "0.1"),
             (-2.5, "-2.5"),
             (1e20, "1.0e+20"),
             (1.5e-7, "1.5e-07"),
-            (123456789012345.0, "123456789012345.0"),
-            (1234567890123456.0, "1.23456789012346e+15"),
-            (core::f64::consts::PI, "3.14159265358979"),
-            (0.0001, "0.0001"),
+            (1.5e16, "15000000000000000.0"),
+            (1.5e17, "1.5e+17"),
+            (1e-4, "0.0001"),
+            (1e-5, "1.0e-05"),
+            (0.000_123_456_789_012_345_67, "0.00012345678901234567"),
+            (49.47, "49.47"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1.0 / 3.0, "0.33333333333333332"),
+            (1.0 / 7.0, "0.14285714285714285"),
+            (1e15 + 0.3, "1000000000000000.3"),
+            (9007199254740993.0, "9007199254740992.0"),
+            (123456789.123456789, "123456789.12345679"),
+            (4.35 * 100.0, "434.99999999999994"),
+            (2.0 / 3.0 * 1e10, "6666666666.666666"),
+            (-TWO63, "-9.2233720368547758e+18"),
+            (123456789012345678.0, "1.2345678901234568e+17"),
             (100.0, "100.0"),
-            (TWO63, "9.22337203685478e+18"),
+            (12345.678, "12345.678"),
         ] {
-            assert_eq!(format_real(r), s, "{r}");
+            assert_eq!(format_real(r), s, "{r:e}");
         }
     }
 

@@ -34,11 +34,11 @@ use std::rc::Rc;
 
 use ember_device::MemBlock;
 use ember_device::file::{FileBlock, RawBlock};
-use ember_sql::{Executor, Output, Parsed, SqlError};
+use ember_sql::{Executor, Parsed};
 use ember_table::{Database, Options};
 
 pub use device::AnyDevice;
-pub use ember_sql::Value;
+pub use ember_sql::{Output, SqlError, Value, is_blank};
 pub use ember_table::Mode;
 pub use storage::TableStorage;
 pub use types::{FromSql, Params, ToSql};
