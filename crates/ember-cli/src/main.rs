@@ -458,10 +458,8 @@ impl Shell {
                 }
             }
         }
-        if !buf.trim().is_empty() && !ember::is_blank(&buf) {
-            if !self.run_sql(&buf, start_line) {
-                ok = false;
-            }
+        if !buf.trim().is_empty() && !ember::is_blank(&buf) && !self.run_sql(&buf, start_line) {
+            ok = false;
         }
         ok
     }
