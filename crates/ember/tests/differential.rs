@@ -35,7 +35,7 @@ impl Gen {
     fn literal(&mut self) -> String {
         match self.below(10) {
             0 => "NULL".into(),
-            1 | 2 | 3 => format!("{}", self.below(12) as i64 - 3),
+            1..=3 => format!("{}", self.below(12) as i64 - 3),
             4 => format!("{}.5", self.below(6) as i64 - 2),
             5 => format!("{}.0", self.below(4)),
             6 => self
