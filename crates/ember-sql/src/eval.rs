@@ -301,7 +301,14 @@ fn arith(op: BinOp, a: &Value, b: &Value) -> Value {
             }
         }
         BinOp::Rem => {
-            let (i, j) = (x.to_i64(), y.to_i64());
+            // SQLite takes each operand's integer value here: a real truncated, text by
+            // its leading integer digits (so '1.0E+20' % 7 is 1 % 7).
+            let int_of = |v: &Value| match v {
+                Value::Text(t) => crate::value::integer_prefix(t),
+                Value::Blob(b) => crate::value::integer_prefix(&String::from_utf8_lossy(b)),
+                v => v.to_i64(),
+            };
+            let (i, j) = (int_of(a), int_of(b));
             if j == 0 {
                 return Value::Null;
             }
@@ -1192,7 +1199,10 @@ impl<S: Storage> Executor<S> {
                 match &a[0] {
                     Value::Null => Value::Null,
                     Value::Blob(b) => Value::Integer(b.len() as i64),
-                    Value::Text(t) => Value::Integer(t.chars().count() as i64),
+                    // Characters before the first NUL, as SQLite counts.
+                    Value::Text(t) => {
+                        Value::Integer(t.chars().take_while(|c| *c != '\0').count() as i64)
+                    }
                     v => Value::Integer(v.to_text().unwrap_or_default().chars().count() as i64),
                 }
             }
@@ -1223,9 +1233,17 @@ impl<S: Storage> Executor<S> {
                 let start = a[1].to_i64();
                 let len = if n == 3 { Some(a[2].to_i64()) } else { None };
                 match &a[0] {
+                    // An empty blob has no bytes to take from: NULL, as in SQLite.
+                    Value::Blob(b) if b.is_empty() => Value::Null,
                     Value::Blob(b) => Value::Blob(substr(b, start, len)),
                     v => {
-                        let cs: Vec<char> = v.to_text().unwrap_or_default().chars().collect();
+                        // Text ends at its first NUL for SQLite's substr().
+                        let cs: Vec<char> = v
+                            .to_text()
+                            .unwrap_or_default()
+                            .chars()
+                            .take_while(|c| *c != '\0')
+                            .collect();
                         Value::Text(substr(&cs, start, len).into_iter().collect())
                     }
                 }

@@ -1502,9 +1502,8 @@ impl<S: Storage> Executor<S> {
             match op {
                 Compound::UnionAll => acc.append(&mut rows),
                 Compound::Union => {
-                    // Of equal rows the later one stays, as in SQLite.
+                    // Of equal rows the first stays.
                     acc.append(&mut rows);
-                    acc.reverse();
                     sort_dedup(&mut acc);
                 }
                 Compound::Intersect | Compound::Except => {

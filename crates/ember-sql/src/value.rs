@@ -187,7 +187,12 @@ impl Value {
                 v => Value::Blob(v.to_text().unwrap_or_default().into_bytes()),
             },
             Affinity::Text => Value::Text(self.to_text().unwrap_or_default()),
-            Affinity::Integer => Value::Integer(self.to_i64()),
+            Affinity::Integer => match self {
+                // Text casts by its leading integer digits only (SQLite's sqlite3Atoi64).
+                Value::Text(t) => Value::Integer(integer_prefix(t)),
+                Value::Blob(b) => Value::Integer(integer_prefix(&String::from_utf8_lossy(b))),
+                v => Value::Integer(v.to_i64()),
+            },
             Affinity::Real => Value::Real(self.to_f64()),
             Affinity::Numeric => match self {
                 Value::Integer(_) | Value::Real(_) => self.clone(),
@@ -282,6 +287,21 @@ pub fn exact_number(t: &str) -> Option<Value> {
         return None;
     }
     Some(v)
+}
+
+/// The leading `[+-]digits` of the text (after spaces) as an integer, saturated; 0 if none.
+pub fn integer_prefix(t: &str) -> i64 {
+    let s = t.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    let b = s.as_bytes();
+    let mut i = usize::from(b.first().is_some_and(|c| *c == b'+' || *c == b'-'));
+    let neg = b.first() == Some(&b'-');
+    let mut v: i128 = 0;
+    while i < b.len() && b[i].is_ascii_digit() {
+        v = (v * 10 + i128::from(b[i] - b'0')).min(i128::from(i64::MAX) + 1);
+        i += 1;
+    }
+    let v = if neg { -v } else { v };
+    v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
 /// The longest numeric prefix of the text (after leading spaces), 0 if none.
