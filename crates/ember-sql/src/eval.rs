@@ -967,26 +967,28 @@ impl<S: Storage> Executor<S> {
 
     fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr, env: &Env<'_>) -> Result<Value> {
         match op {
+            // SQLite evaluates both operands of AND and OR (so an error on the right
+            // shows even when the left decides) unless the left is a literal it folds.
             BinOp::And => {
                 let x = self.eval(a, env)?.truth();
-                if x == Some(false) {
+                if x == Some(false) && matches!(a, Expr::Lit(_)) {
                     return Ok(bool_val(false));
                 }
                 let y = self.eval(b, env)?.truth();
                 Ok(match (x, y) {
-                    (_, Some(false)) => bool_val(false),
+                    (Some(false), _) | (_, Some(false)) => bool_val(false),
                     (Some(true), Some(true)) => bool_val(true),
                     _ => Value::Null,
                 })
             }
             BinOp::Or => {
                 let x = self.eval(a, env)?.truth();
-                if x == Some(true) {
+                if x == Some(true) && matches!(a, Expr::Lit(_)) {
                     return Ok(bool_val(true));
                 }
                 let y = self.eval(b, env)?.truth();
                 Ok(match (x, y) {
-                    (_, Some(true)) => bool_val(true),
+                    (Some(true), _) | (_, Some(true)) => bool_val(true),
                     (Some(false), Some(false)) => bool_val(false),
                     _ => Value::Null,
                 })

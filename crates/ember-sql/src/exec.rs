@@ -45,6 +45,9 @@ pub struct Output {
 /// An inverse row operation, to undo a failed statement inside a transaction.
 #[derive(Debug)]
 enum Undo {
+    /// A storage table or index the statement created.
+    CreatedTable(String),
+    CreatedIndex(String),
     Inserted(String, i64),
     Deleted(String, i64, Vec<Value>),
     Updated(String, i64, Vec<Value>),
@@ -109,6 +112,13 @@ pub struct Executor<S: Storage> {
     subq_stack: Vec<(u32, bool)>,
     explain: Option<Vec<String>>,
     view_depth: u32,
+    /// Access paths chosen, by (statement id, query node address, FROM item); emptied by
+    /// any schema change.
+    plans: BTreeMap<(u64, usize, usize), Access>,
+    /// The statement running (its parse id).
+    stmt_id: u64,
+    /// Access paths chosen so far (cached ones not counted).
+    plans_made: u64,
 }
 
 fn split_and(e: &Expr, out: &mut Vec<Expr>) {
@@ -223,6 +233,15 @@ fn cmp_keys(a: &[Value], b: &[Value], terms: &[(bool, Option<bool>)]) -> Orderin
     Ordering::Equal
 }
 
+/// The columns of the leaves, in order.
+fn acc_scope_of(leaves: &[Leaf]) -> Scope {
+    let mut s = Scope::default();
+    for l in leaves {
+        s.cols.extend(l.scope.cols.iter().cloned());
+    }
+    s
+}
+
 /// The name a result column gets.
 fn result_name(expr: &Expr, alias: &Option<String>, text: &str) -> String {
     if let Some(a) = alias {
@@ -269,6 +288,9 @@ impl<S: Storage> Executor<S> {
             subq_stack: Vec::new(),
             explain: None,
             view_depth: 0,
+            plans: BTreeMap::new(),
+            stmt_id: 0,
+            plans_made: 0,
         };
         ex.reload_catalog()?;
         Ok(ex)
@@ -309,6 +331,12 @@ impl<S: Storage> Executor<S> {
         self.total_changes
     }
 
+    /// How many access paths the planner has chosen (a prepared statement run again reuses
+    /// its plans and adds none).
+    pub fn plans_made(&self) -> u64 {
+        self.plans_made
+    }
+
     /// Seeds `random()`.
     pub fn seed_random(&mut self, seed: u64) {
         self.rng = seed | 1;
@@ -324,12 +352,17 @@ impl<S: Storage> Executor<S> {
             cat.load_row(&text(0), &text(3), &text(4))?;
         }
         self.catalog = cat;
+        self.plans.clear();
         Ok(())
     }
 
     /// Runs one parsed statement with its parameter values.
     pub fn execute(&mut self, p: &Parsed, params: &[Value]) -> Result<Output> {
         self.params = params.to_vec();
+        self.stmt_id = p.id;
+        if self.plans.len() > 4096 {
+            self.plans.clear();
+        }
         self.subq_cache.clear();
         self.subq_stack.clear();
         match &p.stmt {
@@ -416,8 +449,13 @@ impl<S: Storage> Executor<S> {
     fn undo_statement(&mut self) -> Result<()> {
         while let Some(u) = self.undo.pop() {
             match u {
+                // Row operations on a table the statement created go with the table.
+                Undo::CreatedTable(t) => self.storage.drop_table(&t)?,
+                Undo::CreatedIndex(i) => self.storage.drop_index(&i)?,
                 Undo::Inserted(t, r) => {
-                    self.storage.delete(&t, r)?;
+                    if self.storage.has_table(&t)? {
+                        self.storage.delete(&t, r)?;
+                    }
                 }
                 Undo::Deleted(t, r, row) => self.storage.insert(&t, r, &row)?,
                 Undo::Updated(t, r, row) => self.storage.update(&t, r, &row)?,
@@ -427,6 +465,9 @@ impl<S: Storage> Executor<S> {
     }
 
     fn write(&mut self, stmt: &Stmt, sql: &str) -> Result<Output> {
+        if !matches!(stmt, Stmt::Insert(_) | Stmt::Update(_) | Stmt::Delete(_)) {
+            self.plans.clear();
+        }
         match stmt {
             Stmt::Insert(i) => self.insert(i),
             Stmt::Update(u) => self.update(u),
@@ -506,7 +547,9 @@ impl<S: Storage> Executor<S> {
             Value::Text(engine.into()),
             Value::Text(sql.into()),
         ];
-        self.storage.insert(MASTER, id, &row)
+        self.storage.insert(MASTER, id, &row)?;
+        self.undo.push(Undo::Inserted(MASTER.into(), id));
+        Ok(())
     }
 
     fn master_find(&mut self, kind: &str, name: &str) -> Result<Option<(i64, Vec<Value>)>> {
@@ -519,15 +562,20 @@ impl<S: Storage> Executor<S> {
     }
 
     fn master_delete(&mut self, kind: &str, name: &str) -> Result<()> {
-        if let Some((id, _)) = self.master_find(kind, name)? {
+        if let Some((id, old)) = self.master_find(kind, name)? {
             self.storage.delete(MASTER, id)?;
+            self.undo.push(Undo::Deleted(MASTER.into(), id, old));
         }
         Ok(())
     }
 
     fn master_update(&mut self, kind: &str, name: &str, new: Vec<Value>) -> Result<()> {
         match self.master_find(kind, name)? {
-            Some((id, _)) => self.storage.update(MASTER, id, &new),
+            Some((id, old)) => {
+                self.storage.update(MASTER, id, &new)?;
+                self.undo.push(Undo::Updated(MASTER.into(), id, old));
+                Ok(())
+            }
             None => Err(SqlError::Storage(format!(
                 "catalog row for {kind} {name} is missing"
             ))),
@@ -612,6 +660,7 @@ impl<S: Storage> Executor<S> {
             })
             .collect();
         self.storage.create_table(&engine, &cols)?;
+        self.undo.push(Undo::CreatedTable(engine.clone()));
         for u in &def.uniques {
             self.storage.create_index(&u.engine, &engine, &u.columns)?;
         }
@@ -705,6 +754,7 @@ impl<S: Storage> Executor<S> {
         }
         let engine = self.catalog.engine_name("i");
         self.storage.create_index(&engine, &t.engine, &cols)?;
+        self.undo.push(Undo::CreatedIndex(engine.clone()));
         self.master_insert("index", &ci.name, &t.name, &engine, sql)?;
         if ci.unique {
             if let Some(td) = self.catalog.tables.get_mut(&key(&t.name)) {
@@ -950,6 +1000,7 @@ impl<S: Storage> Executor<S> {
             })
             .collect();
         self.storage.create_table(&engine, &cols)?;
+        self.undo.push(Undo::CreatedTable(engine.clone()));
         for (rowid, mut row) in self
             .storage
             .scan(&t.engine, Bound::Unbounded, Bound::Unbounded)?
@@ -1344,7 +1395,8 @@ impl<S: Storage> Executor<S> {
         if let Some(f) = filter {
             split_and(f, &mut conj);
         }
-        let (_, rows) = self.join(&[leaf], &conj, None)?;
+        let key = filter.map_or(0, |f| f as *const Expr as usize);
+        let (_, rows) = self.join(&[leaf], &conj, None, key)?;
         Ok(rows
             .into_iter()
             .map(|mut r| {
@@ -1486,6 +1538,10 @@ impl<S: Storage> Executor<S> {
         let (names, affs, first) = self.core(&s.first, outer, &[])?;
         let mut acc: Vec<Vec<Value>> = first.into_iter().map(|r| r.0).collect();
         for (op, core) in &s.compounds {
+            if acc.is_empty() && matches!(op, Compound::Intersect | Compound::Except) {
+                // Nothing to keep: the right side is not run (as in SQLite).
+                continue;
+            }
             let (n2, _, rows) = self.core(core, outer, &[])?;
             if n2.len() != names.len() {
                 let word = match op {
@@ -1663,7 +1719,7 @@ impl<S: Storage> Executor<S> {
             }
             split_and(w, &mut conj);
         }
-        let (scope, rows) = self.join(&leaves, &conj, outer)?;
+        let (scope, rows) = self.join(&leaves, &conj, outer, core as *const SelectCore as usize)?;
         // Result columns.
         let mut exprs: Vec<Expr> = Vec::new();
         let mut names: Vec<String> = Vec::new();
@@ -1876,14 +1932,16 @@ impl<S: Storage> Executor<S> {
                     outer,
                     group: Some(&g),
                 };
+                // Every group's results are computed before HAVING looks at it, as
+                // SQLite's aggregate steps run on every row.
+                let mut vals = Vec::with_capacity(exprs.len());
+                for e in &exprs {
+                    vals.push(self.eval(e, &env)?);
+                }
                 if let Some(h) = having {
                     if self.eval(h, &env)?.truth() != Some(true) {
                         continue;
                     }
-                }
-                let mut vals = Vec::with_capacity(exprs.len());
-                for e in &exprs {
-                    vals.push(self.eval(e, &env)?);
                 }
                 let mut keys = Vec::with_capacity(order_by.len());
                 for (t, &i) in order_by.iter().zip(&order_idx) {
@@ -1960,7 +2018,7 @@ impl<S: Storage> Executor<S> {
                     FromItem::Join { .. } => {
                         let mut inner = Vec::new();
                         self.flatten(right, outer, &mut inner)?;
-                        let (scope, rows) = self.join(&inner, &[], outer)?;
+                        let (scope, rows) = self.join(&inner, &[], outer, 0)?;
                         Leaf {
                             scope,
                             src: LeafSrc::Rows(Rc::new(rows)),
@@ -2137,6 +2195,19 @@ impl<S: Storage> Executor<S> {
             what: "table",
             name: name.to_string(),
         })
+    }
+
+    /// Whether an expression names no column and holds no subquery or random().
+    fn is_constant(e: &Expr) -> bool {
+        let mut c = true;
+        walk(e, &mut |x| match x {
+            Expr::Column { .. } | Expr::Exists(..) | Expr::Subquery(_) | Expr::InSelect(..) => {
+                c = false
+            }
+            Expr::Func { name, .. } if name == "random" || name == "changes" => c = false,
+            _ => {}
+        });
+        c
     }
 
     /// Which leaf (if any) a column reference of a conjunct belongs to.
@@ -2591,6 +2662,7 @@ impl<S: Storage> Executor<S> {
         leaves: &[Leaf],
         where_conj: &[Expr],
         outer: Option<&Env<'_>>,
+        plan_key: usize,
     ) -> Result<(Scope, Vec<Vec<Value>>)> {
         let depth_scope = Scope::default();
         if leaves.is_empty() {
@@ -2616,8 +2688,27 @@ impl<S: Storage> Executor<S> {
             prefix.push(acc_scope.clone());
         }
         let mut by_level: Vec<Vec<&Expr>> = vec![Vec::new(); leaves.len()];
+        let mut constant: Vec<&Expr> = Vec::new();
         for c in where_conj {
-            by_level[Self::level_of(leaves, c)].push(c);
+            if Self::is_constant(c) {
+                constant.push(c);
+            } else {
+                by_level[Self::level_of(leaves, c)].push(c);
+            }
+        }
+        // Conjuncts that name no column are decided once, before any row is read.
+        if self.explain.is_none() {
+            let env = Env {
+                scope: &depth_scope,
+                row: &[],
+                outer,
+                group: None,
+            };
+            for c in constant {
+                if self.eval(c, &env)?.truth() != Some(true) {
+                    return Ok((acc_scope_of(leaves), Vec::new()));
+                }
+            }
         }
         // Access paths.
         let mut paths = Vec::new();
@@ -2627,7 +2718,24 @@ impl<S: Storage> Executor<S> {
                 // WHERE conjuncts may restrict an inner join's table (not a LEFT JOIN's).
                 cands.extend(where_conj.iter());
             }
-            let a = self.plan(leaves, k, &cands);
+            // A prepared statement plans each FROM item once.
+            let cache_key = (self.stmt_id, plan_key, k);
+            let cached = if plan_key != 0 && self.explain.is_none() {
+                self.plans.get(&cache_key).cloned()
+            } else {
+                None
+            };
+            let a = match cached {
+                Some(a) => a,
+                None => {
+                    let a = self.plan(leaves, k, &cands);
+                    self.plans_made += 1;
+                    if plan_key != 0 && self.explain.is_none() {
+                        self.plans.insert(cache_key, a.clone());
+                    }
+                    a
+                }
+            };
             if let Some(ex) = &mut self.explain {
                 ex.push(Self::describe(leaf, &a));
             }

@@ -21,7 +21,12 @@ pub struct Parsed {
     pub sql: String,
     /// Parameter names by position (`None` for `?` and `?N`).
     pub params: Vec<Option<String>>,
+    /// A number no other parse in this process has: the executor keeps the statement's
+    /// query plans under it, so a prepared statement is planned once.
+    pub id: u64,
 }
+
+static NEXT_ID: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(1);
 
 /// Words that end an expression or a FROM item where a bare alias could be mistaken for
 /// them.
@@ -115,6 +120,7 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
             stmt,
             sql: String::from(sql[start..end].trim_end()),
             params: core::mem::take(&mut p.params),
+            id: NEXT_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed) as u64,
         });
     }
     Ok(out)

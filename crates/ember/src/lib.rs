@@ -327,6 +327,12 @@ impl Connection {
         self.with(|i| Ok(i.exec.changes())).unwrap_or(0)
     }
 
+    /// How many access paths the planner has chosen on this connection (a prepared
+    /// statement run again adds none).
+    pub fn plans_made(&self) -> u64 {
+        self.with(|i| Ok(i.exec.plans_made())).unwrap_or(0)
+    }
+
     /// Whether no explicit transaction is open.
     pub fn is_autocommit(&self) -> bool {
         self.with(|i| Ok(!i.exec.in_transaction())).unwrap_or(true)

@@ -90,3 +90,64 @@ fn a_file_database_survives_reopening() {
     assert_eq!(a, Value::Integer(1));
     assert_eq!(conn.table_names(), vec!["t".to_string(), "v".to_string()]);
 }
+
+#[test]
+fn a_prepared_statement_is_planned_once() {
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, b TEXT); CREATE INDEX tb ON t(b);")
+        .unwrap();
+    for i in 0..100 {
+        conn.execute(
+            "INSERT INTO t(b) VALUES (?)",
+            params![format!("v{}", i % 10)],
+        )
+        .unwrap();
+    }
+    let mut st = conn
+        .prepare("SELECT count(*) FROM t AS a JOIN t AS c ON c.id = a.id WHERE a.b = ?")
+        .unwrap();
+    let n: i64 = st.query_row(["v3"], |r| r.get(0)).unwrap();
+    assert_eq!(n, 10);
+    let before = conn.plans_made();
+    for k in 0..10 {
+        let n: i64 = st.query_row([format!("v{k}")], |r| r.get(0)).unwrap();
+        assert_eq!(n, 10);
+    }
+    assert_eq!(
+        conn.plans_made(),
+        before,
+        "re-running a prepared statement planned again"
+    );
+    // A schema change plans it afresh, with the new index.
+    conn.execute_batch("DROP INDEX tb").unwrap();
+    let n: i64 = st.query_row(["v1"], |r| r.get(0)).unwrap();
+    assert_eq!(n, 10);
+    assert!(conn.plans_made() > before);
+}
+
+#[test]
+fn three_valued_logic() {
+    let conn = Connection::open_in_memory().unwrap();
+    let row: Vec<Value> = conn
+        .query_row(
+            "SELECT 0 AND NULL, NULL AND 0, 1 AND NULL, NULL OR 1, 1 OR NULL, 0 OR NULL, NOT NULL, (1 = 1) AND (2 > 1), 0.0 OR 0",
+            [],
+            |r| Ok(r.values().to_vec()),
+        )
+        .unwrap();
+    let i = Value::Integer;
+    assert_eq!(
+        row,
+        vec![
+            i(0),
+            i(0),
+            Value::Null,
+            i(1),
+            i(1),
+            Value::Null,
+            Value::Null,
+            i(1),
+            i(0)
+        ]
+    );
+}
