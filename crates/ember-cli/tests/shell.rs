@@ -14,7 +14,12 @@ fn run(bin: &str, args: &[&str], stdin: &str) -> (String, String, i32) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -30,7 +35,11 @@ fn piped_sql_prints_rows_and_the_file_keeps_them() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("x.ember");
     let db = db.to_str().unwrap();
-    let (out, err, code) = run(EMBER, &[db], "CREATE TABLE t(a); INSERT INTO t VALUES(1); SELECT * FROM t;");
+    let (out, err, code) = run(
+        EMBER,
+        &[db],
+        "CREATE TABLE t(a); INSERT INTO t VALUES(1); SELECT * FROM t;",
+    );
     assert_eq!((out.as_str(), err.as_str(), code), ("1\n", "", 0));
     let (out, _, code) = run(EMBER, &[db], "SELECT * FROM t;\n");
     assert_eq!((out.as_str(), code), ("1\n", 0));
@@ -40,7 +49,11 @@ fn piped_sql_prints_rows_and_the_file_keeps_them() {
 
 #[test]
 fn errors_go_to_stderr_and_set_the_exit_code() {
-    let (out, err, code) = run(EMBER, &[], "SELECT 1;\nSELEC 2;\nSELECT 3;\nSELECT * FROM nope;\n");
+    let (out, err, code) = run(
+        EMBER,
+        &[],
+        "SELECT 1;\nSELEC 2;\nSELECT 3;\nSELECT * FROM nope;\n",
+    );
     assert_eq!(out, "1\n3\n");
     assert!(err.contains("Parse error near line 2"), "{err}");
     assert!(err.contains("no such table: nope"), "{err}");
@@ -102,9 +115,19 @@ SELECT * FROM t;
 ";
     let (out, err, code) = run(EMBER, &[], script);
     assert_eq!((err.as_str(), code), ("", 0), "{out}");
-    assert!(out.starts_with("t\ntb\nCREATE TABLE t(a INTEGER, b TEXT);\nCREATE INDEX tb ON t(b);\n"), "{out}");
-    assert!(out.contains("a = 1\nb = x\n\n a = 22\n b = \n") || out.contains("a = 1\nb = x\n\na = 22\nb = \n"), "{out}");
-    assert!(out.contains("[{\"a\":1,\"b\":\"x\"},\n{\"a\":22,\"b\":null}]\n"), "{out}");
+    assert!(
+        out.starts_with("t\ntb\nCREATE TABLE t(a INTEGER, b TEXT);\nCREATE INDEX tb ON t(b);\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a = 1\nb = x\n\n a = 22\n b = \n")
+            || out.contains("a = 1\nb = x\n\na = 22\nb = \n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("[{\"a\":1,\"b\":\"x\"},\n{\"a\":22,\"b\":null}]\n"),
+        "{out}"
+    );
     assert!(out.contains("a   b\n--  -\n 1  x\n22\n"), "{out}");
 }
 
@@ -113,7 +136,10 @@ fn import_reads_csv_into_a_new_table() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("in.csv");
     std::fs::write(&csv, "name,qty\napple,3\n\"pear, green\",5\n").unwrap();
-    let script = format!(".import {} fruit\nSELECT name, qty * 2 FROM fruit ORDER BY name;\n", csv.display());
+    let script = format!(
+        ".import {} fruit\nSELECT name, qty * 2 FROM fruit ORDER BY name;\n",
+        csv.display()
+    );
     let (out, err, code) = run(EMBER, &[], &script);
     assert_eq!((err.as_str(), code), ("", 0));
     assert_eq!(out, "apple|6\npear, green|10\n");
