@@ -213,7 +213,7 @@ pub enum FromItem {
 pub enum JoinKind {
     /// INNER JOIN, JOIN, `,`.
     Inner,
-    /// LEFT [OUTER] JOIN.
+    /// `LEFT [OUTER] JOIN`.
     Left,
     /// CROSS JOIN.
     Cross,
