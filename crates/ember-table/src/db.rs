@@ -1590,6 +1590,7 @@ impl<D: BlockDevice> Database<D> {
         let Some(loc) = self.tables[&id].index.get(&k) else {
             return Ok(None);
         };
+        #[cfg(feature = "query-cache")]
         let buffered = self.cache.contains(&loc.block);
         let row = self.read_row(loc)?;
         #[cfg(feature = "query-cache")]
@@ -2088,6 +2089,7 @@ impl ReadAhead {
 
 /// The smallest byte string greater than every string that starts with `k` (None: there
 /// is none, `k` is all 0xFF).
+#[cfg(feature = "secondary-index")]
 fn prefix_successor(mut k: Vec<u8>) -> Option<Vec<u8>> {
     while let Some(last) = k.last_mut() {
         if *last == 0xFF {
