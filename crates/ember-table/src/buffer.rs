@@ -226,6 +226,19 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(feature = "buffer"))]
+    fn without_the_buffer_module_only_dirty_blocks_stay() {
+        let mut buf = Buffer::default();
+        for i in 0..3 {
+            buf.insert(r(i), blk());
+        }
+        buf.mark_dirty(r(1));
+        buf.evict(1 << 20);
+        assert_eq!(buf.keys(), vec![r(1)]);
+    }
+
+    #[test]
+    #[cfg(feature = "buffer")]
     fn least_recently_used_clean_block_goes_first_and_dirty_ones_stay() {
         let mut buf = Buffer::default();
         for i in 0..4 {
