@@ -560,6 +560,7 @@ impl<D: BlockDevice> Database<D> {
                     return Ok(());
                 }
                 let (at, _) = self.sm.allocator().extent(b);
+                let home = carried.is_none();
                 let t = match carried {
                     Some(t) => t,
                     None => {
@@ -572,7 +573,12 @@ impl<D: BlockDevice> Database<D> {
                 };
                 let block = self.block_mut(b)?;
                 if s.offset != 0 {
-                    block.load_tuple(usize::from(s.offset), &t)?;
+                    if home {
+                        block.load_tuple(usize::from(s.offset), &t)?;
+                    } else {
+                        // Only the record has it: the next checkpoint must write it home.
+                        block.restore_tuple(usize::from(s.offset), &t)?;
+                    }
                     block.reserve_to(usize::from(s.offset) + usize::from(s.len));
                 }
                 block.set_slot(slot, s)?;

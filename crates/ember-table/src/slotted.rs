@@ -183,6 +183,15 @@ impl SlottedBlock {
         Ok(())
     }
 
+    /// Places tuple bytes that are not on the device yet (journal replay of a tuple its
+    /// record carried): like [`load_tuple`](Self::load_tuple), and the sectors are marked
+    /// changed so the next checkpoint writes them home.
+    pub fn restore_tuple(&mut self, at: usize, bytes: &[u8]) -> Result<()> {
+        self.load_tuple(at, bytes)?;
+        self.touch(at, at + bytes.len());
+        Ok(())
+    }
+
     fn touch(&mut self, from: usize, to: usize) {
         for s in from / 512..to.div_ceil(512) {
             self.dirty |= 1 << s;

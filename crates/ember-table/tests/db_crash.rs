@@ -182,6 +182,23 @@ fn run(mode: Mode) {
                 }
                 db.verify().map_err(|e| format!("verify failed: {e}"))?;
                 let got = contents(&mut db)?;
+                // What recovery holds in RAM must also be what it wrote home: close, reopen
+                // with no buffer (every block read back from the device), compare.
+                let dev = db
+                    .close()
+                    .map_err(|e| format!("close after recovery: {e}"))?;
+                let cold = Options {
+                    buffer_bytes: 0,
+                    query_cache_bytes: 0,
+                    ..options(mode)
+                };
+                let mut db = Database::open(dev, cold).map_err(|e| format!("second open: {e}"))?;
+                db.verify()
+                    .map_err(|e| format!("verify after the second open: {e}"))?;
+                let again = contents(&mut db)?;
+                if again != got {
+                    return Err("closing and reopening after recovery changed the rows".into());
+                }
                 // Whole transactions, in order, and nothing older than what was durable.
                 match st.commits.iter().rposition(|m| *m == got) {
                     Some(k) if k >= st.durable => Ok(()),
