@@ -805,7 +805,8 @@ mod tests {
             }
         }
         assert_eq!(seen, want);
-        assert_eq!(want.len(), 4 + 3 + 4);
+        // insert-sync: 2 EmberDB + 2 SQLite + floor; insert-4k-sync: 1 + 2 + floor; reads: 4.
+        assert_eq!(want.len(), 5 + 4 + 4);
         // The scratch directory is gone; only the JSON is left.
         let left: Vec<_> = fs::read_dir(tmp.path())?.collect();
         assert_eq!(left.len(), 1, "{left:?}");
