@@ -289,15 +289,23 @@ fn arith(op: BinOp, a: &Value, b: &Value) -> Value {
         }
     }
     let (f, g) = (x.to_f64(), y.to_f64());
+    // A NaN result (inf - inf, 0 * inf) is NULL, as in SQLite.
+    let real = |r: f64| {
+        if r.is_nan() {
+            Value::Null
+        } else {
+            Value::Real(r)
+        }
+    };
     match op {
-        BinOp::Add => Value::Real(f + g),
-        BinOp::Sub => Value::Real(f - g),
-        BinOp::Mul => Value::Real(f * g),
+        BinOp::Add => real(f + g),
+        BinOp::Sub => real(f - g),
+        BinOp::Mul => real(f * g),
         BinOp::Div => {
             if g == 0.0 {
                 Value::Null
             } else {
-                Value::Real(f / g)
+                real(f / g)
             }
         }
         BinOp::Rem => {
@@ -970,6 +978,13 @@ impl<S: Storage> Executor<S> {
             // SQLite evaluates both operands of AND and OR (so an error on the right
             // shows even when the left decides) unless the left is a literal it folds.
             BinOp::And => {
+                // SQLite folds AND with an integer literal 0 on either side.
+                if [a, b]
+                    .iter()
+                    .any(|e| matches!(e, Expr::Lit(v) if v.truth() == Some(false)))
+                {
+                    return Ok(bool_val(false));
+                }
                 let x = self.eval(a, env)?.truth();
                 if x == Some(false) && matches!(a, Expr::Lit(_)) {
                     return Ok(bool_val(false));
@@ -982,6 +997,13 @@ impl<S: Storage> Executor<S> {
                 })
             }
             BinOp::Or => {
+                // SQLite folds OR with a non-zero integer literal on either side.
+                if [a, b]
+                    .iter()
+                    .any(|e| matches!(e, Expr::Lit(v) if v.truth() == Some(true)))
+                {
+                    return Ok(bool_val(true));
+                }
                 let x = self.eval(a, env)?.truth();
                 if x == Some(true) && matches!(a, Expr::Lit(_)) {
                     return Ok(bool_val(true));
