@@ -436,8 +436,8 @@ pub struct ColumnDef {
     pub unique: bool,
     /// DEFAULT.
     pub default: Option<Expr>,
-    /// CHECK constraints.
-    pub checks: Vec<Expr>,
+    /// CHECK constraints, with their text.
+    pub checks: Vec<(Expr, String)>,
     /// COLLATE name.
     pub collate: Option<String>,
 }
@@ -450,7 +450,7 @@ pub enum TableConstraint {
     /// UNIQUE (cols).
     Unique(Vec<String>),
     /// CHECK (expr).
-    Check(Expr),
+    Check(Expr, String),
 }
 
 /// `CREATE INDEX`.

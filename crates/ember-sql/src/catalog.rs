@@ -61,7 +61,8 @@ pub struct TableDef {
     /// UNIQUE and PRIMARY KEY constraints.
     pub uniques: Vec<UniqueDef>,
     /// CHECK constraints.
-    pub checks: Vec<Expr>,
+    /// (The expression and its text, for the error message.)
+    pub checks: Vec<(Expr, String)>,
     /// Positions of the PRIMARY KEY columns (for `table_info`).
     pub pk: Vec<usize>,
     /// The `CREATE TABLE` text.
@@ -304,7 +305,7 @@ pub fn table_def(ct: &CreateTable, engine: &str, sql: &str) -> Result<TableDef> 
             TableConstraint::Unique(cols) => {
                 uniques.push(cols.iter().map(|c| find(c)).collect::<Result<_>>()?)
             }
-            TableConstraint::Check(e) => checks.push(e.clone()),
+            TableConstraint::Check(e, text) => checks.push((e.clone(), text.clone())),
         }
     }
     if pk_count > 1 {

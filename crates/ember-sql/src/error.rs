@@ -65,7 +65,7 @@ impl fmt::Display for SqlError {
             SqlError::Syntax { at, message } => write!(f, "syntax error at byte {at}: {message}"),
             SqlError::NoSuch { what, name } => write!(f, "no such {what}: {name}"),
             SqlError::Exists { what, name } => write!(f, "{what} {name} already exists"),
-            SqlError::Constraint(m) => write!(f, "constraint failed: {m}"),
+            SqlError::Constraint(m) => write!(f, "{m}"),
             SqlError::Invalid(m) => write!(f, "{m}"),
             SqlError::Parameter(m) => write!(f, "parameter error: {m}"),
             SqlError::Transaction(m) => write!(f, "{m}"),

@@ -13,7 +13,7 @@
 //! Statements outside an explicit transaction run in their own storage transaction; inside
 //! one, a failed statement is undone with the inverse row operations it logged.
 
-use alloc::borrow::ToOwned;
+use alloc::borrow::{Cow, ToOwned};
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -119,6 +119,9 @@ pub struct Executor<S: Storage> {
     stmt_id: u64,
     /// Access paths chosen so far (cached ones not counted).
     plans_made: u64,
+    /// The statement copied parts of its query (alias substitution): subquery results are
+    /// not cached by address for the rest of it.
+    no_subq_cache: bool,
 }
 
 fn split_and(e: &Expr, out: &mut Vec<Expr>) {
@@ -233,6 +236,117 @@ fn cmp_keys(a: &[Value], b: &[Value], terms: &[(bool, Option<bool>)]) -> Orderin
     Ordering::Equal
 }
 
+/// The expression with result aliases put in where `alias_of` finds one (a copy only when
+/// there is one; `substituted` is set then).
+fn with_aliases<'e>(
+    e: &'e Expr,
+    alias_of: &dyn Fn(&Option<String>, &str) -> Option<Expr>,
+    substituted: &mut bool,
+) -> Cow<'e, Expr> {
+    let mut needed = false;
+    walk(e, &mut |x| {
+        if let Expr::Column { table, name } = x {
+            needed |= alias_of(table, name).is_some();
+        }
+    });
+    if needed {
+        *substituted = true;
+        Cow::Owned(map_columns(e, alias_of))
+    } else {
+        Cow::Borrowed(e)
+    }
+}
+
+/// A copy of an expression with column references replaced where `f` says (not inside
+/// subqueries, which resolve their own names).
+fn map_columns(e: &Expr, f: &dyn Fn(&Option<String>, &str) -> Option<Expr>) -> Expr {
+    let m = |x: &Expr| Box::new(map_columns(x, f));
+    match e {
+        Expr::Column { table, name } => f(table, name).unwrap_or_else(|| e.clone()),
+        Expr::Unary(op, a) => Expr::Unary(*op, m(a)),
+        Expr::Binary(op, a, b) => Expr::Binary(*op, m(a), m(b)),
+        Expr::Is(a, b, n) => Expr::Is(m(a), m(b), *n),
+        Expr::Between(a, b, c, n) => Expr::Between(m(a), m(b), m(c), *n),
+        Expr::InList(a, l, n) => {
+            Expr::InList(m(a), l.iter().map(|x| map_columns(x, f)).collect(), *n)
+        }
+        Expr::InSelect(a, s, n) => Expr::InSelect(m(a), s.clone(), *n),
+        Expr::Like {
+            expr,
+            pattern,
+            escape,
+            negated,
+            glob,
+        } => Expr::Like {
+            expr: m(expr),
+            pattern: m(pattern),
+            escape: escape.as_ref().map(|x| m(x)),
+            negated: *negated,
+            glob: *glob,
+        },
+        Expr::Case {
+            operand,
+            whens,
+            otherwise,
+        } => Expr::Case {
+            operand: operand.as_ref().map(|x| m(x)),
+            whens: whens
+                .iter()
+                .map(|(w, t)| (map_columns(w, f), map_columns(t, f)))
+                .collect(),
+            otherwise: otherwise.as_ref().map(|x| m(x)),
+        },
+        Expr::Cast(a, t) => Expr::Cast(m(a), t.clone()),
+        Expr::Collate(a, c) => Expr::Collate(m(a), c.clone()),
+        Expr::Func {
+            name,
+            args,
+            distinct,
+            star,
+        } => Expr::Func {
+            name: name.clone(),
+            args: args.iter().map(|x| map_columns(x, f)).collect(),
+            distinct: *distinct,
+            star: *star,
+        },
+        Expr::Lit(_) | Expr::Param(_) | Expr::Exists(..) | Expr::Subquery(_) => e.clone(),
+    }
+}
+
+/// Where a new column definition goes in a `CREATE TABLE` text: after the last column,
+/// before the table constraints (or the closing parenthesis).
+fn column_list_end(sql: &str) -> Result<usize> {
+    let toks = tokenize(sql)?;
+    let mut depth = 0;
+    let mut last_comma = None;
+    for t in &toks {
+        match &t.tok {
+            Tok::Op("(") => depth += 1,
+            Tok::Op(")") => {
+                depth -= 1;
+                if depth == 0 {
+                    return Ok(t.at);
+                }
+            }
+            Tok::Op(",") if depth == 1 => last_comma = Some(t.at),
+            Tok::Word(w) if depth == 1 => {
+                let after_comma = last_comma.is_some_and(|c| sql[c + 1..t.at].trim().is_empty());
+                if after_comma
+                    && ["PRIMARY", "UNIQUE", "CHECK", "CONSTRAINT", "FOREIGN"]
+                        .iter()
+                        .any(|k| w.eq_ignore_ascii_case(k))
+                {
+                    return Ok(last_comma.unwrap_or(t.at));
+                }
+            }
+            _ => {}
+        }
+    }
+    Err(SqlError::invalid(
+        "the table's definition has no column list",
+    ))
+}
+
 /// The columns of the leaves, in order.
 fn acc_scope_of(leaves: &[Leaf]) -> Scope {
     let mut s = Scope::default();
@@ -291,6 +405,7 @@ impl<S: Storage> Executor<S> {
             plans: BTreeMap::new(),
             stmt_id: 0,
             plans_made: 0,
+            no_subq_cache: false,
         };
         ex.reload_catalog()?;
         Ok(ex)
@@ -365,6 +480,7 @@ impl<S: Storage> Executor<S> {
         }
         self.subq_cache.clear();
         self.subq_stack.clear();
+        self.no_subq_cache = false;
         match &p.stmt {
             Stmt::Begin => {
                 if self.explicit {
@@ -974,10 +1090,7 @@ impl<S: Storage> Executor<S> {
             .and_then(|i| toks.get(i))
             .map_or(sql.len(), |t| t.at);
         let coltext = sql[start..].trim();
-        let close = t
-            .sql
-            .rfind(')')
-            .ok_or_else(|| SqlError::invalid("the table's definition has no column list"))?;
+        let close = column_list_end(&t.sql)?;
         let new_sql = format!(
             "{}, {}{}",
             t.sql[..close].trim_end(),
@@ -1138,7 +1251,7 @@ impl<S: Storage> Executor<S> {
             let scope = Self::table_scope(t, &t.name);
             let mut full = row.to_vec();
             full.push(Value::Integer(rowid));
-            for chk in &t.checks {
+            for (chk, text) in &t.checks {
                 let v = self.eval(
                     chk,
                     &Env {
@@ -1153,8 +1266,7 @@ impl<S: Storage> Executor<S> {
                         return Ok(false);
                     }
                     return Err(SqlError::Constraint(format!(
-                        "CHECK constraint failed: {}",
-                        t.name
+                        "CHECK constraint failed: {text}"
                     )));
                 }
             }
@@ -1712,8 +1824,50 @@ impl<S: Storage> Executor<S> {
         if let Some(f) = from {
             self.flatten(f, outer, &mut leaves)?;
         }
+        // Result aliases may be named in WHERE, GROUP BY, HAVING and ORDER BY (SQLite's
+        // extension) where no column of the FROM tables has the name.
+        let from_scope = acc_scope_of(&leaves);
+        let aliases: Vec<(String, Expr)> = columns
+            .iter()
+            .filter_map(|c| match c {
+                ResultCol::Expr {
+                    expr,
+                    alias: Some(a),
+                    ..
+                } => Some((a.clone(), expr.clone())),
+                _ => None,
+            })
+            .collect();
+        let alias_of = |t: &Option<String>, n: &str| -> Option<Expr> {
+            if t.is_some() || from_scope.find(None, n).ok().flatten().is_some() {
+                return None;
+            }
+            aliases
+                .iter()
+                .find(|(a, _)| a.eq_ignore_ascii_case(n))
+                .map(|(_, x)| x.clone())
+        };
+        let mut substituted = false;
+        let filter: Option<Cow<'_, Expr>> = filter
+            .as_ref()
+            .map(|e| with_aliases(e, &alias_of, &mut substituted));
+        let having: Option<Cow<'_, Expr>> = having
+            .as_ref()
+            .map(|e| with_aliases(e, &alias_of, &mut substituted));
+        let order_by: Vec<OrderTerm> = order_by
+            .iter()
+            .map(|t| OrderTerm {
+                expr: with_aliases(&t.expr, &alias_of, &mut substituted).into_owned(),
+                ..t.clone()
+            })
+            .collect();
+        let order_by = &order_by[..];
+        if substituted {
+            // Copies of subqueries have fresh addresses: none may be cached this statement.
+            self.no_subq_cache = true;
+        }
         let mut conj = Vec::new();
-        if let Some(w) = filter {
+        if let Some(w) = filter.as_deref() {
             if has_aggregate(w) {
                 return Err(SqlError::invalid("misuse of aggregate function in WHERE"));
             }
@@ -1938,7 +2092,7 @@ impl<S: Storage> Executor<S> {
                 for e in &exprs {
                     vals.push(self.eval(e, &env)?);
                 }
-                if let Some(h) = having {
+                if let Some(h) = having.as_deref() {
                     if self.eval(h, &env)?.truth() != Some(true) {
                         continue;
                     }
@@ -2842,14 +2996,14 @@ impl<S: Storage> Executor<S> {
         env: &Env<'_>,
     ) -> Result<(Rows, usize, Option<Affinity>)> {
         let id = sel as *const Select as usize;
-        if let Some((rows, w, aff)) = self.subq_cache.get(&id) {
+        if let (false, Some((rows, w, aff))) = (self.no_subq_cache, self.subq_cache.get(&id)) {
             return Ok((rows.clone(), *w, *aff));
         }
         let correlated = self.references_outer(sel, env);
         let (names, rows, affs) = self.query_typed(sel, Some(env))?;
         let rows = Rc::new(rows);
         let aff = affs.first().copied().flatten();
-        if !correlated {
+        if !correlated && !self.no_subq_cache {
             self.subq_cache.insert(id, (rows.clone(), names.len(), aff));
         }
         Ok((rows, names.len(), aff))

@@ -778,9 +778,11 @@ impl Parser<'_> {
         }
         if self.eat_kw("CHECK") {
             self.op("(")?;
+            let start = self.at();
             let e = self.expr()?;
+            let text = String::from(self.sql[start..self.at()].trim_end());
             self.op(")")?;
-            return Ok(TableConstraint::Check(e));
+            return Ok(TableConstraint::Check(e, text));
         }
         if self.is_kw("FOREIGN") {
             return Err(SqlError::syntax(
@@ -874,7 +876,10 @@ impl Parser<'_> {
                 });
             } else if self.eat_kw("CHECK") {
                 self.op("(")?;
-                c.checks.push(self.expr()?);
+                let start = self.at();
+                let e = self.expr()?;
+                let text = String::from(self.sql[start..self.at()].trim_end());
+                c.checks.push((e, text));
                 self.op(")")?;
             } else if self.eat_kw("COLLATE") {
                 c.collate = Some(self.name()?);

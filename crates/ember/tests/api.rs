@@ -151,3 +151,48 @@ fn three_valued_logic() {
         ]
     );
 }
+
+#[test]
+fn aliases_constraint_messages_and_add_column_after_table_constraints() {
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch(
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, d TEXT, s REAL CHECK (s >= 0), UNIQUE(d, s));
+         INSERT INTO t(d, s) VALUES ('a', 1), ('a', 2), ('b', 3);",
+    )
+    .unwrap();
+    // A result alias in HAVING, WHERE and ORDER BY (SQLite's extension).
+    let rows: Vec<(String, i64)> = conn
+        .prepare(
+            "SELECT d AS g, count(*) AS n FROM t WHERE g <> 'z' GROUP BY g HAVING n > 1 ORDER BY n",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows, vec![("a".to_string(), 2)]);
+    let err = conn
+        .execute("INSERT INTO t(d, s) VALUES ('c', -1)", [])
+        .unwrap_err();
+    assert_eq!(err.to_string(), "CHECK constraint failed: s >= 0");
+    let err = conn
+        .execute("INSERT INTO t(d, s) VALUES ('a', 1)", [])
+        .unwrap_err();
+    assert_eq!(err.to_string(), "UNIQUE constraint failed: t.d, t.s");
+    // The new column goes before the table constraints.
+    conn.execute_batch("ALTER TABLE t ADD COLUMN e INTEGER DEFAULT 7")
+        .unwrap();
+    let e: i64 = conn
+        .query_row("SELECT e FROM t WHERE id = 3", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(e, 7);
+    let sql: String = conn
+        .query_row("SELECT sql FROM sqlite_master WHERE name = 't'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(
+        sql.contains("s REAL CHECK (s >= 0), e INTEGER DEFAULT 7, UNIQUE(d, s)"),
+        "{sql}"
+    );
+}
