@@ -303,7 +303,10 @@ impl<'a> Run<'a> {
         self.last_printed = Some(if hashed {
             vec![format!("{} values hashing to {hash}", values.len())]
         } else {
-            printed.iter().map(|row| row.join(" ")).collect()
+            printed
+                .iter()
+                .map(|row| row.join(" ").trim_end().to_string())
+                .collect()
         });
         let ok = match parse_hash_line(expected) {
             Some((count, want)) => count == values.len() && want == hash,
@@ -409,9 +412,14 @@ fn parse_hash_line(expected: &[String]) -> Option<(usize, String)> {
     Some((count, hash.to_ascii_lowercase()))
 }
 
-/// One value a line (the classic layout).
+/// One value a line (the classic layout). Leading and trailing spaces do not count (a file
+/// cannot keep trailing ones).
 fn matches_values(expected: &[String], values: &[&str]) -> bool {
-    expected.len() == values.len() && expected.iter().zip(values).all(|(e, v)| e.trim() == *v)
+    expected.len() == values.len()
+        && expected
+            .iter()
+            .zip(values)
+            .all(|(e, v)| e.trim() == v.trim())
 }
 
 /// One row a line, values separated by single spaces or tabs (the sqllogictest-rs layout).
@@ -419,11 +427,11 @@ fn matches_rows(expected: &[String], rows: &[Vec<String>]) -> bool {
     expected.len() == rows.len()
         && expected.iter().zip(rows).all(|(line, row)| {
             let line = line.trim();
-            line.replace('\t', " ") == row.join(" ")
+            line.replace('\t', " ") == row.join(" ").trim()
                 || line
                     .split('\t')
                     .map(str::trim)
-                    .eq(row.iter().map(String::as_str))
+                    .eq(row.iter().map(|v| v.trim()))
         })
 }
 
