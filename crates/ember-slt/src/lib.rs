@@ -22,6 +22,8 @@
 //! assert_eq!((report.passed, report.failed), (1, 0));
 //! ```
 
+#[cfg(feature = "ember")]
+mod ember;
 mod fp;
 pub mod parser;
 pub mod runner;
@@ -29,6 +31,8 @@ pub mod runner;
 pub mod sqlite;
 pub mod value;
 
+#[cfg(feature = "ember")]
+pub use ember::EmberBackend;
 pub use parser::{
     Condition, ParseError, QueryExpect, Record, RecordKind, SortMode, StatementExpect,
 };

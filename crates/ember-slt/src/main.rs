@@ -24,12 +24,16 @@ database, and prints every failure and a last line `N passed, M failed`.
               database returns (for writing new tests; check the diff by hand)
   -h, --help  this text";
 
-/// The EmberDB backend, used when `--sqlite` is absent.
-///
-/// TODO(lead): return the EmberDB backend here once the `ember` crate's `Connection` is wired
-/// (a `Backend` whose `name()` is `"ember"`, over a fresh in-memory database per call).
+/// The EmberDB backend (a fresh in-memory database per file), used when `--sqlite` is
+/// absent.
+#[cfg(feature = "ember")]
 fn default_backend() -> Result<Box<dyn Backend>, String> {
-    Err("the EmberDB backend is not wired yet; run with --sqlite to use SQLite".to_string())
+    Ok(Box::new(ember_slt::EmberBackend::new()?))
+}
+
+#[cfg(not(feature = "ember"))]
+fn default_backend() -> Result<Box<dyn Backend>, String> {
+    Err("this ember-slt was built without the `ember` feature; run with --sqlite".to_string())
 }
 
 #[cfg(feature = "sqlite")]

@@ -232,6 +232,9 @@ pub enum Expr {
         table: Option<String>,
         /// Column name.
         name: String,
+        /// Written as a lone double-quoted name (`"x"`): if no column has that name, it is
+        /// the string `'x'`, as SQLite reads it.
+        quoted: bool,
     },
     /// A prefix operator.
     Unary(UnOp, Box<Expr>),
@@ -436,7 +439,7 @@ pub struct ColumnDef {
     pub unique: bool,
     /// DEFAULT.
     pub default: Option<Expr>,
-    /// CHECK constraints, with their text.
+    /// CHECK constraints, with the label a failure reports (the constraint name, or its text).
     pub checks: Vec<(Expr, String)>,
     /// COLLATE name.
     pub collate: Option<String>,

@@ -61,7 +61,7 @@ pub struct TableDef {
     /// UNIQUE and PRIMARY KEY constraints.
     pub uniques: Vec<UniqueDef>,
     /// CHECK constraints.
-    /// (The expression and its text, for the error message.)
+    /// (The expression and the label a failure reports: its name, or its text.)
     pub checks: Vec<(Expr, String)>,
     /// Positions of the PRIMARY KEY columns (for `table_info`).
     pub pk: Vec<usize>,

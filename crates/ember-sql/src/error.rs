@@ -6,13 +6,16 @@ use core::fmt;
 /// What went wrong.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SqlError {
-    /// The statement text is not valid SQL: byte offset in the statement, and what was
-    /// found against what was expected.
+    /// The statement text is not valid SQL: byte offset in the statement, SQLite's words for
+    /// the problem, and what was expected there.
     Syntax {
         /// Byte offset in the statement.
         at: usize,
-        /// What is wrong, e.g. `expected ")" but found "FROM"`.
+        /// What is wrong in SQLite's words: `near "FROM": syntax error`, `incomplete input`,
+        /// `unrecognized token: "'abc"`, or the feature that is not supported.
         message: String,
+        /// What the parser expected at `at` (e.g. `expected ")"`), or empty.
+        hint: String,
     },
     /// A name that does not exist (table, column, index, view, function).
     NoSuch {
@@ -50,6 +53,16 @@ impl SqlError {
         SqlError::Syntax {
             at,
             message: message.into(),
+            hint: String::new(),
+        }
+    }
+
+    /// A syntax error at byte `at` with a hint of what was expected there.
+    pub fn syntax_hint(at: usize, message: impl Into<String>, hint: impl Into<String>) -> Self {
+        SqlError::Syntax {
+            at,
+            message: message.into(),
+            hint: hint.into(),
         }
     }
 
@@ -62,7 +75,13 @@ impl SqlError {
 impl fmt::Display for SqlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SqlError::Syntax { at, message } => write!(f, "syntax error at byte {at}: {message}"),
+            SqlError::Syntax { at, message, hint } => {
+                write!(f, "{message} at byte {at}")?;
+                if !hint.is_empty() {
+                    write!(f, ": {hint}")?;
+                }
+                Ok(())
+            }
             SqlError::NoSuch { what, name } => write!(f, "no such {what}: {name}"),
             SqlError::Exists { what, name } => write!(f, "{what} {name} already exists"),
             SqlError::Constraint(m) => write!(f, "{m}"),

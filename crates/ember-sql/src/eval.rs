@@ -144,14 +144,19 @@ pub fn is_aggregate(name: &str, args: usize, star: bool) -> bool {
 
 /// Whether an expression holds an aggregate call (outside subqueries).
 pub fn has_aggregate(e: &Expr) -> bool {
-    let mut found = false;
+    first_aggregate(e).is_some()
+}
+
+/// The name of the first aggregate call in an expression (outside subqueries).
+pub fn first_aggregate(e: &Expr) -> Option<String> {
+    let mut found = None;
     walk(e, &mut |x| {
         if let Expr::Func {
             name, args, star, ..
         } = x
         {
-            if is_aggregate(name, args.len(), *star) {
-                found = true;
+            if found.is_none() && is_aggregate(name, args.len(), *star) {
+                found = Some(name.clone());
             }
         }
     });
@@ -688,7 +693,7 @@ impl<S: Storage> Executor<S> {
     /// The affinity of an expression, for comparisons (SQLite §4.2).
     pub(crate) fn affinity_of(&self, e: &Expr, env: &Env<'_>) -> Option<Affinity> {
         match e {
-            Expr::Column { table, name } => {
+            Expr::Column { table, name, .. } => {
                 let mut cur = Some(env);
                 while let Some(en) = cur {
                     if let Ok(Some(i)) = en.scope.find(table.as_deref(), name) {
@@ -714,13 +719,21 @@ impl<S: Storage> Executor<S> {
                 .get(*i)
                 .cloned()
                 .ok_or_else(|| SqlError::Parameter(format!("parameter {} has no value", i + 1))),
-            Expr::Column { table, name } => {
+            Expr::Column {
+                table,
+                name,
+                quoted,
+            } => {
                 let mut cur = Some(env);
                 while let Some(en) = cur {
                     if let Some(i) = en.scope.find(table.as_deref(), name)? {
                         return Ok(en.row.get(i).cloned().unwrap_or(Value::Null));
                     }
                     cur = en.outer;
+                }
+                if *quoted {
+                    // SQLite's rule for a double-quoted name that names no column.
+                    return Ok(Value::Text(name.clone()));
                 }
                 Err(SqlError::NoSuch {
                     what: "column",
@@ -831,7 +844,12 @@ impl<S: Storage> Executor<S> {
                 Ok(bool_val(rows.is_empty() == *neg))
             }
             Expr::Subquery(sel) => {
-                let (rows, _, _) = self.subquery_rows(sel, env)?;
+                let (rows, width, _) = self.subquery_rows(sel, env)?;
+                if width != 1 {
+                    return Err(SqlError::invalid(format!(
+                        "sub-select returns {width} columns - expected 1"
+                    )));
+                }
                 Ok(rows
                     .first()
                     .and_then(|r| r.first().cloned())
@@ -1437,6 +1455,10 @@ impl<S: Storage> Executor<S> {
                 } else {
                     like(&pc, &tc, esc)
                 })
+            }
+            "count" | "sum" | "total" | "avg" | "group_concat" | "string_agg" => {
+                // Aggregates called with an argument count that fits neither form.
+                return Err(wrong_args(name));
             }
             _ => {
                 return Err(SqlError::NoSuch {

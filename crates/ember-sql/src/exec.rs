@@ -27,7 +27,7 @@ use core::ops::Bound;
 use crate::ast::*;
 use crate::catalog::{self, Catalog, IndexDef, TableDef, UniqueDef, ViewDef, key, table_def};
 use crate::error::{Result, SqlError};
-use crate::eval::{Col, Env, Scope, has_aggregate, is_aggregate, walk};
+use crate::eval::{Col, Env, Scope, first_aggregate, has_aggregate, is_aggregate, walk};
 use crate::lexer::{Tok, tokenize};
 use crate::parser::Parsed;
 use crate::storage::{ColumnSpec, MASTER, Storage};
@@ -177,6 +177,15 @@ fn cmp_rows(a: &[Value], b: &[Value]) -> Ordering {
 
 /// Sorts and removes duplicate rows.
 fn sort_dedup(rows: &mut Vec<Vec<Value>>) {
+    sort_dedup_keep(rows, false);
+}
+
+/// Sorts rows and removes duplicates, keeping the first or (`last`) the last of equal rows
+/// (they can differ: `1` and `1.0` are equal).
+fn sort_dedup_keep(rows: &mut Vec<Vec<Value>>, last: bool) {
+    if last {
+        rows.reverse();
+    }
     rows.sort_by(|a, b| cmp_rows(a, b));
     rows.dedup_by(|a, b| cmp_rows(a, b) == Ordering::Equal);
 }
@@ -245,7 +254,7 @@ fn with_aliases<'e>(
 ) -> Cow<'e, Expr> {
     let mut needed = false;
     walk(e, &mut |x| {
-        if let Expr::Column { table, name } = x {
+        if let Expr::Column { table, name, .. } = x {
             needed |= alias_of(table, name).is_some();
         }
     });
@@ -262,7 +271,7 @@ fn with_aliases<'e>(
 fn map_columns(e: &Expr, f: &dyn Fn(&Option<String>, &str) -> Option<Expr>) -> Expr {
     let m = |x: &Expr| Box::new(map_columns(x, f));
     match e {
-        Expr::Column { table, name } => f(table, name).unwrap_or_else(|| e.clone()),
+        Expr::Column { table, name, .. } => f(table, name).unwrap_or_else(|| e.clone()),
         Expr::Unary(op, a) => Expr::Unary(*op, m(a)),
         Expr::Binary(op, a, b) => Expr::Binary(*op, m(a), m(b)),
         Expr::Is(a, b, n) => Expr::Is(m(a), m(b), *n),
@@ -622,6 +631,11 @@ impl<S: Storage> Executor<S> {
             }
             Stmt::DropView { if_exists, name } => {
                 if self.catalog.views.remove(&key(name)).is_none() {
+                    if self.catalog.tables.contains_key(&key(name)) {
+                        return Err(SqlError::invalid(format!(
+                            "use DROP TABLE to delete table {name}"
+                        )));
+                    }
                     if *if_exists {
                         return Ok(Output::default());
                     }
@@ -712,6 +726,13 @@ impl<S: Storage> Executor<S> {
 
     fn create_table(&mut self, ct: &CreateTable, sql: &str) -> Result<Output> {
         if let Some(what) = self.catalog.name_taken(&ct.name) {
+            if what == "index" {
+                // Not excused by IF NOT EXISTS, as in SQLite.
+                return Err(SqlError::invalid(format!(
+                    "there is already an index named {}",
+                    ct.name
+                )));
+            }
             if ct.if_not_exists {
                 return Ok(Output::default());
             }
@@ -787,13 +808,13 @@ impl<S: Storage> Executor<S> {
 
     fn drop_table(&mut self, name: &str, if_exists: bool) -> Result<Output> {
         let Some(t) = self.catalog.tables.get(&key(name)).cloned() else {
-            if if_exists {
-                return Ok(Output::default());
-            }
             if self.catalog.views.contains_key(&key(name)) {
                 return Err(SqlError::invalid(format!(
                     "use DROP VIEW to delete view {name}"
                 )));
+            }
+            if if_exists {
+                return Ok(Output::default());
             }
             return Err(SqlError::NoSuch {
                 what: "table",
@@ -818,6 +839,13 @@ impl<S: Storage> Executor<S> {
 
     fn create_index(&mut self, ci: &CreateIndex, sql: &str) -> Result<Output> {
         if let Some(what) = self.catalog.name_taken(&ci.name) {
+            if what != "index" {
+                // Not excused by IF NOT EXISTS, as in SQLite.
+                return Err(SqlError::invalid(format!(
+                    "there is already a {what} named {}",
+                    ci.name
+                )));
+            }
             if ci.if_not_exists {
                 return Ok(Output::default());
             }
@@ -960,9 +988,9 @@ impl<S: Storage> Executor<S> {
 
     fn rename_table(&mut self, table: &str, to: &str) -> Result<Output> {
         let t = self.catalog.table(table)?.clone();
-        if let Some(what) = self.catalog.name_taken(to) {
+        if self.catalog.name_taken(to).is_some() {
             return Err(SqlError::invalid(format!(
-                "there is already another {what} with this name: {to}"
+                "there is already another table or index with this name: {to}"
             )));
         }
         Self::check_name(to)?;
@@ -1670,12 +1698,15 @@ impl<S: Storage> Executor<S> {
             match op {
                 Compound::UnionAll => acc.append(&mut rows),
                 Compound::Union => {
-                    // Of equal rows the first stays.
+                    // Of equal rows the last stays, as in SQLite (whose union table
+                    // overwrites an equal key).
                     acc.append(&mut rows);
-                    sort_dedup(&mut acc);
+                    sort_dedup_keep(&mut acc, true);
                 }
                 Compound::Intersect | Compound::Except => {
-                    sort_dedup(&mut acc);
+                    // SQLite keeps the last of equal left rows, or the first when an ORDER
+                    // BY makes it merge sorted inputs.
+                    sort_dedup_keep(&mut acc, s.order_by.is_empty());
                     sort_dedup(&mut rows);
                     let keep_if_in = *op == Compound::Intersect;
                     acc.retain(|r| rows.binary_search_by(|x| cmp_rows(x, r)).is_ok() == keep_if_in);
@@ -1720,7 +1751,10 @@ impl<S: Storage> Executor<S> {
             return Ok(*n as usize - 1);
         }
         let _ = &scope;
-        if let Expr::Column { table: None, name } = e {
+        if let Expr::Column {
+            table: None, name, ..
+        } = e
+        {
             if let Some(i) = names.iter().position(|n| n.eq_ignore_ascii_case(name)) {
                 return Ok(i);
             }
@@ -1868,8 +1902,10 @@ impl<S: Storage> Executor<S> {
         }
         let mut conj = Vec::new();
         if let Some(w) = filter.as_deref() {
-            if has_aggregate(w) {
-                return Err(SqlError::invalid("misuse of aggregate function in WHERE"));
+            if let Some(f) = first_aggregate(w) {
+                return Err(SqlError::invalid(format!(
+                    "misuse of aggregate function {f}() in WHERE"
+                )));
             }
             split_and(w, &mut conj);
         }
@@ -1887,6 +1923,7 @@ impl<S: Storage> Executor<S> {
                         exprs.push(Expr::Column {
                             table: col.table.clone(),
                             name: col.name.clone(),
+                            quoted: false,
                         });
                         names.push(col.name.clone());
                     }
@@ -1907,6 +1944,7 @@ impl<S: Storage> Executor<S> {
                         exprs.push(Expr::Column {
                             table: col.table.clone(),
                             name: col.name.clone(),
+                            quoted: false,
                         });
                         names.push(col.name.clone());
                     }
@@ -1959,7 +1997,9 @@ impl<S: Storage> Executor<S> {
                         }
                         exprs[*n as usize - 1].clone()
                     }
-                    Expr::Column { table: None, name } if scope.find(None, name)?.is_none() => {
+                    Expr::Column {
+                        table: None, name, ..
+                    } if scope.find(None, name)?.is_none() => {
                         match names.iter().position(|n| n.eq_ignore_ascii_case(name)) {
                             Some(i) => exprs[i].clone(),
                             None => g.clone(),
@@ -2024,7 +2064,7 @@ impl<S: Storage> Executor<S> {
             // Columns grouped on show the group's first row; other bare columns its last.
             let mut key_cols = Vec::new();
             for g in &gexprs {
-                if let Expr::Column { table, name } = g {
+                if let Expr::Column { table, name, .. } = g {
                     if let Some(i) = scope.find(table.as_deref(), name)? {
                         key_cols.push(i);
                     }
@@ -2230,10 +2270,12 @@ impl<S: Storage> Executor<S> {
                         Box::new(Expr::Column {
                             table: left_q,
                             name: n.clone(),
+                            quoted: false,
                         }),
                         Box::new(Expr::Column {
                             table: right_q,
                             name: n.clone(),
+                            quoted: false,
                         }),
                     ));
                 }
@@ -2303,7 +2345,17 @@ impl<S: Storage> Executor<S> {
             self.view_depth += 1;
             let r = self.query_typed(&v.select, outer);
             self.view_depth -= 1;
-            let (mut names, rows, affs) = r?;
+            let (mut names, rows, affs) = r.map_err(|e| match e {
+                // SQLite names the schema of a table missing under a view.
+                SqlError::NoSuch {
+                    what: "table",
+                    name,
+                } if !name.contains('.') => SqlError::NoSuch {
+                    what: "table",
+                    name: format!("main.{name}"),
+                },
+                e => e,
+            })?;
             if !v.columns.is_empty() {
                 if v.columns.len() != names.len() {
                     return Err(SqlError::invalid(format!(
@@ -2377,7 +2429,7 @@ impl<S: Storage> Executor<S> {
         let mut level = 0;
         let mut sub = false;
         walk(e, &mut |x| match x {
-            Expr::Column { table, name } => {
+            Expr::Column { table, name, .. } => {
                 if let Some(i) = Self::leaf_of(leaves, table.as_deref(), name) {
                     level = level.max(i);
                 }
@@ -2397,7 +2449,7 @@ impl<S: Storage> Executor<S> {
     fn bound_before(leaves: &[Leaf], k: usize, e: &Expr) -> bool {
         let mut ok = true;
         walk(e, &mut |x| match x {
-            Expr::Column { table, name }
+            Expr::Column { table, name, .. }
                 if Self::leaf_of(leaves, table.as_deref(), name).is_some_and(|i| i >= k) =>
             {
                 ok = false
@@ -2419,7 +2471,7 @@ impl<S: Storage> Executor<S> {
         let mut terms: Vec<(Option<usize>, BinOp, Expr)> = Vec::new();
         let mut ins: Vec<(Option<usize>, Vec<Expr>)> = Vec::new();
         let col_of = |e: &Expr| -> Option<Option<usize>> {
-            let Expr::Column { table, name } = e else {
+            let Expr::Column { table, name, .. } = e else {
                 return None;
             };
             if let Some(tq) = table {
@@ -3127,7 +3179,7 @@ impl<S: Storage> Executor<S> {
         opaque: &mut bool,
     ) {
         walk(e, &mut |x| match x {
-            Expr::Column { table, name } => refs.push((table.clone(), name.clone())),
+            Expr::Column { table, name, .. } => refs.push((table.clone(), name.clone())),
             Expr::Exists(s, _) | Expr::Subquery(s) | Expr::InSelect(_, s, _) => {
                 let mut inner_own = Vec::new();
                 let mut inner_refs = Vec::new();

@@ -238,7 +238,11 @@ fn quoted(sql: &str, i: usize, q: u8) -> Result<(String, usize)> {
     loop {
         if j >= b.len() {
             let what = if q == b'\'' { "string" } else { "quoted name" };
-            return Err(SqlError::syntax(i, alloc::format!("unterminated {what}")));
+            return Err(SqlError::syntax_hint(
+                i,
+                alloc::format!("unrecognized token: \"{}\"", &sql[i..]),
+                alloc::format!("unterminated {what}"),
+            ));
         }
         if b[j] == q {
             if b.get(j + 1) == Some(&q) {

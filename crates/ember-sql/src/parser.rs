@@ -92,6 +92,69 @@ const RESERVED: &[&str] = &[
     "LAST",
 ];
 
+/// Keywords that cannot be an unquoted name (SQLite's keywords without a fallback to an
+/// identifier): `CREATE TABLE select(a)` is an error, `CREATE TABLE "select"(a)` is not.
+const NOT_NAMES: &[&str] = &[
+    "ADD",
+    "ALL",
+    "ALTER",
+    "AND",
+    "AS",
+    "AUTOINCREMENT",
+    "BETWEEN",
+    "CASE",
+    "CHECK",
+    "COLLATE",
+    "COMMIT",
+    "CONSTRAINT",
+    "CREATE",
+    "DEFAULT",
+    "DEFERRABLE",
+    "DELETE",
+    "DISTINCT",
+    "DROP",
+    "ELSE",
+    "ESCAPE",
+    "EXCEPT",
+    "EXISTS",
+    "FOREIGN",
+    "FROM",
+    "GROUP",
+    "HAVING",
+    "IN",
+    "INDEX",
+    "INSERT",
+    "INTERSECT",
+    "INTO",
+    "IS",
+    "ISNULL",
+    "JOIN",
+    "LIMIT",
+    "NOT",
+    "NOTHING",
+    "NOTNULL",
+    "NULL",
+    "ON",
+    "OR",
+    "ORDER",
+    "PRIMARY",
+    "REFERENCES",
+    "RETURNING",
+    "SELECT",
+    "SET",
+    "TABLE",
+    "THEN",
+    "TO",
+    "TRANSACTION",
+    "UNION",
+    "UNIQUE",
+    "UPDATE",
+    "USING",
+    "VALUES",
+    "WHEN",
+    "WHERE",
+];
+
 /// Parses every statement of `sql` (separated by `;`).
 pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
     let toks = tokenize(sql)?;
@@ -248,10 +311,11 @@ impl Parser<'_> {
         }
     }
     fn expected(&self, what: &str) -> SqlError {
-        SqlError::syntax(
-            self.at(),
-            format!("expected {what} but found {}", Self::describe(self.peek())),
-        )
+        let message = match self.peek() {
+            Tok::End => "incomplete input".into(),
+            t => format!("near {}: syntax error", Self::describe(t)),
+        };
+        SqlError::syntax_hint(self.at(), message, format!("expected {what}"))
     }
     fn is_kw(&self, kw: &str) -> bool {
         matches!(self.peek(), Tok::Word(w) if w.eq_ignore_ascii_case(kw))
@@ -297,6 +361,9 @@ impl Parser<'_> {
     /// SQLite does in most places).
     fn name(&mut self) -> Result<String> {
         match self.peek().clone() {
+            Tok::Word(w) if NOT_NAMES.iter().any(|k| k.eq_ignore_ascii_case(&w)) => {
+                Err(self.expected("a name (quote a keyword used as a name)"))
+            }
             Tok::Word(w) => {
                 self.pos += 1;
                 Ok(w)
@@ -306,6 +373,18 @@ impl Parser<'_> {
                 Ok(w)
             }
             _ => Err(self.expected("a name")),
+        }
+    }
+
+    /// An unquoted word (a keyword), in upper case.
+    fn word(&mut self) -> Result<String> {
+        match self.peek() {
+            Tok::Word(w) => {
+                let w = w.to_ascii_uppercase();
+                self.pos += 1;
+                Ok(w)
+            }
+            _ => Err(self.expected("a keyword")),
         }
     }
 
@@ -385,7 +464,7 @@ impl Parser<'_> {
             return self.create();
         }
         if self.eat_kw("DROP") {
-            let what = self.name()?.to_ascii_uppercase();
+            let what = self.word()?;
             let if_exists = self.if_exists()?;
             let name = self.qualified_name()?;
             return match what.as_str() {
@@ -491,7 +570,7 @@ impl Parser<'_> {
         if !self.eat_kw("OR") {
             return Ok(Conflict::Abort);
         }
-        let w = self.name()?.to_ascii_uppercase();
+        let w = self.word()?;
         Ok(match w.as_str() {
             "REPLACE" => Conflict::Replace,
             "IGNORE" => Conflict::Ignore,
@@ -762,9 +841,11 @@ impl Parser<'_> {
     }
 
     fn table_constraint(&mut self) -> Result<TableConstraint> {
-        if self.eat_kw("CONSTRAINT") {
-            self.name()?;
-        }
+        let named = if self.eat_kw("CONSTRAINT") {
+            Some(self.name()?)
+        } else {
+            None
+        };
         if self.eat_kw("PRIMARY") {
             self.kw("KEY")?;
             let cols = self.name_list()?;
@@ -782,7 +863,8 @@ impl Parser<'_> {
             let e = self.expr()?;
             let text = String::from(self.sql[start..self.at()].trim_end());
             self.op(")")?;
-            return Ok(TableConstraint::Check(e, text));
+            // A failed CHECK is reported by its constraint name, or by its text.
+            return Ok(TableConstraint::Check(e, named.unwrap_or(text)));
         }
         if self.is_kw("FOREIGN") {
             return Err(SqlError::syntax(
@@ -844,9 +926,11 @@ impl Parser<'_> {
             collate: None,
         };
         loop {
-            if self.eat_kw("CONSTRAINT") {
-                self.name()?;
-            }
+            let named = if self.eat_kw("CONSTRAINT") {
+                Some(self.name()?)
+            } else {
+                None
+            };
             if self.eat_kw("PRIMARY") {
                 self.kw("KEY")?;
                 let desc = self.eat_kw("DESC");
@@ -879,7 +963,7 @@ impl Parser<'_> {
                 let start = self.at();
                 let e = self.expr()?;
                 let text = String::from(self.sql[start..self.at()].trim_end());
-                c.checks.push((e, text));
+                c.checks.push((e, named.unwrap_or(text)));
                 self.op(")")?;
             } else if self.eat_kw("COLLATE") {
                 c.collate = Some(self.name()?);
@@ -933,6 +1017,32 @@ impl Parser<'_> {
                 limit = Some(self.expr()?);
             } else {
                 limit = Some(first);
+            }
+        }
+        if !order_by.is_empty() || limit.is_some() {
+            let op = if self.is_kw("UNION") {
+                if self.is_kw_at(1, "ALL") {
+                    Some("UNION ALL")
+                } else {
+                    Some("UNION")
+                }
+            } else if self.is_kw("INTERSECT") {
+                Some("INTERSECT")
+            } else if self.is_kw("EXCEPT") {
+                Some("EXCEPT")
+            } else {
+                None
+            };
+            if let Some(op) = op {
+                let clause = if order_by.is_empty() {
+                    "LIMIT"
+                } else {
+                    "ORDER BY"
+                };
+                return Err(SqlError::syntax(
+                    self.at(),
+                    format!("{clause} clause should come after {op} not before"),
+                ));
             }
         }
         Ok(Select {
@@ -1491,7 +1601,16 @@ impl Parser<'_> {
             }
             Tok::Quoted(name) => {
                 self.pos += 1;
-                self.column_rest(name)
+                let mut e = self.column_rest(name)?;
+                if let Expr::Column {
+                    table: None,
+                    quoted,
+                    ..
+                } = &mut e
+                {
+                    *quoted = true;
+                }
+                Ok(e)
             }
             Tok::Word(w) => {
                 let u = w.to_ascii_uppercase();
@@ -1582,16 +1701,19 @@ impl Parser<'_> {
                 return Ok(Expr::Column {
                     table: Some(second),
                     name: third,
+                    quoted: false,
                 });
             }
             return Ok(Expr::Column {
                 table: Some(first),
                 name: second,
+                quoted: false,
             });
         }
         Ok(Expr::Column {
             table: None,
             name: first,
+            quoted: false,
         })
     }
 
@@ -1805,9 +1927,13 @@ mod tests {
             ("SELECT 1 2", 9),
         ] {
             match parse(sql) {
-                Err(SqlError::Syntax { at: a, message }) => {
+                Err(SqlError::Syntax {
+                    at: a,
+                    message,
+                    hint,
+                }) => {
                     assert_eq!(a, at, "{sql}: {message}");
-                    assert!(message.contains("expected"), "{message}");
+                    assert!(hint.contains("expected"), "{hint}");
                 }
                 other => panic!("{sql}: {other:?}"),
             }

@@ -43,7 +43,10 @@ fn basic_round_trip() {
         "{err}"
     );
     let err = conn.execute("SELECT * FROM", []).unwrap_err();
-    assert!(err.to_string().contains("syntax error at byte 13"), "{err}");
+    assert!(
+        err.to_string().contains("incomplete input at byte 13"),
+        "{err}"
+    );
 }
 
 #[test]
