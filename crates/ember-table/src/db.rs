@@ -2,8 +2,11 @@
 //! five consistency modes (LUNAR §3.4).
 //!
 //! A row is stored as a tuple `key length u16 | key | row` in a [`SlottedBlock`] of its
-//! table; the primary index maps the order-preserving key encoding to (block, slot). Indexes
-//! live in RAM and are rebuilt from the blocks when the database opens (see ARCHITECTURE.md).
+//! table; the primary index maps the order-preserving key encoding to (block, slot). It is a
+//! persistent copy-on-write B+tree of index pages ([`pindex`](crate::pindex)) whose root the
+//! catalog names, with a RAM overlay of the changes since the last checkpoint: open reads no
+//! index page and no data block. Secondary indexes live in RAM and are refilled from the rows
+//! when the database opens.
 //!
 //! Every change a transaction makes is a redo operation in one journal record, committed
 //! after the transaction's tuple bytes were written into free space of their blocks:
@@ -14,12 +17,21 @@
 //! 3 add block      table u64 | block (class u8, chunk u32, index u32)
 //! 4 remove block   table u64 | block
 //! 5 set slot       table u64 | block | slot u16 | offset u16 | length u16 | CRC-32 u32
+//! 6 create index   table u64 | definition length u32 | definition
+//! 7 drop index     table u64 | name length u16 | name
+//! 8 set slot, data set slot, then the tuple's bytes (a small transaction's tuples)
+//! 9 free slot      table u64 | block | slot u16 | key length u16 | key of the tuple it held
 //! ```
 //!
 //! Recovery replays the records after the last checkpoint in order and stops at the first
 //! whose tuples fail their checksums: such a record was never acknowledged (a sync would
-//! have made its tuples durable with it), and nothing after it was either. Block headers, the
-//! catalog and the allocator's bitmaps reach home at checkpoints.
+//! have made its tuples durable with it), and nothing after it was either. Replay also
+//! updates the primary indexes' overlays (a set slot adds its tuple's key, a freed slot
+//! removes its key if the index still names that slot). Block headers, index pages, the
+//! catalog and the allocator's bitmaps reach home at checkpoints: tuples and new index pages,
+//! sync, block headers, the catalog (naming the new index roots and carrying their pages'
+//! allocator marks), sync, then the replaced pages and freed blocks are given back, the
+//! bitmaps written and the journal emptied.
 //!
 //! | mode | journal | commit makes durable | after a crash |
 //! |---|---|---|---|
