@@ -180,6 +180,9 @@ impl SlottedBlock {
             .filter(|&e| at >= HEADER_SECTOR && e <= self.buf.len())
             .ok_or(TableError::Invalid("tuple outside its block"))?;
         self.buf[at..end].copy_from_slice(bytes);
+        // A tuple the journal record carried exists nowhere else: the next checkpoint
+        // writes it (one already in place is rewritten with the same bytes).
+        self.touch(at, end);
         Ok(())
     }
 
