@@ -400,6 +400,13 @@ impl Allocator {
         )
     }
 
+    /// Whether a block reference names a block of the zone (allocated or not).
+    pub fn is_valid(&self, b: BlockRef) -> bool {
+        usize::from(b.class) < self.sizes.len()
+            && (b.chunk as usize) < self.chunks.len()
+            && b.index < self.blocks_per_chunk(b.class)
+    }
+
     /// Whether a block is currently allocated (in RAM).
     pub fn is_allocated(&self, b: BlockRef) -> bool {
         self.chunks.get(b.chunk as usize).is_some_and(|c| {

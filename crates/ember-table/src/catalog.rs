@@ -6,10 +6,19 @@
 //! half: sector 0 header | payload sectors
 //!   header: 16-byte block header (kind Catalog) | generation u64 | payload length u64 |
 //!           payload CRC-32 u32
-//!   payload: a row [next table id] then, per table, a u32 length and a row
-//!            [id, name, schema blob, BlockSet blob (9 bytes per block: class, chunk, index),
-//!             index definitions blob (u32 length + definition row, each)]
+//!   payload: a row [next table id, index page marks blob] then, per table, a u32 length
+//!            and a row [id, name, schema blob, BlockSet blob (9 bytes per block: class,
+//!            chunk, index), index definitions blob (u32 length + definition row, each),
+//!            primary index root blob (empty, or the root page's 9 bytes), index height,
+//!            index pages, rows, next rowid]
+//!   index page marks: runs of (class u8, chunk u32, first index u32, count u32, in use u8)
 //! ```
+//!
+//! The index page marks are the allocator changes of the checkpoint that wrote the snapshot:
+//! the primary-index pages it wrote (in use) and the ones they replaced (free). Opening
+//! applies them to the allocator before replaying the journal: if the checkpoint did not get
+//! as far as writing the allocator's bitmaps, that brings them in line with the roots this
+//! snapshot names (see `pindex`).
 //!
 //! A checkpoint writes the next generation into the other half, payload first and header
 //! last; opening takes the valid half with the higher generation whose payload matches its
@@ -25,6 +34,7 @@ use crate::error::{Result, TableError};
 use crate::format::{self, Kind, u32_at, u64_at};
 use crate::row::{Value, decode_row, encode_row};
 use crate::schema::{IndexDef, Schema};
+use crate::space::Mark;
 use crate::superblock::Zone;
 
 const SECTOR: u64 = 512;
@@ -42,6 +52,16 @@ pub struct TableEntry {
     pub blocks: Vec<BlockRef>,
     /// Its secondary indexes.
     pub indexes: Vec<IndexDef>,
+    /// Root page of its primary index (none: no rows).
+    pub index_root: Option<BlockRef>,
+    /// Levels of its primary index.
+    pub index_height: u8,
+    /// Pages of its primary index.
+    pub index_pages: u64,
+    /// Its rows.
+    pub rows: u64,
+    /// The rowid its next row gets (tables without a primary key).
+    pub next_rowid: i64,
 }
 
 /// A catalog snapshot.
@@ -51,6 +71,58 @@ pub struct Catalog {
     pub next_id: u64,
     /// The tables.
     pub tables: Vec<TableEntry>,
+    /// The allocator marks of the index pages the checkpoint that wrote this snapshot wrote
+    /// and freed.
+    pub marks: Vec<Mark>,
+}
+
+/// Index page marks as runs (class, chunk, first index, count, in use).
+fn encode_marks(marks: &[Mark]) -> Vec<u8> {
+    let mut sorted = marks.to_vec();
+    sorted.sort();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let (b, used) = sorted[i];
+        let mut n = 1u32;
+        while let Some((x, u)) = sorted.get(i + n as usize) {
+            if *u != used || x.class != b.class || x.chunk != b.chunk || x.index != b.index + n {
+                break;
+            }
+            n += 1;
+        }
+        out.push(b.class);
+        out.extend_from_slice(&b.chunk.to_le_bytes());
+        out.extend_from_slice(&b.index.to_le_bytes());
+        out.extend_from_slice(&n.to_le_bytes());
+        out.push(u8::from(used));
+        i += n as usize;
+    }
+    out
+}
+
+fn decode_marks(p: &[u8], offset: u64) -> Result<Vec<Mark>> {
+    if !p.len().is_multiple_of(14) {
+        return Err(corrupt(offset, "malformed index page marks"));
+    }
+    let mut out = Vec::new();
+    for r in p.chunks_exact(14) {
+        let (class, chunk, first, n) = (r[0], u32_at(r, 1), u32_at(r, 5), u32_at(r, 9));
+        if n > crate::allocator::BITS_PER_CHUNK || first.checked_add(n).is_none() {
+            return Err(corrupt(offset, "malformed index page marks"));
+        }
+        for index in first..first + n {
+            out.push((
+                BlockRef {
+                    class,
+                    chunk,
+                    index,
+                },
+                r[13] != 0,
+            ));
+        }
+    }
+    Ok(out)
 }
 
 fn corrupt(offset: u64, reason: &'static str) -> TableError {
@@ -58,6 +130,22 @@ fn corrupt(offset: u64, reason: &'static str) -> TableError {
         structure: Kind::Catalog.name(),
         offset,
         reason,
+    }
+}
+
+fn block_bytes(b: BlockRef) -> [u8; 9] {
+    let mut out = [0u8; 9];
+    out[0] = b.class;
+    out[1..5].copy_from_slice(&b.chunk.to_le_bytes());
+    out[5..9].copy_from_slice(&b.index.to_le_bytes());
+    out
+}
+
+fn block_at(b: &[u8]) -> BlockRef {
+    BlockRef {
+        class: b[0],
+        chunk: u32_at(b, 1),
+        index: u32_at(b, 5),
     }
 }
 
@@ -83,16 +171,20 @@ impl Catalog {
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         let mut row = Vec::new();
-        encode_row(&[Value::Integer(self.next_id as i64)], &mut row);
+        encode_row(
+            &[
+                Value::Integer(self.next_id as i64),
+                Value::Blob(encode_marks(&self.marks)),
+            ],
+            &mut row,
+        );
         push_framed(&mut out, &row);
         for t in &self.tables {
             let mut schema = Vec::new();
             t.schema.encode(&mut schema);
             let mut blocks = Vec::with_capacity(9 * t.blocks.len());
             for b in &t.blocks {
-                blocks.push(b.class);
-                blocks.extend_from_slice(&b.chunk.to_le_bytes());
-                blocks.extend_from_slice(&b.index.to_le_bytes());
+                blocks.extend_from_slice(&block_bytes(*b));
             }
             let mut defs = Vec::new();
             for d in &t.indexes {
@@ -108,6 +200,15 @@ impl Catalog {
                     Value::Blob(schema),
                     Value::Blob(blocks),
                     Value::Blob(defs),
+                    Value::Blob(
+                        t.index_root
+                            .map(|b| block_bytes(b).to_vec())
+                            .unwrap_or_default(),
+                    ),
+                    Value::Integer(i64::from(t.index_height)),
+                    Value::Integer(t.index_pages as i64),
+                    Value::Integer(t.rows as i64),
+                    Value::Integer(t.next_rowid),
                 ],
                 &mut row,
             );
@@ -123,8 +224,10 @@ impl Catalog {
             .map(decode_row)
             .collect::<core::result::Result<Vec<_>, _>>()?;
         let mut it = rows.into_iter();
-        let next_id = match it.next().as_deref() {
-            Some([Value::Integer(n)]) if *n >= 0 => *n as u64,
+        let (next_id, marks) = match it.next().as_deref() {
+            Some([Value::Integer(n), Value::Blob(m)]) if *n >= 0 => {
+                (*n as u64, decode_marks(m, offset)?)
+            }
             _ => return Err(corrupt(offset, "missing next table id")),
         };
         let mut tables = Vec::new();
@@ -135,11 +238,23 @@ impl Catalog {
                 Value::Blob(schema),
                 Value::Blob(blocks),
                 Value::Blob(defs),
+                Value::Blob(root),
+                Value::Integer(height),
+                Value::Integer(pages),
+                Value::Integer(rows),
+                Value::Integer(next_rowid),
             ] = &r[..]
             else {
                 return Err(corrupt(offset, "malformed table entry"));
             };
-            if blocks.len() % 9 != 0 || *id < 0 {
+            if !blocks.len().is_multiple_of(9)
+                || *id < 0
+                || !(root.is_empty() || root.len() == 9)
+                || !(0..=i64::from(crate::pindex::MAX_HEIGHT)).contains(height)
+                || (*height == 0) != root.is_empty()
+                || *pages < 0
+                || *rows < 0
+            {
                 return Err(corrupt(offset, "malformed table entry"));
             }
             let schema = Schema::decode(schema)?;
@@ -153,17 +268,19 @@ impl Catalog {
                 name: name.clone(),
                 indexes,
                 schema,
-                blocks: blocks
-                    .chunks_exact(9)
-                    .map(|b| BlockRef {
-                        class: b[0],
-                        chunk: u32_at(b, 1),
-                        index: u32_at(b, 5),
-                    })
-                    .collect(),
+                blocks: blocks.chunks_exact(9).map(block_at).collect(),
+                index_root: (root.len() == 9).then(|| block_at(root)),
+                index_height: *height as u8,
+                index_pages: *pages as u64,
+                rows: *rows as u64,
+                next_rowid: *next_rowid,
             });
         }
-        Ok(Catalog { next_id, tables })
+        Ok(Catalog {
+            next_id,
+            tables,
+            marks,
+        })
     }
 }
 
@@ -181,6 +298,11 @@ impl CatalogStore {
             start: self.zone.start + (g % 2) * half,
             len: half,
         }
+    }
+
+    /// Bytes a snapshot's payload may have.
+    pub fn capacity(&self) -> u64 {
+        self.half(0).len - SECTOR
     }
 
     /// Writes an empty catalog as generation 1 (not synced).
@@ -293,7 +415,42 @@ mod tests {
                     kind: IndexKind::Tree,
                     unique: true,
                 }],
+                index_root: Some(BlockRef {
+                    class: 4,
+                    chunk: 2,
+                    index: 9,
+                }),
+                index_height: 2,
+                index_pages: 3,
+                rows: 300,
+                next_rowid: 1,
             }],
+            marks: vec![
+                (
+                    BlockRef {
+                        class: 4,
+                        chunk: 0,
+                        index: 1,
+                    },
+                    false,
+                ),
+                (
+                    BlockRef {
+                        class: 4,
+                        chunk: 2,
+                        index: 9,
+                    },
+                    true,
+                ),
+                (
+                    BlockRef {
+                        class: 4,
+                        chunk: 2,
+                        index: 10,
+                    },
+                    true,
+                ),
+            ],
         }
     }
 

@@ -2,8 +2,11 @@
 //! five consistency modes (LUNAR §3.4).
 //!
 //! A row is stored as a tuple `key length u16 | key | row` in a [`SlottedBlock`] of its
-//! table; the primary index maps the order-preserving key encoding to (block, slot). Indexes
-//! live in RAM and are rebuilt from the blocks when the database opens (see ARCHITECTURE.md).
+//! table; the primary index maps the order-preserving key encoding to (block, slot). It is a
+//! persistent copy-on-write B+tree of index pages ([`pindex`](crate::pindex)) whose root the
+//! catalog names, with a RAM overlay of the changes since the last checkpoint: open reads no
+//! index page and no data block. Secondary indexes live in RAM and are refilled from the rows
+//! when the database opens.
 //!
 //! Every change a transaction makes is a redo operation in one journal record, committed
 //! after the transaction's tuple bytes were written into free space of their blocks:
@@ -14,12 +17,21 @@
 //! 3 add block      table u64 | block (class u8, chunk u32, index u32)
 //! 4 remove block   table u64 | block
 //! 5 set slot       table u64 | block | slot u16 | offset u16 | length u16 | CRC-32 u32
+//! 6 create index   table u64 | definition length u32 | definition
+//! 7 drop index     table u64 | name length u16 | name
+//! 8 set slot, data set slot, then the tuple's bytes (a small transaction's tuples)
+//! 9 free slot      table u64 | block | slot u16 | key length u16 | key of the tuple it held
 //! ```
 //!
 //! Recovery replays the records after the last checkpoint in order and stops at the first
 //! whose tuples fail their checksums: such a record was never acknowledged (a sync would
-//! have made its tuples durable with it), and nothing after it was either. Block headers, the
-//! catalog and the allocator's bitmaps reach home at checkpoints.
+//! have made its tuples durable with it), and nothing after it was either. Replay also
+//! updates the primary indexes' overlays (a set slot adds its tuple's key, a freed slot
+//! removes its key if the index still names that slot). Block headers, index pages, the
+//! catalog and the allocator's bitmaps reach home at checkpoints: tuples and new index pages,
+//! sync, block headers, the catalog (naming the new index roots and carrying their pages'
+//! allocator marks), sync, then the replaced pages and freed blocks are given back, the
+//! bitmaps written and the journal emptied.
 //!
 //! | mode | journal | commit makes durable | after a crash |
 //! |---|---|---|---|
@@ -33,7 +45,8 @@
 //! already keeps whole transactions; data mode adds nothing to it here.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
+use std::sync::Arc;
 
 use ember_device::BlockDevice;
 
@@ -42,6 +55,7 @@ use crate::buffer::Buffer;
 use crate::catalog::{Catalog, CatalogStore, TableEntry};
 use crate::error::{Result, TableError};
 use crate::format::{u32_at, u64_at};
+use crate::pindex::{Loc, MAX_KEY, Node, PIndex, Pages};
 use crate::row::{Value, decode_row, encode_key, encode_row};
 use crate::schema::{IndexDef, IndexKind, Schema};
 #[cfg(feature = "secondary-index")]
@@ -94,59 +108,13 @@ impl Default for Options {
     }
 }
 
-/// Where a row lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Loc {
-    block: BlockRef,
-    slot: u16,
-}
-
-#[derive(Debug)]
-enum Index {
-    Hash(HashMap<Vec<u8>, Loc, foldhash::fast::RandomState>),
-    Tree(BTreeMap<Vec<u8>, Loc>),
-}
-
-impl Index {
-    fn new(kind: IndexKind) -> Self {
-        match kind {
-            IndexKind::Hash => Index::Hash(HashMap::default()),
-            IndexKind::Tree => Index::Tree(BTreeMap::new()),
-        }
-    }
-    fn get(&self, k: &[u8]) -> Option<Loc> {
-        match self {
-            Index::Hash(m) => m.get(k).copied(),
-            Index::Tree(m) => m.get(k).copied(),
-        }
-    }
-    fn insert(&mut self, k: Vec<u8>, l: Loc) -> Option<Loc> {
-        match self {
-            Index::Hash(m) => m.insert(k, l),
-            Index::Tree(m) => m.insert(k, l),
-        }
-    }
-    fn remove(&mut self, k: &[u8]) -> Option<Loc> {
-        match self {
-            Index::Hash(m) => m.remove(k),
-            Index::Tree(m) => m.remove(k),
-        }
-    }
-    fn len(&self) -> usize {
-        match self {
-            Index::Hash(m) => m.len(),
-            Index::Tree(m) => m.len(),
-        }
-    }
-}
-
 #[derive(Debug)]
 struct Table {
     id: u64,
     name: String,
     schema: Schema,
     blocks: Vec<BlockRef>,
-    index: Index,
+    index: PIndex,
     next_rowid: i64,
     /// Secondary index definitions (kept, and their contents rebuilt on open, even by a build
     /// without the module).
@@ -163,7 +131,8 @@ enum Undo {
     AddBlock(u64, BlockRef),
     RemoveBlock(u64, BlockRef, usize),
     Slot(BlockRef, usize, Slot),
-    Index(u64, Vec<u8>, Option<Loc>),
+    /// A primary-index change: table, key, the overlay's entry before, the row count change.
+    Index(u64, Vec<u8>, Option<Option<Loc>>, i64),
     Rowid(u64, i64),
     Reserved(Vec<BlockRef>),
     /// A secondary-index entry added (`true`) or removed: table, index position, key, pk.
@@ -198,6 +167,9 @@ const OP_CREATE_INDEX: u8 = 6;
 const OP_DROP_INDEX: u8 = 7;
 /// [`OP_SLOT`] followed by the tuple's bytes (`len` of them).
 const OP_SLOT_DATA: u8 = 8;
+/// A slot freed: table, block, slot, and the key of the tuple it held (key length u16, key),
+/// for the primary index.
+const OP_SLOT_FREE: u8 = 9;
 
 /// A transaction whose new tuples add up to at most this many bytes carries them in its
 /// journal record, so its commit is one write (and in full mode one sync); the blocks get
@@ -285,6 +257,8 @@ enum Op {
     RemoveBlock(u64, BlockRef),
     /// A slot change; with the tuple's bytes when the record carries them.
     Slot(u64, BlockRef, usize, Slot, Option<Vec<u8>>),
+    /// A slot freed, with the key its tuple had.
+    Free(u64, BlockRef, usize, Vec<u8>),
     CreateIndex(u64, Vec<u8>),
     DropIndex(u64, String),
 }
@@ -311,9 +285,13 @@ fn decode_ops(p: &[u8], lsn: u64) -> Result<Vec<Op>> {
                     len: c.u16()?,
                     crc: c.u32()?,
                 };
+                if s.offset == 0 {
+                    // A freed slot is OP_SLOT_FREE.
+                    return Err(c.bad());
+                }
                 let tuple = if code == OP_SLOT_DATA {
                     let t = c.take(usize::from(s.len))?;
-                    if s.offset == 0 || crc32fast::hash(t) != s.crc {
+                    if crc32fast::hash(t) != s.crc {
                         return Err(c.bad());
                     }
                     Some(t.to_vec())
@@ -321,6 +299,11 @@ fn decode_ops(p: &[u8], lsn: u64) -> Result<Vec<Op>> {
                     None
                 };
                 Op::Slot(id, b, slot, s, tuple)
+            }
+            OP_SLOT_FREE => {
+                let (id, b, slot) = (c.u64()?, c.block()?, usize::from(c.u16()?));
+                let n = usize::from(c.u16()?);
+                Op::Free(id, b, slot, c.take(n)?.to_vec())
             }
             OP_CREATE_INDEX => {
                 let id = c.u64()?;
@@ -349,6 +332,8 @@ pub struct Database<D: BlockDevice> {
     tables: BTreeMap<u64, Table>,
     names: HashMap<String, u64>,
     cache: Buffer,
+    /// Decoded primary-index pages (see [`pindex`](crate::pindex)).
+    ipages: HashMap<BlockRef, Arc<Node>>,
     txn: Option<Txn>,
     explicit: bool,
     /// Blocks freed by committed transactions, given back at the next checkpoint.
@@ -378,6 +363,7 @@ impl<D: BlockDevice> Database<D> {
             tables: BTreeMap::new(),
             names: HashMap::new(),
             cache: Buffer::default(),
+            ipages: HashMap::new(),
             txn: None,
             explicit: false,
             deferred: Vec::new(),
@@ -387,7 +373,9 @@ impl<D: BlockDevice> Database<D> {
         })
     }
 
-    /// Opens a database: reads the catalog, replays the journal, rebuilds the indexes.
+    /// Opens a database: reads the catalog, applies its index page marks, replays the
+    /// journal (into the primary indexes' overlays). Reads no data block and no index page
+    /// unless the journal has records to replay.
     pub fn open(dev: D, opts: Options) -> Result<Self> {
         let (mut sm, records) = SpaceManager::open_raw(dev)?;
         let meta = sm.superblock().meta;
@@ -400,6 +388,7 @@ impl<D: BlockDevice> Database<D> {
             tables: BTreeMap::new(),
             names: HashMap::new(),
             cache: Buffer::default(),
+            ipages: HashMap::new(),
             txn: None,
             explicit: false,
             deferred: Vec::new(),
@@ -407,8 +396,21 @@ impl<D: BlockDevice> Database<D> {
             #[cfg(feature = "query-cache")]
             qcache: Default::default(),
         };
+        // The index pages the catalog's checkpoint wrote and freed (it may have stopped
+        // before the allocator's bitmaps); before the journal, whose records are later.
+        db.sm.apply_marks(&catalog.marks)?;
         for t in catalog.tables {
-            db.add_table(t.id, t.name, t.schema, t.blocks, t.indexes);
+            let index = PIndex {
+                root: t.index_root,
+                height: t.index_height,
+                pages: t.index_pages,
+                count: t.rows,
+                ..PIndex::new(t.schema.index)
+            };
+            db.add_table(t.id, t.name, t.schema, t.blocks, t.indexes, index);
+            if let Some(x) = db.tables.get_mut(&t.id) {
+                x.next_rowid = t.next_rowid;
+            }
         }
         let mut replayed = 0;
         for r in &records {
@@ -423,14 +425,13 @@ impl<D: BlockDevice> Database<D> {
             }
             replayed += 1;
         }
-        db.rebuild_indexes()?;
         #[cfg(feature = "secondary-index")]
         for id in db.tables.keys().copied().collect::<Vec<_>>() {
             if !db.tables[&id].defs.is_empty() {
                 db.fill_secondary(id)?;
             }
         }
-        if replayed > 0 || records.len() > replayed {
+        if replayed > 0 || records.len() > replayed || db.sm.allocator().is_dirty() {
             db.checkpoint()?;
         }
         Ok(db)
@@ -443,10 +444,10 @@ impl<D: BlockDevice> Database<D> {
         schema: Schema,
         blocks: Vec<BlockRef>,
         defs: Vec<IndexDef>,
+        index: PIndex,
     ) {
         self.next_id = self.next_id.max(id + 1);
         self.names.insert(lower(&name), id);
-        let index = Index::new(schema.index);
         self.tables.insert(
             id,
             Table {
@@ -510,10 +511,14 @@ impl<D: BlockDevice> Database<D> {
     fn apply(&mut self, op: Op) -> Result<()> {
         match op {
             Op::Create(id, name, schema) => {
+                // Replayed over a catalog written by an interrupted checkpoint, the table may
+                // exist: its index then holds every change the records replay (again).
+                let mut index = PIndex::new(schema.index);
                 if let Some(old) = self.tables.remove(&id) {
                     self.names.remove(&lower(&old.name));
+                    index = old.index;
                 }
-                self.add_table(id, name, schema, Vec::new(), Vec::new());
+                self.add_table(id, name, schema, Vec::new(), Vec::new(), index);
             }
             Op::Drop(id) => {
                 if let Some(t) = self.tables.remove(&id) {
@@ -583,48 +588,41 @@ impl<D: BlockDevice> Database<D> {
                 }
                 block.set_slot(slot, s)?;
                 self.cache.mark_dirty(b);
-            }
-        }
-        Ok(())
-    }
-
-    /// Reads every block of every table and fills the primary indexes.
-    fn rebuild_indexes(&mut self) -> Result<()> {
-        let ids: Vec<u64> = self.tables.keys().copied().collect();
-        for id in ids {
-            let blocks = self
-                .tables
-                .get(&id)
-                .map(|t| t.blocks.clone())
-                .unwrap_or_default();
-            let mut entries = Vec::new();
-            for b in blocks {
-                let at = self.sm.allocator().extent(b).0;
-                let block = self.block_mut(b)?;
-                for s in block.live_slots().collect::<Vec<_>>() {
-                    if let Some(t) = block.get(s, at)? {
-                        let (key, _) = split_tuple(t, at)?;
-                        entries.push((
-                            key.to_vec(),
-                            Loc {
-                                block: b,
-                                slot: s as u16,
-                            },
-                        ));
-                    }
-                }
-                self.evict();
-            }
-            if let Some(t) = self.tables.get_mut(&id) {
-                for (k, l) in entries {
-                    if t.schema.primary_key.is_empty() {
-                        if let Ok(v) = crate::row::decode_key(&k, 1) {
+                let key = split_tuple(&t, at)?.0.to_vec();
+                if let Some(tb) = self.tables.get_mut(&id) {
+                    if tb.schema.primary_key.is_empty() {
+                        if let Ok(v) = crate::row::decode_key(&key, 1) {
                             if let [Value::Integer(r)] = v[..] {
-                                t.next_rowid = t.next_rowid.max(r.saturating_add(1));
+                                tb.next_rowid = tb.next_rowid.max(r.saturating_add(1));
                             }
                         }
                     }
-                    t.index.insert(k, l);
+                }
+                let loc = Loc {
+                    block: b,
+                    slot: slot as u16,
+                };
+                self.index_put(id, key, Some(loc))?;
+            }
+            Op::Free(id, b, slot, key) => {
+                if !self.tables.contains_key(&id) {
+                    return Ok(());
+                }
+                let free = Slot {
+                    offset: 0,
+                    len: 0,
+                    crc: 0,
+                };
+                self.block_mut(b)?.set_slot(slot, free)?;
+                self.cache.mark_dirty(b);
+                // The key leaves the index only if it still names this slot (an update that
+                // moved the row set its new place first).
+                let here = Loc {
+                    block: b,
+                    slot: slot as u16,
+                };
+                if self.index_get(id, &key)? == Some(here) {
+                    self.index_put(id, key, None)?;
                 }
             }
         }
@@ -712,17 +710,68 @@ impl<D: BlockDevice> Database<D> {
         self.sm.device()
     }
 
-    /// Where every row of a table lives.
-    fn locations(&self, id: u64) -> Vec<Loc> {
-        match &self.tables[&id].index {
-            Index::Hash(m) => m.values().copied().collect(),
-            Index::Tree(m) => m.values().copied().collect(),
-        }
+    /// Every entry of a table's primary index, in key order.
+    fn index_entries(&mut self, id: u64) -> Result<Vec<(Vec<u8>, Loc)>> {
+        self.index_range(id, Bound::Unbounded, Bound::Unbounded)
     }
 
-    /// Checks the database's structure: every block of a table is allocated and belongs to
-    /// that table only, every allocated block belongs to a table (no leak), and every index
-    /// entry names a live tuple with its key. Reads every block.
+    fn index_range(
+        &mut self,
+        id: u64,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+    ) -> Result<Vec<(Vec<u8>, Loc)>> {
+        let Some(t) = self.tables.get(&id) else {
+            return Ok(Vec::new());
+        };
+        Pages::new(&mut self.sm, &mut self.ipages, id).range(&t.index, lo, hi)
+    }
+
+    /// Where the row with this key lives.
+    fn index_get(&mut self, id: u64, key: &[u8]) -> Result<Option<Loc>> {
+        let Some(t) = self.tables.get(&id) else {
+            return Ok(None);
+        };
+        Pages::new(&mut self.sm, &mut self.ipages, id).get(&t.index, key)
+    }
+
+    /// Sets (or with `None` removes) a key in a table's primary index overlay; returns the
+    /// overlay's entry before and the change in the row count.
+    fn index_put(
+        &mut self,
+        id: u64,
+        key: Vec<u8>,
+        loc: Option<Loc>,
+    ) -> Result<(Option<Option<Loc>>, i64)> {
+        let old = self.index_get(id, &key)?;
+        let Some(t) = self.tables.get_mut(&id) else {
+            return Ok((None, 0));
+        };
+        let delta = i64::from(loc.is_some()) - i64::from(old.is_some());
+        t.index.count = t.index.count.saturating_add_signed(delta);
+        Ok((t.index.overlay.insert(key, loc), delta))
+    }
+
+    /// Every page of a table's primary index tree.
+    fn index_pages(&mut self, id: u64) -> Result<Vec<BlockRef>> {
+        let Some(t) = self.tables.get(&id) else {
+            return Ok(Vec::new());
+        };
+        let mut pages = Vec::new();
+        Pages::new(&mut self.sm, &mut self.ipages, id).walk(
+            &t.index,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Some(&mut pages),
+        )?;
+        Ok(pages)
+    }
+
+    /// Checks the database's structure: every block of a table and every page of its
+    /// primary index is allocated and belongs to that table only, every allocated block
+    /// belongs to a table (no leak); the index trees are well formed, every index entry
+    /// names a live tuple with its key, every live tuple is indexed, and the row counts
+    /// agree. Reads every block and every index page.
     pub fn verify(&mut self) -> Result<()> {
         let bad = |reason| TableError::Corrupt {
             structure: "database",
@@ -740,24 +789,71 @@ impl<D: BlockDevice> Database<D> {
                 }
             }
         }
-        owned.extend(self.deferred.iter().copied());
         let ids: Vec<u64> = self.tables.keys().copied().collect();
         for id in &ids {
-            for loc in self.locations(*id) {
-                let at = self.sm.allocator().extent(loc.block).0;
-                let block = self.block_mut(loc.block)?;
-                let Some(t) = block.get(usize::from(loc.slot), at)? else {
-                    continue;
-                };
-                if let Some((_, _, blocks)) = parse_overflow(split_tuple(t, at)?.1, at)? {
+            let pages = self.index_pages(*id)?;
+            if pages.len() as u64 != self.tables[id].index.pages {
+                return Err(bad("an index's page count is wrong"));
+            }
+            for p in pages {
+                if !owned.insert(p) {
+                    return Err(bad("an index page is shared with another page or block"));
+                }
+                if !self.sm.allocator().is_allocated(p) {
+                    return Err(bad("an index page is free in the allocator"));
+                }
+            }
+        }
+        for b in &self.deferred {
+            if !owned.insert(*b) {
+                return Err(bad("a block is in use and waiting to be freed"));
+            }
+        }
+        for id in &ids {
+            let entries = self.index_entries(*id)?;
+            if entries.len() as u64 != self.tables[id].index.count {
+                return Err(bad("a table's row count is wrong"));
+            }
+            let mut by_loc: HashMap<Loc, &[u8]> = HashMap::with_capacity(entries.len());
+            for (k, l) in &entries {
+                if by_loc.insert(*l, k).is_some() {
+                    return Err(bad("two index entries point at one slot"));
+                }
+                let at = self.sm.allocator().extent(l.block).0;
+                if !self.tables[id].blocks.contains(&l.block) {
+                    return Err(bad("an index entry points outside its table"));
+                }
+                let block = self.block_mut(l.block)?;
+                let t = block
+                    .get(usize::from(l.slot), at)?
+                    .ok_or(bad("an index entry points at a free slot"))?;
+                let (key, body) = split_tuple(t, at)?;
+                if key != k.as_slice() {
+                    return Err(bad("an index entry points at another key's tuple"));
+                }
+                if let Some((_, _, blocks)) = parse_overflow(body, at)? {
                     for b in blocks {
                         if !owned.insert(b) || !self.sm.allocator().is_allocated(b) {
                             return Err(bad("an overflow block is shared or free"));
                         }
                     }
                 }
+                self.evict();
             }
-            self.evict();
+            // Every live tuple is indexed.
+            for b in self.tables[id].blocks.clone() {
+                let block = self.block_mut(b)?;
+                for slot in block.live_slots().collect::<Vec<_>>() {
+                    let l = Loc {
+                        block: b,
+                        slot: slot as u16,
+                    };
+                    if !by_loc.contains_key(&l) {
+                        return Err(bad("a live tuple is not in the index"));
+                    }
+                }
+                self.evict();
+            }
         }
         if self
             .sm
@@ -767,24 +863,6 @@ impl<D: BlockDevice> Database<D> {
             .any(|b| !owned.contains(b))
         {
             return Err(bad("an allocated block belongs to no table"));
-        }
-        let ids: Vec<u64> = self.tables.keys().copied().collect();
-        for id in ids {
-            let entries: Vec<(Vec<u8>, Loc)> = match &self.tables[&id].index {
-                Index::Hash(m) => m.iter().map(|(k, l)| (k.clone(), *l)).collect(),
-                Index::Tree(m) => m.iter().map(|(k, l)| (k.clone(), *l)).collect(),
-            };
-            for (k, l) in entries {
-                let at = self.sm.allocator().extent(l.block).0;
-                let block = self.block_mut(l.block)?;
-                let t = block
-                    .get(usize::from(l.slot), at)?
-                    .ok_or(bad("an index entry points at a free slot"))?;
-                if split_tuple(t, at)?.0 != k.as_slice() {
-                    return Err(bad("an index entry points at another key's tuple"));
-                }
-            }
-            self.evict();
         }
         Ok(())
     }
@@ -807,7 +885,7 @@ impl<D: BlockDevice> Database<D> {
 
     /// Number of rows of a table.
     pub fn row_count(&self, table: &str) -> Result<usize> {
-        Ok(self.tables[&self.table_id(table)?].index.len())
+        Ok(self.tables[&self.table_id(table)?].index.count as usize)
     }
 
     // ----- transactions -------------------------------------------------------------------
@@ -871,12 +949,13 @@ impl<D: BlockDevice> Database<D> {
                         block.set_slot(slot, old)?;
                     }
                 }
-                Undo::Index(id, k, old) => {
+                Undo::Index(id, k, before, delta) => {
                     if let Some(t) = self.tables.get_mut(&id) {
-                        match old {
-                            Some(l) => t.index.insert(k, l),
-                            None => t.index.remove(&k),
+                        match before {
+                            Some(v) => t.index.overlay.insert(k, v),
+                            None => t.index.overlay.remove(&k),
                         };
+                        t.index.count = t.index.count.saturating_add_signed(-delta);
                     }
                 }
                 Undo::Rowid(id, r) => {
@@ -967,7 +1046,7 @@ impl<D: BlockDevice> Database<D> {
                 }
             }
             self.deferred.extend(txn.frees.iter().copied());
-            if self.sm.journal_half_full() {
+            if self.sm.journal_half_full() || self.index_flush_due() {
                 self.checkpoint_now()?;
             }
             self.evict();
@@ -1005,11 +1084,19 @@ impl<D: BlockDevice> Database<D> {
         if mode == Mode::Full {
             self.sm.sync()?;
         }
-        if self.sm.journal_half_full() {
+        if self.sm.journal_half_full() || self.index_flush_due() {
             self.checkpoint_now()?;
         }
         self.evict();
         Ok(())
+    }
+
+    /// Whether the index pages the next checkpoint writes and frees come near what the
+    /// catalog, which carries their allocator marks, can hold.
+    fn index_flush_due(&self) -> bool {
+        let pages: u64 = self.tables.values().map(|t| t.index.flush_estimate()).sum();
+        // 14 bytes per run of marks, at worst one run per page; a quarter of a snapshot.
+        pages * 14 > self.store.capacity() / 4
     }
 
     fn write_buffered(&mut self) -> Result<()> {
@@ -1058,6 +1145,16 @@ impl<D: BlockDevice> Database<D> {
         for b in &blocks {
             self.write_tuples(*b)?;
         }
+        // The primary indexes' changes go into new pages, synced with the tuples; the
+        // catalog below names their roots and carries the pages' allocator marks.
+        let mut marks = Vec::new();
+        let mut replaced = Vec::new();
+        for t in self.tables.values_mut() {
+            let f = Pages::new(&mut self.sm, &mut self.ipages, t.id).flush(&mut t.index)?;
+            marks.extend(f.new.iter().map(|b| (*b, true)));
+            marks.extend(f.old.iter().map(|b| (*b, false)));
+            replaced.extend(f.old);
+        }
         for (marks, ops) in &pending {
             if !self.sm.journal_fits(marks.len(), ops.len()) {
                 break;
@@ -1088,12 +1185,24 @@ impl<D: BlockDevice> Database<D> {
                     schema: t.schema.clone(),
                     blocks: t.blocks.clone(),
                     indexes: t.defs.clone(),
+                    index_root: t.index.root,
+                    index_height: t.index.height,
+                    index_pages: t.index.pages,
+                    rows: t.index.count,
+                    next_rowid: t.next_rowid,
                 })
                 .collect(),
+            marks,
         };
         self.store.write(self.sm.device(), &catalog)?;
         self.sm.device().sync()?;
-        let freed = std::mem::take(&mut self.deferred);
+        // The old index pages and the blocks of committed transactions are free now that
+        // the catalog that no longer names them is durable.
+        let mut freed = std::mem::take(&mut self.deferred);
+        freed.extend(replaced);
+        for b in &freed {
+            self.ipages.remove(b);
+        }
         self.sm.unreserve(&freed)?;
         self.sm.checkpoint()?;
         self.cache.all_clean();
@@ -1129,7 +1238,8 @@ impl<D: BlockDevice> Database<D> {
         let id = self.next_id;
         let mut s = Vec::new();
         schema.encode(&mut s);
-        self.add_table(id, name.to_string(), schema, Vec::new(), Vec::new());
+        let index = PIndex::new(schema.index);
+        self.add_table(id, name.to_string(), schema, Vec::new(), Vec::new(), index);
         let txn = self.txn();
         txn.ops.push(OP_CREATE);
         txn.ops.extend_from_slice(&id.to_le_bytes());
@@ -1150,9 +1260,15 @@ impl<D: BlockDevice> Database<D> {
 
     fn drop_table_inner(&mut self, name: &str) -> Result<()> {
         let id = self.table_id(name)?;
-        for loc in self.locations(id) {
+        for (_, loc) in self.index_entries(id)? {
             self.free_overflow(loc)?;
         }
+        // The index pages go with the table (they change only at checkpoints, so these are
+        // the pages the last catalog names).
+        let pages = self.index_pages(id)?;
+        let txn = self.txn();
+        txn.marks.extend(pages.iter().map(|b| (*b, false)));
+        txn.frees.extend(pages);
         #[cfg(feature = "query-cache")]
         self.qcache.invalidate_table(id);
         let t = self
@@ -1356,8 +1472,8 @@ impl<D: BlockDevice> Database<D> {
     fn rows_by_keys(&mut self, id: u64, pks: Vec<Vec<u8>>) -> Result<Vec<Vec<Value>>> {
         let mut out = Vec::with_capacity(pks.len());
         for pk in pks {
-            if let Some(loc) = self.tables[&id].index.get(&pk) {
-                out.push(self.read_row(loc)?);
+            if let Some(loc) = self.index_get(id, &pk)? {
+                out.push(self.read_row(loc, &pk)?);
             }
         }
         self.evict();
@@ -1369,12 +1485,9 @@ impl<D: BlockDevice> Database<D> {
     fn fill_secondary(&mut self, id: u64) -> Result<()> {
         let defs = self.tables[&id].defs.clone();
         let mut fresh: Vec<Secondary> = defs.into_iter().map(Secondary::new).collect();
-        let entries: Vec<(Vec<u8>, Loc)> = match &self.tables[&id].index {
-            Index::Hash(m) => m.iter().map(|(k, l)| (k.clone(), *l)).collect(),
-            Index::Tree(m) => m.iter().map(|(k, l)| (k.clone(), *l)).collect(),
-        };
+        let entries = self.index_entries(id)?;
         for (pk, loc) in entries {
-            let row = self.read_row(loc)?;
+            let row = self.read_row(loc, &pk)?;
             for sec in &mut fresh {
                 let (k, null) = sec.key(&row);
                 if sec.conflicts(&k, null, &pk) {
@@ -1488,9 +1601,13 @@ impl<D: BlockDevice> Database<D> {
         } else {
             Self::key_of(t, row)?
         };
-        if t.index.get(&key).is_some() {
+        if key.len() > MAX_KEY {
+            return Err(TableError::Constraint("primary key longer than 16 KiB"));
+        }
+        if self.index_get(id, &key)?.is_some() {
             return Err(TableError::Constraint("duplicate primary key"));
         }
+        let t = &self.tables[&id];
         if let Some(r) = rowid {
             let old = t.next_rowid;
             if let Some(t) = self.tables.get_mut(&id) {
@@ -1504,7 +1621,7 @@ impl<D: BlockDevice> Database<D> {
         }
         let tuple = self.build_tuple(&key, row)?;
         let loc = self.place(id, None, &tuple)?;
-        self.set_index(id, key, Some(loc));
+        self.set_index(id, key, Some(loc))?;
         Ok(rowid)
     }
 
@@ -1537,21 +1654,20 @@ impl<D: BlockDevice> Database<D> {
 
     /// Replaces the row stored under `key`.
     fn update_at(&mut self, id: u64, key: Vec<u8>, row: &[Value]) -> Result<bool> {
-        let t = &self.tables[&id];
-        Self::check_row(t, row)?;
-        let Some(loc) = t.index.get(&key) else {
+        Self::check_row(&self.tables[&id], row)?;
+        let Some(loc) = self.index_get(id, &key)? else {
             return Ok(false);
         };
         #[cfg(feature = "secondary-index")]
         if !self.tables[&id].secondary.is_empty() {
-            let before = self.read_row(loc)?;
+            let before = self.read_row(loc, &key)?;
             self.maintain(id, &key, Some(&before), Some(row))?;
         }
         let tuple = self.build_tuple(&key, row)?;
         self.free_overflow(loc)?;
         let new = self.place(id, Some(loc), &tuple)?;
         if new != loc {
-            self.set_index(id, key, Some(new));
+            self.set_index(id, key, Some(new))?;
         } else {
             #[cfg(feature = "query-cache")]
             self.qcache.invalidate(id, &key);
@@ -1570,17 +1686,17 @@ impl<D: BlockDevice> Database<D> {
         let id = self.table_id(table)?;
         let mut k = Vec::new();
         encode_key(key, &mut k);
-        let Some(loc) = self.tables[&id].index.get(&k) else {
+        let Some(loc) = self.index_get(id, &k)? else {
             return Ok(false);
         };
         #[cfg(feature = "secondary-index")]
         if !self.tables[&id].secondary.is_empty() {
-            let before = self.read_row(loc)?;
+            let before = self.read_row(loc, &k)?;
             self.maintain(id, &k, Some(&before), None)?;
         }
         self.free_overflow(loc)?;
         self.clear_slot(id, loc)?;
-        self.set_index(id, k, None);
+        self.set_index(id, k, None)?;
         Ok(true)
     }
 
@@ -1593,12 +1709,12 @@ impl<D: BlockDevice> Database<D> {
         if let Some(row) = self.qcache.get(id, &k) {
             return Ok(Some(row));
         }
-        let Some(loc) = self.tables[&id].index.get(&k) else {
+        let Some(loc) = self.index_get(id, &k)? else {
             return Ok(None);
         };
         #[cfg(feature = "query-cache")]
         let buffered = self.cache.contains(&loc.block);
-        let row = self.read_row(loc)?;
+        let row = self.read_row(loc, &k)?;
         #[cfg(feature = "query-cache")]
         if self.opts.query_cache_bytes > 0 && !buffered {
             self.qcache.put(id, &k, &row, self.opts.query_cache_bytes);
@@ -1607,16 +1723,15 @@ impl<D: BlockDevice> Database<D> {
         Ok(Some(row))
     }
 
-    /// The largest primary key of a table (a tree index finds it at once; a hash index
-    /// looks at every key).
+    /// The largest primary key of a table (the rightmost leaf of the index tree and the
+    /// changes since the last checkpoint).
     pub fn last_key(&mut self, table: &str) -> Result<Option<Vec<Value>>> {
         let id = self.table_id(table)?;
-        let t = &self.tables[&id];
-        let n = t.schema.primary_key.len().max(1);
-        let last = match &t.index {
-            Index::Tree(m) => m.keys().next_back().cloned(),
-            Index::Hash(m) => m.keys().max().cloned(),
+        let Some(t) = self.tables.get(&id) else {
+            return Ok(None);
         };
+        let n = t.schema.primary_key.len().max(1);
+        let last = Pages::new(&mut self.sm, &mut self.ipages, id).last(&t.index)?;
         match last {
             None => Ok(None),
             Some(k) => Ok(Some(crate::row::decode_key(&k, n)?)),
@@ -1646,46 +1761,36 @@ impl<D: BlockDevice> Database<D> {
             }
         };
         let (lo, hi) = (enc(lo), enc(hi));
-        let locs: Vec<Loc> = match &self.tables[&id].index {
-            Index::Tree(m) => m.range((lo, hi)).map(|(_, l)| *l).collect(),
-            Index::Hash(m) => {
-                let all = matches!((&lo, &hi), (Bound::Unbounded, Bound::Unbounded));
-                let mut hits: Vec<(&Vec<u8>, Loc)> = m
-                    .iter()
-                    .filter(|(k, _)| all || (lo.as_ref(), hi.as_ref()).contains(*k))
-                    .map(|(k, l)| (k, *l))
-                    .collect();
-                if all {
-                    // Storage order: block by block, slot by slot.
-                    let order: HashMap<BlockRef, usize> = self.tables[&id]
-                        .blocks
-                        .iter()
-                        .enumerate()
-                        .map(|(i, b)| (*b, i))
-                        .collect();
-                    hits.sort_by_key(|(_, l)| (order.get(&l.block).copied(), l.slot));
-                } else {
-                    hits.sort_by(|a, b| a.0.cmp(b.0));
-                }
-                hits.into_iter().map(|(_, l)| l).collect()
-            }
-        };
+        let all = matches!((&lo, &hi), (Bound::Unbounded, Bound::Unbounded));
+        let mut hits = self.index_range(id, as_ref(&lo), as_ref(&hi))?;
+        if all && self.tables[&id].index.kind == IndexKind::Hash {
+            // Storage order: block by block, slot by slot.
+            let order: HashMap<BlockRef, usize> = self.tables[&id]
+                .blocks
+                .iter()
+                .enumerate()
+                .map(|(i, b)| (*b, i))
+                .collect();
+            hits.sort_by_key(|(_, l)| (order.get(&l.block).copied(), l.slot));
+        }
+        let locs: Vec<Loc> = hits.iter().map(|(_, l)| *l).collect();
         let mut out = Vec::with_capacity(locs.len());
         #[cfg(feature = "prefetch")]
         let mut ahead = ReadAhead::new(&locs);
-        for l in locs {
+        for (k, l) in hits {
             #[cfg(feature = "prefetch")]
             if !self.cache.contains(&l.block) {
                 let run = ahead.next_run(l.block);
                 self.load_run(&run)?;
             }
-            out.push(self.read_row(l)?);
+            out.push(self.read_row(l, &k)?);
         }
         self.evict();
         Ok(out)
     }
 
-    fn read_row(&mut self, loc: Loc) -> Result<Vec<Value>> {
+    /// The row at `loc`, which the primary index gives for `key`.
+    fn read_row(&mut self, loc: Loc, key: &[u8]) -> Result<Vec<Value>> {
         let at = self.sm.allocator().extent(loc.block).0;
         let block = self.block_mut(loc.block)?;
         let t = block
@@ -1695,7 +1800,14 @@ impl<D: BlockDevice> Database<D> {
                 offset: at,
                 reason: "points at a free slot",
             })?;
-        let (_, body) = split_tuple(t, at)?;
+        let (k, body) = split_tuple(t, at)?;
+        if k != key {
+            return Err(TableError::Corrupt {
+                structure: "primary index",
+                offset: at,
+                reason: "points at another key's tuple",
+            });
+        }
         if parse_overflow(body, at)?.is_none() {
             // An inline row decodes straight from the block.
             return Ok(decode_row(body)?);
@@ -1705,31 +1817,22 @@ impl<D: BlockDevice> Database<D> {
         Ok(decode_row(&row)?)
     }
 
-    fn set_index(&mut self, id: u64, key: Vec<u8>, loc: Option<Loc>) {
+    fn set_index(&mut self, id: u64, key: Vec<u8>, loc: Option<Loc>) -> Result<()> {
         #[cfg(feature = "query-cache")]
         self.qcache.invalidate(id, &key);
-        let Some(t) = self.tables.get_mut(&id) else {
-            return;
-        };
-        let old = match loc {
-            Some(l) => t.index.insert(key.clone(), l),
-            None => t.index.remove(&key),
-        };
-        self.txn().undo.push(Undo::Index(id, key, old));
+        if !self.tables.contains_key(&id) {
+            return Ok(());
+        }
+        let (before, delta) = self.index_put(id, key.clone(), loc)?;
+        self.txn().undo.push(Undo::Index(id, key, before, delta));
+        Ok(())
     }
 
-    /// Logs a slot change; `tuple` is the new tuple (none when the slot is freed).
-    fn log_slot(
-        &mut self,
-        id: u64,
-        b: BlockRef,
-        slot: usize,
-        old: Slot,
-        new: Slot,
-        tuple: Option<&[u8]>,
-    ) {
+    /// Logs a slot change to the tuple `tuple`.
+    fn log_slot(&mut self, id: u64, b: BlockRef, slot: usize, old: Slot, new: Slot, tuple: &[u8]) {
         let txn = self.txn();
-        if let (Some(t), false) = (tuple, txn.in_place) {
+        if !txn.in_place {
+            let t = tuple;
             if txn.tuple_bytes + t.len() <= JOURNALED_TUPLES_MAX {
                 txn.tuple_bytes += t.len();
                 txn.tuples.push((txn.ops.len(), t.to_vec()));
@@ -1750,18 +1853,32 @@ impl<D: BlockDevice> Database<D> {
         self.cache.mark_dirty(b);
     }
 
+    /// Logs a slot freed; `key` is the key of the tuple it held.
+    fn log_free(&mut self, id: u64, b: BlockRef, slot: usize, old: Slot, key: &[u8]) {
+        let txn = self.txn();
+        txn.ops.push(OP_SLOT_FREE);
+        txn.ops.extend_from_slice(&id.to_le_bytes());
+        put_block(&mut txn.ops, b);
+        txn.ops.extend_from_slice(&(slot as u16).to_le_bytes());
+        txn.ops.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        txn.ops.extend_from_slice(key);
+        txn.undo.push(Undo::Slot(b, slot, old));
+        txn.blocks.insert(b);
+        self.cache.mark_dirty(b);
+    }
+
     fn clear_slot(&mut self, id: u64, loc: Loc) -> Result<()> {
         let slot = usize::from(loc.slot);
+        let at = self.sm.allocator().extent(loc.block).0;
         let block = self.block_mut(loc.block)?;
         let old = block.slot(slot);
+        let key = match block.get(slot, at)? {
+            Some(t) => split_tuple(t, at)?.0.to_vec(),
+            None => return Ok(()),
+        };
         block.delete(slot)?;
         let empty = block.live_slots().next().is_none();
-        let free = Slot {
-            offset: 0,
-            len: 0,
-            crc: 0,
-        };
-        self.log_slot(id, loc.block, slot, old, free, None);
+        self.log_free(id, loc.block, slot, old, &key);
         // An empty block other than the one inserts go to is given back.
         if empty && self.tables[&id].blocks.last() != Some(&loc.block) {
             self.remove_block(id, loc.block);
@@ -1817,7 +1934,7 @@ impl<D: BlockDevice> Database<D> {
                 crc: 0,
             };
             let t = t.to_vec();
-            self.log_slot(id, nb, slot, before, s, Some(&t));
+            self.log_slot(id, nb, slot, before, s, &t);
         }
         let mut fresh = copy;
         // The copy's sectors all need writing; make it the cached image of the new block.
@@ -1831,7 +1948,7 @@ impl<D: BlockDevice> Database<D> {
                     block: nb,
                     slot: slot as u16,
                 }),
-            );
+            )?;
         }
         self.remove_block(id, b);
         Ok(())
@@ -1845,7 +1962,7 @@ impl<D: BlockDevice> Database<D> {
             let block = self.block_mut(l.block)?;
             let before = block.slot(slot);
             if let Some(s) = block.put(slot, tuple) {
-                self.log_slot(id, l.block, slot, before, s, Some(tuple));
+                self.log_slot(id, l.block, slot, before, s, tuple);
                 return Ok(l);
             }
         }
@@ -1877,7 +1994,7 @@ impl<D: BlockDevice> Database<D> {
         let s = block
             .put(slot, tuple)
             .ok_or(TableError::Invalid("a tuple does not fit a fresh block"))?;
-        self.log_slot(id, b, slot, before, s, Some(tuple));
+        self.log_slot(id, b, slot, before, s, tuple);
         if let Some(l) = old {
             self.clear_slot(id, l)?;
         }
@@ -2106,6 +2223,14 @@ fn prefix_successor(mut k: Vec<u8>) -> Option<Vec<u8>> {
         }
     }
     None
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v.as_slice()),
+        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
 }
 
 fn key_bytes(v: &[Value]) -> Vec<u8> {

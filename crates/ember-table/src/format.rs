@@ -36,6 +36,8 @@ pub enum Kind {
     Slotted,
     /// The header of a catalog snapshot.
     Catalog,
+    /// A page of a table's persistent primary index.
+    IndexPage,
 }
 
 /// Reads a little-endian `u32` at `at` (the caller has checked the length).
@@ -61,12 +63,18 @@ impl Kind {
             Kind::ClassDir => *b"EMCD",
             Kind::Slotted => *b"EMSL",
             Kind::Catalog => *b"EMCT",
+            Kind::IndexPage => *b"EMIX",
         }
     }
 
     /// The current format version.
     pub const fn version(self) -> u16 {
-        1
+        match self {
+            // 2: table entries name their primary index's root; the snapshot carries the
+            // allocator marks of the index pages its checkpoint wrote and freed.
+            Kind::Catalog => 2,
+            _ => 1,
+        }
     }
 
     /// The name used in error messages.
@@ -79,6 +87,7 @@ impl Kind {
             Kind::ClassDir => "allocator class directory",
             Kind::Slotted => "data block",
             Kind::Catalog => "catalog",
+            Kind::IndexPage => "index page",
         }
     }
 }

@@ -25,6 +25,7 @@ pub mod db;
 pub mod error;
 pub mod format;
 pub mod journal;
+pub mod pindex;
 #[cfg(feature = "query-cache")]
 mod query_cache;
 pub mod row;

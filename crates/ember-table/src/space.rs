@@ -153,6 +153,15 @@ impl<D: BlockDevice> SpaceManager<D> {
         Ok(())
     }
 
+    /// Sets blocks' states in the allocator as a journal record's marks would (idempotent;
+    /// for marks the caller keeps elsewhere, such as the catalog's index page marks).
+    pub fn apply_marks(&mut self, marks: &[Mark]) -> Result<()> {
+        for (b, used) in marks {
+            self.alloc.mark(*b, *used)?;
+        }
+        Ok(())
+    }
+
     /// The superblock.
     pub fn superblock(&self) -> &Superblock {
         &self.sb

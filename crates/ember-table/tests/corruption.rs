@@ -1,5 +1,6 @@
 //! A corrupted sector anywhere gives a clean error naming the structure, or — where the
 //! corruption hits bytes nothing reads — the right data; never a panic, never wrong rows.
+//! The database has index pages of two levels (table `g`), so they are covered too.
 
 #![allow(clippy::unwrap_used)]
 
@@ -31,10 +32,17 @@ fn expected(i: i64) -> Vec<Value> {
     ]
 }
 
-/// A small database: two tables, some rows checkpointed, some only in the journal.
+/// Rows of each table.
+const TABLES: [(&str, IndexKind, i64); 3] = [
+    ("h", IndexKind::Hash, 60),
+    ("r", IndexKind::Tree, 40),
+    ("g", IndexKind::Tree, 100),
+];
+
+/// A small database: three tables, some rows checkpointed, some only in the journal.
 fn build() -> Vec<u8> {
     let mut db = Database::create(MemBlock::new(DEV), options()).unwrap();
-    for (t, kind) in [("h", IndexKind::Hash), ("r", IndexKind::Tree)] {
+    for (t, kind, n) in TABLES {
         let schema = Schema {
             columns: vec![
                 Column {
@@ -52,7 +60,8 @@ fn build() -> Vec<u8> {
             index: kind,
         };
         db.create_table(t, schema).unwrap();
-        for i in 0..40 {
+        // For `g`, enough rows for an index of two levels.
+        for i in 0..n.max(40).min(if t == "g" { n } else { 40 }) {
             db.insert(t, &expected(i)).unwrap();
         }
     }
@@ -69,7 +78,7 @@ fn build() -> Vec<u8> {
 fn exercise(bytes: Vec<u8>) -> Result<(), String> {
     let mut db =
         Database::open(MemBlock::from_backing(bytes), options()).map_err(|e| e.to_string())?;
-    for (t, n) in [("h", 60), ("r", 40)] {
+    for (t, _, n) in TABLES {
         let rows = db.scan(t).map_err(|e| e.to_string())?;
         for r in &rows {
             let Value::Integer(k) = r[0] else {
@@ -94,6 +103,7 @@ fn every_corrupted_sector_is_a_clean_error_or_harmless() {
         .filter(|&s| good[s * 512..(s + 1) * 512].iter().any(|&b| b != 0))
         .collect();
     let mut errors = 0;
+    let mut index_errors = 0;
     for &s in &used {
         for (at, flip) in [(0usize, 0x01u8), (100, 0x80), (511, 0x10)] {
             let mut bad = good.clone();
@@ -102,6 +112,7 @@ fn every_corrupted_sector_is_a_clean_error_or_harmless() {
                 Ok(Ok(())) => {}
                 Ok(Err(msg)) => {
                     errors += 1;
+                    index_errors += usize::from(msg.contains("index page"));
                     assert!(!msg.is_empty());
                 }
                 Err(_) => panic!("a flipped bit in sector {s} (byte {at}) made the engine panic"),
@@ -109,6 +120,7 @@ fn every_corrupted_sector_is_a_clean_error_or_harmless() {
         }
     }
     assert!(errors > 0, "no corruption was noticed at all");
+    assert!(index_errors > 0, "no corrupted index page was noticed");
     eprintln!(
         "{} sectors in use, {errors} corruptions reported cleanly",
         used.len()

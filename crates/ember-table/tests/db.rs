@@ -293,6 +293,22 @@ fn last_key_is_the_largest_primary_key() {
         assert_eq!(db.last_key("t").unwrap(), Some(vec![Value::Integer(42)]));
         db.delete("t", &[Value::Integer(42)]).unwrap();
         assert_eq!(db.last_key("t").unwrap(), Some(vec![Value::Integer(7)]));
+        // Keys in index pages written by a checkpoint, and deletes since then that empty
+        // the rightmost leaf: the answer comes from the pages and the changes together.
+        for i in 100..2_000 {
+            db.insert("t", &row(i, "x")).unwrap();
+        }
+        db.checkpoint().unwrap();
+        assert_eq!(db.last_key("t").unwrap(), Some(vec![Value::Integer(1_999)]));
+        for i in 1_000..2_000 {
+            db.delete("t", &[Value::Integer(i)]).unwrap();
+        }
+        assert_eq!(db.last_key("t").unwrap(), Some(vec![Value::Integer(999)]));
+        db.insert("t", &row(5_000, "x")).unwrap();
+        assert_eq!(db.last_key("t").unwrap(), Some(vec![Value::Integer(5_000)]));
+        let dev = db.close().unwrap();
+        let mut db = Database::open(dev, opts(Mode::Metadata)).unwrap();
+        assert_eq!(db.last_key("t").unwrap(), Some(vec![Value::Integer(5_000)]));
     }
 }
 
