@@ -70,6 +70,18 @@ enum Access {
         Option<(Expr, bool)>,
         Option<(Expr, bool)>,
     ),
+    /// The rows in ORDER BY order, read from one end of the rowid order (engine index
+    /// `None`) or of an engine index (engine name, user-facing name), at most LIMIT + OFFSET
+    /// of them: descending, LIMIT, OFFSET.
+    Ordered(Option<(String, String)>, bool, Box<Expr>, Option<Box<Expr>>),
+}
+
+/// What a SELECT core with no WHERE, grouping or DISTINCT over one table needs for its ORDER
+/// BY … LIMIT to be answered from one end of the rowid or an index order.
+struct OrderHint<'a> {
+    terms: &'a [OrderTerm],
+    limit: &'a Expr,
+    offset: Option<&'a Expr>,
 }
 
 /// Where a FROM item's rows come from.
@@ -1536,7 +1548,7 @@ impl<S: Storage> Executor<S> {
             split_and(f, &mut conj);
         }
         let key = filter.map_or(0, |f| f as *const Expr as usize);
-        let (_, rows) = self.join(&[leaf], &conj, None, key)?;
+        let (_, rows) = self.join(&[leaf], &conj, None, key, None)?;
         Ok(rows
             .into_iter()
             .map(|mut r| {
@@ -1666,7 +1678,8 @@ impl<S: Storage> Executor<S> {
     /// Runs a query: names, rows and each column's affinity (for views and subqueries).
     fn query_typed(&mut self, s: &Select, outer: Option<&Env<'_>>) -> Result<Typed> {
         if s.compounds.is_empty() {
-            let (names, affs, mut rows) = self.core(&s.first, outer, &s.order_by)?;
+            let limit = s.limit.as_ref().map(|l| (l, s.offset.as_ref()));
+            let (names, affs, mut rows) = self.core(&s.first, outer, &s.order_by, limit)?;
             if !s.order_by.is_empty() {
                 let terms: Vec<(bool, Option<bool>)> =
                     s.order_by.iter().map(|t| (t.desc, t.nulls_first)).collect();
@@ -1675,14 +1688,14 @@ impl<S: Storage> Executor<S> {
             let rows = self.limit(rows.into_iter().map(|r| r.0).collect(), s, outer)?;
             return Ok((names, rows, affs));
         }
-        let (names, affs, first) = self.core(&s.first, outer, &[])?;
+        let (names, affs, first) = self.core(&s.first, outer, &[], None)?;
         let mut acc: Vec<Vec<Value>> = first.into_iter().map(|r| r.0).collect();
         for (op, core) in &s.compounds {
             if acc.is_empty() && matches!(op, Compound::Intersect | Compound::Except) {
                 // Nothing to keep: the right side is not run (as in SQLite).
                 continue;
             }
-            let (n2, _, rows) = self.core(core, outer, &[])?;
+            let (n2, _, rows) = self.core(core, outer, &[], None)?;
             if n2.len() != names.len() {
                 let word = match op {
                     Compound::Union => "UNION",
@@ -1810,6 +1823,7 @@ impl<S: Storage> Executor<S> {
         core: &SelectCore,
         outer: Option<&Env<'_>>,
         order_by: &[OrderTerm],
+        limit: Option<(&Expr, Option<&Expr>)>,
     ) -> Result<(
         Vec<String>,
         Vec<Option<Affinity>>,
@@ -1909,7 +1923,33 @@ impl<S: Storage> Executor<S> {
             }
             split_and(w, &mut conj);
         }
-        let (scope, rows) = self.join(&leaves, &conj, outer, core as *const SelectCore as usize)?;
+        let hint = match limit {
+            Some((limit, offset))
+                if !distinct
+                    && group_by.is_empty()
+                    && having.is_none()
+                    && !order_by.is_empty()
+                    && leaves.len() == 1
+                    && conj.is_empty()
+                    && !columns.iter().any(
+                        |c| matches!(c, ResultCol::Expr { expr, .. } if has_aggregate(expr)),
+                    ) =>
+            {
+                Some(OrderHint {
+                    terms: order_by,
+                    limit,
+                    offset,
+                })
+            }
+            _ => None,
+        };
+        let (scope, rows) = self.join(
+            &leaves,
+            &conj,
+            outer,
+            core as *const SelectCore as usize,
+            hint.as_ref(),
+        )?;
         // Result columns.
         let mut exprs: Vec<Expr> = Vec::new();
         let mut names: Vec<String> = Vec::new();
@@ -2212,7 +2252,7 @@ impl<S: Storage> Executor<S> {
                     FromItem::Join { .. } => {
                         let mut inner = Vec::new();
                         self.flatten(right, outer, &mut inner)?;
-                        let (scope, rows) = self.join(&inner, &[], outer, 0)?;
+                        let (scope, rows) = self.join(&inner, &[], outer, 0, None)?;
                         Leaf {
                             scope,
                             src: LeafSrc::Rows(Rc::new(rows)),
@@ -2709,6 +2749,8 @@ impl<S: Storage> Executor<S> {
                 vals.len()
             ),
             Access::IndexIn(_, idx, _, _) => format!("SEARCH {name} USING INDEX {idx} (=?)"),
+            Access::Ordered(None, ..) => format!("SCAN {name}"),
+            Access::Ordered(Some((_, idx)), ..) => format!("SCAN {name} USING INDEX {idx}"),
             Access::IndexRange(_, idx, _, lo, hi) => {
                 let parts: Vec<&str> = [
                     lo.as_ref().map(|l| if l.1 { ">=?" } else { ">?" }),
@@ -2858,7 +2900,117 @@ impl<S: Storage> Executor<S> {
                 let hb = hi_v.as_deref().map_or(Bound::Unbounded, Bound::Included);
                 Ok(with_rowid(self.storage.index_scan(engine, lb, hb)?))
             }
+            Access::Ordered(index, desc, limit, offset) => {
+                // LIMIT + OFFSET rows; a negative LIMIT is none, and a value LIMIT would
+                // refuse reads everything so that `limit` reports it.
+                let mut count = |e: &Expr| -> Result<Option<i64>> {
+                    Ok(match self.eval(e, env)?.with_affinity(Affinity::Integer) {
+                        Value::Integer(i) => Some(i),
+                        _ => None,
+                    })
+                };
+                let n = match (
+                    count(limit)?,
+                    offset.as_deref().map(&mut count).transpose()?,
+                ) {
+                    (Some(l), None) if l >= 0 => usize::try_from(l).ok(),
+                    (Some(l), Some(Some(o))) if l >= 0 => {
+                        usize::try_from(l.saturating_add(o.max(0))).ok()
+                    }
+                    _ => None,
+                }
+                .unwrap_or(usize::MAX);
+                let rows = match index {
+                    None => self.storage.scan_limited(
+                        &t.engine,
+                        Bound::Unbounded,
+                        Bound::Unbounded,
+                        *desc,
+                        n,
+                    )?,
+                    Some((engine, _)) => self.storage.index_scan_limited(
+                        engine,
+                        Bound::Unbounded,
+                        Bound::Unbounded,
+                        *desc,
+                        n,
+                    )?,
+                };
+                Ok(with_rowid(rows))
+            }
         }
+    }
+
+    /// An access path that returns table leaf `k`'s rows already in the hint's ORDER BY
+    /// order, so that only LIMIT + OFFSET rows need be read: the terms must be the rowid,
+    /// or a prefix of an index's columns, all in one direction with the default NULLs
+    /// placement (an index orders NULLs first).
+    fn ordered(&self, leaves: &[Leaf], k: usize, h: &OrderHint<'_>) -> Option<Access> {
+        let leaf = &leaves[k];
+        let LeafSrc::Table(t) = &leaf.src else {
+            return None;
+        };
+        let desc = h.terms.first()?.desc;
+        if h.terms
+            .iter()
+            .any(|o| o.desc != desc || o.nulls_first.is_some_and(|nf| nf == desc))
+        {
+            return None;
+        }
+        let mut cols = Vec::new();
+        for o in h.terms {
+            let Expr::Column { table, name, .. } = &o.expr else {
+                return None;
+            };
+            if let Some(tq) = table {
+                if !leaf.scope.has_table(tq) {
+                    return None;
+                }
+            }
+            let i = leaf.scope.find(table.as_deref(), name).ok().flatten()?;
+            cols.push(if leaf.scope.cols[i].rowid || Some(i) == t.ipk {
+                None
+            } else {
+                Some(i)
+            });
+        }
+        let limit = Box::new(h.limit.clone());
+        let offset = h.offset.map(|o| Box::new(o.clone()));
+        if cols[0].is_none() {
+            // The rowid is unique: later terms cannot reorder.
+            return Some(Access::Ordered(None, desc, limit, offset));
+        }
+        // Index columns, then the rowid (equal index values come in rowid order).
+        let fits = |idx: &[usize]| {
+            let m = cols.iter().take_while(|c| c.is_some()).count();
+            m <= idx.len()
+                && cols[..m].iter().zip(idx).all(|(c, i)| *c == Some(*i))
+                && (m == cols.len() || m == idx.len())
+        };
+        let mut found = t
+            .uniques
+            .iter()
+            .filter(|u| u.index.is_none() && fits(&u.columns))
+            .map(|u| {
+                (
+                    u.engine.clone(),
+                    format!(
+                        "sqlite_autoindex_{}_{}",
+                        t.name,
+                        u.engine.rsplit('u').next().unwrap_or("1")
+                    ),
+                )
+            })
+            .next();
+        if found.is_none() {
+            found = self
+                .catalog
+                .indexes_of(&t.name)
+                .into_iter()
+                .find(|i| fits(&i.columns))
+                .map(|i| (i.engine.clone(), i.name.clone()));
+        }
+        found.map(|f| Access::Ordered(Some(f), desc, limit, offset))
     }
 
     /// Joins the leaves with nested loops, applying each WHERE conjunct as soon as its
@@ -2869,6 +3021,7 @@ impl<S: Storage> Executor<S> {
         where_conj: &[Expr],
         outer: Option<&Env<'_>>,
         plan_key: usize,
+        hint: Option<&OrderHint<'_>>,
     ) -> Result<(Scope, Vec<Vec<Value>>)> {
         let depth_scope = Scope::default();
         if leaves.is_empty() {
@@ -2934,7 +3087,12 @@ impl<S: Storage> Executor<S> {
             let a = match cached {
                 Some(a) => a,
                 None => {
-                    let a = self.plan(leaves, k, &cands);
+                    let mut a = self.plan(leaves, k, &cands);
+                    if let (Access::Full, Some(h)) = (&a, hint) {
+                        if let Some(o) = self.ordered(leaves, k, h) {
+                            a = o;
+                        }
+                    }
                     self.plans_made += 1;
                     if plan_key != 0 && self.explain.is_none() {
                         self.plans.insert(cache_key, a.clone());

@@ -69,6 +69,40 @@ pub trait Storage {
         lo: Bound<&[Value]>,
         hi: Bound<&[Value]>,
     ) -> Result<Vec<Row>>;
+    /// Like [`scan`](Self::scan), from the high end when `desc`, and at most `limit` rows:
+    /// `ORDER BY rowid DESC LIMIT 10` reads 10 rows where the engine can.
+    fn scan_limited(
+        &mut self,
+        table: &str,
+        lo: Bound<i64>,
+        hi: Bound<i64>,
+        desc: bool,
+        limit: usize,
+    ) -> Result<Vec<Row>> {
+        let mut rows = self.scan(table, lo, hi)?;
+        if desc {
+            rows.reverse();
+        }
+        rows.truncate(limit);
+        Ok(rows)
+    }
+    /// Like [`index_scan`](Self::index_scan), from the high end when `desc` (rows with
+    /// equal indexed values then come in descending rowid order), and at most `limit` rows.
+    fn index_scan_limited(
+        &mut self,
+        index: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+        desc: bool,
+        limit: usize,
+    ) -> Result<Vec<Row>> {
+        let mut rows = self.index_scan(index, lo, hi)?;
+        if desc {
+            rows.reverse();
+        }
+        rows.truncate(limit);
+        Ok(rows)
+    }
     /// Starts a transaction.
     fn begin(&mut self) -> Result<()>;
     /// Commits it.

@@ -171,6 +171,47 @@ const OP_SLOT_DATA: u8 = 8;
 /// for the primary index.
 const OP_SLOT_FREE: u8 = 9;
 
+/// Which end of a range to read from and how many rows at most (for `ORDER BY … LIMIT`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Order {
+    /// In key order even on a hash index (a full range on a hash index otherwise comes in
+    /// storage order); set by [`Order::asc`] and [`Order::desc`].
+    pub keyed: bool,
+    /// From the high end.
+    pub desc: bool,
+    /// At most this many rows.
+    pub limit: Option<usize>,
+}
+
+impl Order {
+    /// Ascending key order, at most `limit` rows.
+    pub fn asc(limit: Option<usize>) -> Self {
+        Order {
+            keyed: true,
+            desc: false,
+            limit,
+        }
+    }
+
+    /// Descending key order, at most `limit` rows.
+    pub fn desc(limit: Option<usize>) -> Self {
+        Order {
+            keyed: true,
+            desc: true,
+            limit,
+        }
+    }
+
+    fn apply<T>(&self, hits: &mut Vec<T>) {
+        if self.desc {
+            hits.reverse();
+        }
+        if let Some(n) = self.limit {
+            hits.truncate(n);
+        }
+    }
+}
+
 /// A transaction whose new tuples add up to at most this many bytes carries them in its
 /// journal record, so its commit is one write (and in full mode one sync); the blocks get
 /// them at the next checkpoint. Bigger transactions write their tuples in place first,
@@ -1437,6 +1478,19 @@ impl<D: BlockDevice> Database<D> {
         lo: Bound<&[Value]>,
         hi: Bound<&[Value]>,
     ) -> Result<Vec<Vec<Value>>> {
+        self.find_prefix_with(name, lo, hi, Order::default())
+    }
+
+    /// Like [`find_prefix`](Self::find_prefix), in index order from either end and with at
+    /// most `order.limit` rows read.
+    #[cfg(feature = "secondary-index")]
+    pub fn find_prefix_with(
+        &mut self,
+        name: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+        order: Order,
+    ) -> Result<Vec<Vec<Value>>> {
         let (id, pos) = self
             .index_owner(name)
             .ok_or_else(|| TableError::NoSuchTable(name.to_string()))?;
@@ -1464,7 +1518,8 @@ impl<D: BlockDevice> Database<D> {
                 return Ok(Vec::new());
             }
         }
-        let pks = self.tables[&id].secondary[pos].range(lo, hi)?;
+        let mut pks = self.tables[&id].secondary[pos].range(lo, hi)?;
+        order.apply(&mut pks);
         self.rows_by_keys(id, pks)
     }
 
@@ -1752,6 +1807,18 @@ impl<D: BlockDevice> Database<D> {
         lo: Bound<&[Value]>,
         hi: Bound<&[Value]>,
     ) -> Result<Vec<Vec<Value>>> {
+        self.range_with(table, lo, hi, Order::default())
+    }
+
+    /// Like [`range`](Self::range), in key order from either end and with at most
+    /// `order.limit` rows read: `ORDER BY key DESC LIMIT 10` reads 10 rows.
+    pub fn range_with(
+        &mut self,
+        table: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+        order: Order,
+    ) -> Result<Vec<Vec<Value>>> {
         let id = self.table_id(table)?;
         let enc = |b: Bound<&[Value]>| -> Bound<Vec<u8>> {
             match b {
@@ -1763,16 +1830,17 @@ impl<D: BlockDevice> Database<D> {
         let (lo, hi) = (enc(lo), enc(hi));
         let all = matches!((&lo, &hi), (Bound::Unbounded, Bound::Unbounded));
         let mut hits = self.index_range(id, as_ref(&lo), as_ref(&hi))?;
-        if all && self.tables[&id].index.kind == IndexKind::Hash {
+        if all && !order.keyed && self.tables[&id].index.kind == IndexKind::Hash {
             // Storage order: block by block, slot by slot.
-            let order: HashMap<BlockRef, usize> = self.tables[&id]
+            let at: HashMap<BlockRef, usize> = self.tables[&id]
                 .blocks
                 .iter()
                 .enumerate()
                 .map(|(i, b)| (*b, i))
                 .collect();
-            hits.sort_by_key(|(_, l)| (order.get(&l.block).copied(), l.slot));
+            hits.sort_by_key(|(_, l)| (at.get(&l.block).copied(), l.slot));
         }
+        order.apply(&mut hits);
         let locs: Vec<Loc> = hits.iter().map(|(_, l)| *l).collect();
         let mut out = Vec::with_capacity(locs.len());
         #[cfg(feature = "prefetch")]

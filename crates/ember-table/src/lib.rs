@@ -37,7 +37,7 @@ pub mod space;
 pub mod superblock;
 
 pub use allocator::{AllocConfig, Allocator, BlockRef};
-pub use db::{Database, Mode, Options};
+pub use db::{Database, Mode, Options, Order};
 pub use error::{Result, TableError};
 pub use journal::{Journal, Record};
 pub use row::{RowError, Value, ValueRef};

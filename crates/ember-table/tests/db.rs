@@ -5,7 +5,7 @@
 use std::ops::Bound;
 
 use ember_device::MemBlock;
-use ember_table::{Column, Database, IndexKind, Mode, Options, Schema, TableError, Value};
+use ember_table::{Column, Database, IndexKind, Mode, Options, Order, Schema, TableError, Value};
 
 fn schema(index: IndexKind) -> Schema {
     Schema {
@@ -342,5 +342,43 @@ fn rows_replayed_from_the_journal_reach_their_blocks() {
             db.get("t", &[Value::Integer(i)]).unwrap(),
             Some(row(i, &format!("row {i}")))
         );
+    }
+}
+
+#[test]
+fn ordered_ranges_read_from_either_end() {
+    for kind in [IndexKind::Tree, IndexKind::Hash] {
+        let mut db = fresh(Mode::Metadata);
+        db.create_table("t", schema(kind)).unwrap();
+        for i in [5, -3, 42, 7, 19, 0] {
+            db.insert("t", &row(i, "x")).unwrap();
+        }
+        let keys = |rows: Vec<Vec<Value>>| -> Vec<Value> {
+            rows.into_iter().map(|r| r[0].clone()).collect()
+        };
+        let int = |v: &[i64]| -> Vec<Value> { v.iter().map(|&i| Value::Integer(i)).collect() };
+        let all = db
+            .range_with("t", Bound::Unbounded, Bound::Unbounded, Order::asc(None))
+            .unwrap();
+        assert_eq!(keys(all), int(&[-3, 0, 5, 7, 19, 42]), "{kind:?}");
+        let last = db
+            .range_with(
+                "t",
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Order::desc(Some(2)),
+            )
+            .unwrap();
+        assert_eq!(keys(last), int(&[42, 19]), "{kind:?}");
+        let lo = [Value::Integer(1)];
+        let mid = db
+            .range_with(
+                "t",
+                Bound::Included(&lo[..]),
+                Bound::Unbounded,
+                Order::asc(Some(2)),
+            )
+            .unwrap();
+        assert_eq!(keys(mid), int(&[5, 7]), "{kind:?}");
     }
 }

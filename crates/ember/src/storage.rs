@@ -9,7 +9,7 @@ use std::ops::Bound;
 
 use ember_device::BlockDevice;
 use ember_sql::{ColumnSpec, Result, Row, SqlError, Storage, Value};
-use ember_table::{Column, Database, IndexKind, Schema, TableError, Value as TValue};
+use ember_table::{Column, Database, IndexKind, Order, Schema, TableError, Value as TValue};
 
 const ROWID: &str = "ember$rowid";
 
@@ -182,6 +182,33 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         rows.into_iter().map(split).collect()
     }
 
+    fn scan_limited(
+        &mut self,
+        table: &str,
+        lo: Bound<i64>,
+        hi: Bound<i64>,
+        desc: bool,
+        limit: usize,
+    ) -> Result<Vec<Row>> {
+        let b = |x: Bound<i64>| x.map(|i| [TValue::Integer(i)]);
+        let (lo, hi) = (b(lo), b(hi));
+        let order = if desc {
+            Order::desc(Some(limit))
+        } else {
+            Order::asc(Some(limit))
+        };
+        let rows = self
+            .db
+            .range_with(
+                table,
+                lo.as_ref().map(|a| &a[..]),
+                hi.as_ref().map(|a| &a[..]),
+                order,
+            )
+            .map_err(err)?;
+        rows.into_iter().map(split).collect()
+    }
+
     fn max_rowid(&mut self, table: &str) -> Result<Option<i64>> {
         let k = table.to_ascii_lowercase();
         if let Some(Some(m)) = self.max.get(&k) {
@@ -236,6 +263,33 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
                 index,
                 lo.as_ref().map(Vec::as_slice),
                 hi.as_ref().map(Vec::as_slice),
+            )
+            .map_err(err)?;
+        rows.into_iter().map(split).collect()
+    }
+
+    fn index_scan_limited(
+        &mut self,
+        index: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+        desc: bool,
+        limit: usize,
+    ) -> Result<Vec<Row>> {
+        let conv = |b: Bound<&[Value]>| b.map(|v| v.iter().map(to_t).collect::<Vec<_>>());
+        let (lo, hi) = (conv(lo), conv(hi));
+        let order = if desc {
+            Order::desc(Some(limit))
+        } else {
+            Order::asc(Some(limit))
+        };
+        let rows = self
+            .db
+            .find_prefix_with(
+                index,
+                lo.as_ref().map(Vec::as_slice),
+                hi.as_ref().map(Vec::as_slice),
+                order,
             )
             .map_err(err)?;
         rows.into_iter().map(split).collect()

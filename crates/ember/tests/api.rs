@@ -199,3 +199,124 @@ fn aliases_constraint_messages_and_add_column_after_table_constraints() {
         "{sql}"
     );
 }
+
+/// Rows of a query on EmberDB and on SQLite, as text, in order.
+fn both(conn: &Connection, lite: &rusqlite::Connection, sql: &str) -> (Vec<String>, Vec<String>) {
+    let ours: Vec<String> = conn
+        .prepare(sql)
+        .unwrap()
+        .query_map([], |r| {
+            Ok((0..r.len())
+                .map(|i| format!("{:?}", r.get::<_, Value>(i).unwrap()))
+                .collect::<Vec<_>>()
+                .join("|"))
+        })
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    let mut st = lite.prepare(sql).unwrap();
+    let n = st.column_count();
+    let theirs: Vec<String> = st
+        .query_map([], |r| {
+            Ok((0..n)
+                .map(|i| {
+                    let v = match r.get_ref(i).unwrap() {
+                        rusqlite::types::ValueRef::Null => Value::Null,
+                        rusqlite::types::ValueRef::Integer(i) => Value::Integer(i),
+                        rusqlite::types::ValueRef::Real(f) => Value::Real(f),
+                        rusqlite::types::ValueRef::Text(t) => {
+                            Value::Text(String::from_utf8_lossy(t).into_owned())
+                        }
+                        rusqlite::types::ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+                    };
+                    format!("{v:?}")
+                })
+                .collect::<Vec<_>>()
+                .join("|"))
+        })
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    (ours, theirs)
+}
+
+#[test]
+fn order_by_limit_reads_from_one_end_of_an_index() {
+    let conn = Connection::open_in_memory().unwrap();
+    let lite = rusqlite::Connection::open_in_memory().unwrap();
+    let schema = "CREATE TABLE t(id INTEGER PRIMARY KEY, b, c TEXT, u INTEGER UNIQUE, d, e);
+                  CREATE INDEX tb ON t(b); CREATE INDEX tde ON t(d, e);";
+    conn.execute_batch(schema).unwrap();
+    lite.execute_batch(schema).unwrap();
+    let mut rows = Vec::new();
+    for i in 0..200i64 {
+        // Ties, NULLs and mixed types in b; u unique; (d, e) with repeats.
+        let b = match i % 7 {
+            0 => "NULL".to_string(),
+            1 => format!("'t{}'", i % 5),
+            2 => format!("{}.5", i % 9),
+            _ => format!("{}", i % 11),
+        };
+        rows.push(format!(
+            "({i}, {b}, 'c{i}', {}, {}, {})",
+            (i * 37) % 1000,
+            i % 4,
+            (i * 13) % 6
+        ));
+    }
+    let insert = format!("INSERT INTO t VALUES {}", rows.join(", "));
+    conn.execute_batch(&insert).unwrap();
+    lite.execute_batch(&insert).unwrap();
+    for (sql, path) in [
+        ("SELECT * FROM t ORDER BY id DESC LIMIT 5", "SCAN t"),
+        (
+            "SELECT id, c FROM t ORDER BY rowid LIMIT 3 OFFSET 10",
+            "SCAN t",
+        ),
+        (
+            "SELECT * FROM t ORDER BY b, id LIMIT 12",
+            "SCAN t USING INDEX tb",
+        ),
+        (
+            "SELECT * FROM t ORDER BY b DESC, rowid DESC LIMIT 12 OFFSET 3",
+            "SCAN t USING INDEX tb",
+        ),
+        (
+            "SELECT u FROM t ORDER BY u DESC LIMIT 4",
+            "SCAN t USING INDEX sqlite_autoindex_t_1",
+        ),
+        (
+            "SELECT d, e, id FROM t ORDER BY d, e, id LIMIT 20",
+            "SCAN t USING INDEX tde",
+        ),
+        (
+            "SELECT d, e, id FROM t ORDER BY d DESC, e DESC, id DESC LIMIT 7",
+            "SCAN t USING INDEX tde",
+        ),
+        (
+            "SELECT id FROM t ORDER BY b, id LIMIT -1 OFFSET 190",
+            "SCAN t USING INDEX tb",
+        ),
+        // Not answerable from one end: sorted as usual.
+        (
+            "SELECT id, b FROM t ORDER BY b NULLS LAST, id LIMIT 5",
+            "SCAN t",
+        ),
+        ("SELECT id FROM t ORDER BY d, id LIMIT 5", "SCAN t"),
+        (
+            "SELECT id FROM t WHERE c > 'c5' ORDER BY id DESC LIMIT 3",
+            "SCAN t",
+        ),
+    ] {
+        let (ours, theirs) = both(&conn, &lite, sql);
+        assert_eq!(ours, theirs, "{sql}");
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(3))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(plan, [path], "{sql}");
+    }
+}
