@@ -1728,6 +1728,9 @@ impl Parser<'_> {
             });
         }
         let distinct = self.eat_kw("DISTINCT");
+        if !distinct {
+            self.eat_kw("ALL"); // `count(ALL x)` is `count(x)`
+        }
         let mut args = Vec::new();
         if !self.is_op(")") {
             loop {
