@@ -46,3 +46,6 @@ pub fn open<D: BlockDevice>(
 pub fn shut<D: BlockDevice>(db: Db<SpaceEnv<D>>) -> D {
     db.close().unwrap().into_space_manager().close().unwrap()
 }
+
+/// A database on a borrowed RAM device.
+pub type MemDbOn<'a> = Db<SpaceEnv<&'a mut MemBlock<Vec<u8>>>>;
