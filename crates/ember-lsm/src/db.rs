@@ -832,6 +832,21 @@ impl<E: Env> Db<E> {
             .collect()
     }
 
+    /// Every live table with its level.
+    pub fn tables(&self) -> Vec<(usize, TableMeta)> {
+        let core = lock(&self.shared.core);
+        let mut out = Vec::new();
+        for (i, l) in core.levels.iter().enumerate() {
+            out.extend(l.iter().map(|t| (i, (**t).clone())));
+        }
+        out
+    }
+
+    /// Runs `f` on the environment (e.g. to inspect where blobs lie).
+    pub fn with_env<T>(&self, f: impl FnOnce(&mut E) -> T) -> T {
+        f(&mut lock(&self.shared.core).env)
+    }
+
     /// Whether an immutable memtable waits for its flush.
     pub fn has_immutable(&self) -> bool {
         lock(&self.shared.core).imm.is_some()

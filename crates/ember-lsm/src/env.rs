@@ -131,6 +131,13 @@ impl<D: BlockDevice> SpaceEnv<D> {
         &mut self.sm
     }
 
+    /// Where blob `id` lies on the device: (offset, length) of each extent, in order.
+    pub fn extents(&self, id: BlobId) -> Option<Vec<(u64, u64)>> {
+        self.blobs
+            .get(&id)
+            .map(|v| v.iter().map(|e| (e.offset, e.len)).collect())
+    }
+
     /// Gives the space manager back.
     pub fn into_space_manager(self) -> SpaceManager<D> {
         self.sm

@@ -26,7 +26,12 @@ pub type MemDb = Db<SpaceEnv<MemBlock<Vec<u8>>>>;
 
 /// A fresh database on a RAM device; returns it with its root locator.
 pub fn fresh(opts: Options) -> (MemDb, Vec<u8>) {
-    let sm = SpaceManager::format(MemBlock::new(8 << 20), FormatOptions::default()).unwrap();
+    fresh_on(8 << 20, opts)
+}
+
+/// [`fresh`] on a device of `bytes`.
+pub fn fresh_on(bytes: usize, opts: Options) -> (MemDb, Vec<u8>) {
+    let sm = SpaceManager::format(MemBlock::new(bytes), FormatOptions::default()).unwrap();
     let env = SpaceEnv::create(sm, 64 * 1024).unwrap();
     let root = env.root_locator();
     (Db::create(env, opts).unwrap(), root)
