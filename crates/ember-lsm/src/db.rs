@@ -138,13 +138,16 @@ struct Queue {
     next: u64,
     pending: Vec<Pending>,
     done: HashMap<u64, Result<()>>,
+    leader: bool,
 }
 
 struct Shared<E: Env> {
     core: Mutex<Core<E>>,
     queue: Mutex<Queue>,
     work: Condvar,
+    committed: Condvar,
     shutdown: AtomicBool,
+    log_capacity: u64,
 }
 
 /// An LSM-tree database over an [`Env`] (see the crate docs).
@@ -574,9 +577,11 @@ impl<E: Env> Db<E> {
     fn from_core(core: Core<E>) -> Self {
         Db {
             shared: Arc::new(Shared {
+                log_capacity: core.opts.log_capacity,
                 core: Mutex::new(core),
                 queue: Mutex::new(Queue::default()),
                 work: Condvar::new(),
+                committed: Condvar::new(),
                 shutdown: AtomicBool::new(false),
             }),
             background: None,
@@ -682,7 +687,7 @@ impl<E: Env> Db<E> {
             batch.encode(&mut p);
             p.len()
         };
-        let limit = lock(&self.shared.core).opts.log_capacity;
+        let limit = self.shared.log_capacity;
         if (bytes + wal::HEADER + 16) as u64 > limit {
             return Err(LsmError::BatchTooLarge { bytes, limit });
         }
@@ -699,13 +704,28 @@ impl<E: Env> Db<E> {
             t
         };
         loop {
+            {
+                let mut q = lock(&self.shared.queue);
+                loop {
+                    if let Some(r) = q.done.remove(&ticket) {
+                        return r;
+                    }
+                    if !q.leader {
+                        q.leader = true;
+                        break;
+                    }
+                    q = self
+                        .shared
+                        .committed
+                        .wait(q)
+                        .unwrap_or_else(|p| p.into_inner());
+                }
+            }
+            // Lead: take every waiting batch that fits one log record, commit them with one
+            // write and at most one sync, post the results, wake the followers.
             let mut core = lock(&self.shared.core);
             let group = {
                 let mut q = lock(&self.shared.queue);
-                if let Some(r) = q.done.remove(&ticket) {
-                    return r;
-                }
-                // Lead: take every waiting batch that fits one log record.
                 let mut room = limit as usize - wal::HEADER - 16;
                 let mut n = 0;
                 while n < q.pending.len() && (n == 0 || q.pending[n].bytes <= room) {
@@ -717,20 +737,15 @@ impl<E: Env> Db<E> {
             let r = core.commit(&group);
             let rotated = core.imm.is_some();
             drop(core);
+            let mut q = lock(&self.shared.queue);
+            for p in &group {
+                q.done.insert(p.ticket, r.clone());
+            }
+            q.leader = false;
+            drop(q);
+            self.shared.committed.notify_all();
             if rotated {
                 self.shared.work.notify_all();
-            }
-            let mut q = lock(&self.shared.queue);
-            let mut mine = None;
-            for p in &group {
-                if p.ticket == ticket {
-                    mine = Some(r.clone());
-                } else {
-                    q.done.insert(p.ticket, r.clone());
-                }
-            }
-            if let Some(r) = mine {
-                return r;
             }
         }
     }

@@ -22,7 +22,7 @@
 
 use crate::coding::{Reader, le32, le64, put_varint};
 use crate::env::{BlobId, Env};
-use crate::error::Result;
+use crate::error::{LsmError, Result};
 use crate::memtable::WriteBatch;
 
 const MAGIC: [u8; 4] = *b"ELWR";
@@ -99,7 +99,12 @@ pub fn replay(env: &mut dyn Env, id: BlobId, capacity: u64) -> Result<Vec<WriteB
     let mut expect = 1u64;
     let mut head = [0u8; HEADER];
     while pos + HEADER as u64 <= capacity {
-        env.read(id, pos, &mut head)?;
+        // A file-backed log ends where its file does.
+        match env.read(id, pos, &mut head) {
+            Ok(()) => {}
+            Err(LsmError::OutOfBounds { .. }) => break,
+            Err(e) => return Err(e),
+        }
         if head[0..4] != MAGIC || head[4] != 1 || le64(&head, 8) != id || le64(&head, 16) != expect
         {
             break;
@@ -109,7 +114,11 @@ pub fn replay(env: &mut dyn Env, id: BlobId, capacity: u64) -> Result<Vec<WriteB
             break;
         }
         let mut payload = vec![0u8; len as usize];
-        env.read(id, pos + HEADER as u64, &mut payload)?;
+        match env.read(id, pos + HEADER as u64, &mut payload) {
+            Ok(()) => {}
+            Err(LsmError::OutOfBounds { .. }) => break,
+            Err(e) => return Err(e),
+        }
         let mut h = crc32fast::Hasher::new();
         h.update(&head[..28]);
         h.update(&payload);
