@@ -1,0 +1,960 @@
+//! The database: group commit, memtable rotation, flushes, compaction steps, reads,
+//! iterators, recovery and the memory budget.
+//!
+//! Order of writes (the crash argument is in ARCHITECTURE.md, engine `lsm`):
+//!
+//! * commit: one log record per commit group, then one `sync` if any batch asked for it;
+//!   the memtable is updated after the record is written.
+//! * rotation: a new log blob is created (its allocation is durable), then a manifest naming
+//!   the old and the new log is written and synced; the old memtable becomes immutable.
+//! * flush / compaction: the new tables are written and synced, then a manifest naming them
+//!   (and no longer naming the flushed log or the merged tables) is written and synced, and
+//!   only then are the old blobs removed — once no iterator reads them.
+//! * open: the manifest, then every live log is replayed into a memtable, which is written
+//!   as a level-0 table with a fresh log and a new manifest before the old logs go.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::cache::{Cache, Cached};
+use crate::compaction::{self, LEVELS, Levels, Pick};
+use crate::env::{BlobId, Env};
+use crate::error::{LsmError, Result};
+use crate::iter::{Entry, Fetch, Merge, Source};
+use crate::manifest::{LogMeta, Manifest};
+use crate::memtable::{ENTRY_OVERHEAD, Memtable, Value, WriteBatch};
+use crate::sstable::block::DataBlock;
+use crate::sstable::bloom::Bloom;
+use crate::sstable::{self, Handle, Index, TableBuilder, TableMeta};
+use crate::wal::{self, Wal};
+
+/// Settings of a database. [`Options::with_budget`] derives every size from one memory cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The engine's RAM cap in bytes: memtables + pinned indexes and filters + cache.
+    pub memory_budget: usize,
+    /// A memtable is frozen when it is charged this many bytes.
+    pub write_buffer: usize,
+    /// Target size of a table written by a compaction.
+    pub table_size: usize,
+    /// Target size of a data block.
+    pub block_size: usize,
+    /// Bloom filter bits per key.
+    pub bloom_bits_per_key: usize,
+    /// Level-0 tables that trigger a compaction into level 1.
+    pub l0_trigger: usize,
+    /// Bytes level 1 may hold.
+    pub level1_bytes: u64,
+    /// Growth of each further level.
+    pub level_multiplier: u64,
+    /// Levels whose index blocks and bloom filters stay in RAM (the paper: 2, levels 0 and 1).
+    pub pinned_levels: usize,
+    /// Bytes of each log blob.
+    pub log_capacity: u64,
+}
+
+impl Options {
+    /// Settings for a RAM cap of `bytes`: memtables of an eighth of it each, tables of the
+    /// same size, level 1 of five tables.
+    pub fn with_budget(bytes: usize) -> Self {
+        let wb = (bytes / 8).max(4096);
+        Options {
+            memory_budget: bytes,
+            write_buffer: wb,
+            table_size: wb,
+            block_size: 4096,
+            bloom_bits_per_key: 10,
+            l0_trigger: 4,
+            level1_bytes: 5 * wb as u64,
+            level_multiplier: 10,
+            pinned_levels: 2,
+            log_capacity: wb as u64 + wb as u64 / 2 + 4096,
+        }
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self::with_budget(8 << 20)
+    }
+}
+
+/// Where the engine's RAM goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryUsage {
+    /// The active and immutable memtables.
+    pub memtables: usize,
+    /// Index blocks and bloom filters of the pinned levels.
+    pub pinned: usize,
+    /// The block cache.
+    pub cache: usize,
+}
+
+impl MemoryUsage {
+    /// The sum.
+    pub fn total(&self) -> usize {
+        self.memtables + self.pinned + self.cache
+    }
+}
+
+struct Pinned {
+    index: Arc<Index>,
+    bloom: Arc<Bloom>,
+    charge: usize,
+}
+
+struct Core<E: Env> {
+    env: E,
+    opts: Options,
+    mem: Arc<Memtable>,
+    wal: Wal,
+    log: LogMeta,
+    imm: Option<(Arc<Memtable>, LogMeta)>,
+    levels: Arc<Levels>,
+    next_blob: BlobId,
+    generation: u64,
+    seq: u64,
+    pinned: HashMap<BlobId, Pinned>,
+    pinned_bytes: usize,
+    cache: Cache,
+    obsolete: Vec<Arc<TableMeta>>,
+    pointers: Vec<Vec<u8>>,
+    poisoned: Option<LsmError>,
+}
+
+struct Pending {
+    ticket: u64,
+    batch: WriteBatch,
+    sync: bool,
+    bytes: usize,
+}
+
+#[derive(Default)]
+struct Queue {
+    next: u64,
+    pending: Vec<Pending>,
+    done: HashMap<u64, Result<()>>,
+    leader: bool,
+}
+
+struct Shared<E: Env> {
+    core: Mutex<Core<E>>,
+    queue: Mutex<Queue>,
+    work: Condvar,
+    committed: Condvar,
+    shutdown: AtomicBool,
+    log_capacity: u64,
+}
+
+/// An LSM-tree database over an [`Env`] (see the crate docs).
+pub struct Db<E: Env> {
+    shared: Arc<Shared<E>>,
+    background: Option<JoinHandle<()>>,
+}
+
+impl<E: Env> std::fmt::Debug for Db<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn charge(batch: &WriteBatch) -> usize {
+    batch
+        .ops
+        .iter()
+        .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + ENTRY_OVERHEAD)
+        .sum()
+}
+
+impl<E: Env> Core<E> {
+    fn manifest(&self) -> Manifest {
+        let mut logs = Vec::new();
+        if let Some((_, l)) = &self.imm {
+            logs.push(l.clone());
+        }
+        logs.push(self.log.clone());
+        Manifest {
+            generation: self.generation,
+            next_blob: self.next_blob,
+            logs,
+            levels: self
+                .levels
+                .iter()
+                .map(|l| l.iter().map(|t| (**t).clone()).collect())
+                .collect(),
+        }
+    }
+
+    fn write_manifest(&mut self) -> Result<()> {
+        self.generation += 1;
+        let m = self.manifest();
+        m.write(&mut self.env)
+    }
+
+    fn new_log(&mut self) -> Result<(Wal, LogMeta)> {
+        let id = self.next_blob;
+        self.next_blob += 1;
+        let capacity = self.opts.log_capacity;
+        let locator = self.env.create(id, capacity)?;
+        Ok((
+            Wal::new(id, capacity),
+            LogMeta {
+                id,
+                capacity,
+                locator,
+            },
+        ))
+    }
+
+    fn cache_limit(&self) -> usize {
+        self.opts
+            .memory_budget
+            .saturating_sub(2 * self.opts.write_buffer + self.pinned_bytes)
+    }
+
+    /// Writes tables built from `entries` (split at `table_size`); returns them unsynced.
+    fn write_tables(
+        &mut self,
+        entries: &mut dyn FnMut(&mut Self) -> Result<Option<Entry>>,
+        split: bool,
+    ) -> Result<Vec<Arc<TableMeta>>> {
+        let mut out = Vec::new();
+        let mut builder: Option<TableBuilder> = None;
+        while let Some((k, v)) = entries(self)? {
+            let b = builder.get_or_insert_with(|| {
+                let id = self.next_blob;
+                self.next_blob += 1;
+                TableBuilder::new(id, self.opts.block_size, self.opts.bloom_bits_per_key)
+            });
+            b.add(&k, &v);
+            if split && b.size() >= self.opts.table_size {
+                if let Some(b) = builder.take() {
+                    out.push(self.write_table(b)?);
+                }
+            }
+        }
+        if let Some(b) = builder.take()
+            && b.entries() > 0
+        {
+            out.push(self.write_table(b)?);
+        }
+        Ok(out)
+    }
+
+    fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>> {
+        let (bytes, mut meta) = b.finish();
+        meta.locator = self.env.create(meta.id, bytes.len() as u64)?;
+        self.env.write(meta.id, 0, &bytes)?;
+        Ok(Arc::new(meta))
+    }
+
+    fn set_levels(&mut self, levels: Levels) {
+        self.levels = Arc::new(levels);
+        self.refresh_pinned();
+    }
+
+    /// Keeps the index and filter of every table of the pinned levels in RAM, and only those.
+    fn refresh_pinned(&mut self) {
+        let levels = self.levels.clone();
+        let want: Vec<&Arc<TableMeta>> = levels
+            .iter()
+            .take(self.opts.pinned_levels)
+            .flatten()
+            .collect();
+        let keep: std::collections::HashSet<BlobId> = want.iter().map(|t| t.id).collect();
+        self.pinned.retain(|id, _| keep.contains(id));
+        for t in want {
+            if self.pinned.contains_key(&t.id) {
+                continue;
+            }
+            // A table whose blocks fail their checks is not pinned; a lookup then reports
+            // the error.
+            let (Ok(index), Ok(bloom)) = (
+                sstable::read_index(&mut self.env, t),
+                sstable::read_bloom(&mut self.env, t),
+            ) else {
+                continue;
+            };
+            let charge = index.charge() + bloom.charge();
+            self.pinned.insert(
+                t.id,
+                Pinned {
+                    index: Arc::new(index),
+                    bloom: Arc::new(bloom),
+                    charge,
+                },
+            );
+        }
+        self.pinned_bytes = self.pinned.values().map(|p| p.charge).sum();
+        let limit = self.cache_limit();
+        self.cache.shrink_to(limit);
+    }
+
+    fn bloom(&mut self, t: &TableMeta) -> Result<Arc<Bloom>> {
+        if let Some(p) = self.pinned.get(&t.id) {
+            return Ok(p.bloom.clone());
+        }
+        let key = (t.id, t.bloom.offset);
+        if let Some(Cached::Bloom(b)) = self.cache.get(key) {
+            return Ok(b);
+        }
+        let b = Arc::new(sstable::read_bloom(&mut self.env, t)?);
+        let limit = self.cache_limit();
+        self.cache
+            .insert(key, Cached::Bloom(b.clone()), b.charge(), limit);
+        Ok(b)
+    }
+
+    fn get_from_table(&mut self, t: &TableMeta, key: &[u8]) -> Result<Option<Value>> {
+        if !self.bloom(t)?.may_contain(key) {
+            return Ok(None);
+        }
+        let index = self.index(t)?;
+        let Some((_, h)) = index.blocks.get(index.find(key)) else {
+            return Ok(None);
+        };
+        let block = self.data(t, *h)?;
+        let i = block.seek(key);
+        Ok(block
+            .entries
+            .get(i)
+            .filter(|(k, _)| k.as_slice() == key)
+            .map(|(_, v)| v.clone()))
+    }
+
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(v) = self.mem.get(key, u64::MAX) {
+            return Ok(v);
+        }
+        if let Some((imm, _)) = &self.imm
+            && let Some(v) = imm.get(key, u64::MAX)
+        {
+            return Ok(v);
+        }
+        let levels = self.levels.clone();
+        for t in levels[0].iter().filter(|t| t.covers(key)) {
+            if let Some(v) = self.get_from_table(t, key)? {
+                return Ok(v);
+            }
+        }
+        for level in levels.iter().skip(1) {
+            let i = level.partition_point(|t| t.largest.as_slice() < key);
+            if let Some(t) = level.get(i).filter(|t| t.covers(key))
+                && let Some(v) = self.get_from_table(t, key)?
+            {
+                return Ok(v);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Freezes the memtable and starts a new log; flushes the older immutable memtable
+    /// first if there still is one.
+    fn rotate(&mut self) -> Result<()> {
+        if self.imm.is_some() {
+            self.flush_imm()?;
+            while self.compact_once()? {}
+        }
+        let (wal, log) = self.new_log()?;
+        let old_log = std::mem::replace(&mut self.log, log);
+        let old_mem = std::mem::replace(&mut self.mem, Arc::new(Memtable::new()));
+        self.wal = wal;
+        self.imm = Some((old_mem, old_log));
+        self.write_manifest()
+    }
+
+    fn flush_imm(&mut self) -> Result<()> {
+        let Some((imm, log)) = self.imm.clone() else {
+            return Ok(());
+        };
+        let mut all = imm.all().into_iter();
+        let tables = self.write_tables(&mut |_| Ok(all.next()), false)?;
+        self.env.sync()?;
+        let mut levels = (*self.levels).clone();
+        for t in tables.into_iter().rev() {
+            levels[0].insert(0, t);
+        }
+        self.imm = None;
+        self.set_levels(levels);
+        self.write_manifest()?;
+        self.env.remove(log.id)
+    }
+
+    fn pick(&self) -> Option<Pick> {
+        compaction::pick(
+            &self.levels,
+            self.opts.l0_trigger,
+            self.opts.level1_bytes,
+            self.opts.level_multiplier,
+            &self.pointers,
+        )
+    }
+
+    /// Runs one compaction if one is due.
+    fn compact_once(&mut self) -> Result<bool> {
+        let Some(p) = self.pick() else {
+            return Ok(false);
+        };
+        let out = p.level + 1;
+        if let Some(t) = p.inputs.last() {
+            if let Some(ptr) = self.pointers.get_mut(p.level) {
+                ptr.clone_from(&t.largest);
+            }
+        }
+        let mut levels = (*self.levels).clone();
+        let gone: Vec<BlobId> = p.inputs.iter().chain(&p.next).map(|t| t.id).collect();
+        if p.level > 0 && p.next.is_empty() {
+            // Nothing below overlaps: move the table down.
+            levels[p.level].retain(|t| !gone.contains(&t.id));
+            levels[out].extend(p.inputs.iter().cloned());
+            levels[out].sort_by(|a, b| a.smallest.cmp(&b.smallest));
+            self.set_levels(levels);
+            self.write_manifest()?;
+            return Ok(true);
+        }
+        let mut sources: Vec<Source> = if p.level == 0 {
+            p.inputs
+                .iter()
+                .map(|t| Source::tables(vec![t.clone()], None))
+                .collect()
+        } else {
+            vec![Source::tables(p.inputs.clone(), None)]
+        };
+        sources.push(Source::tables(p.next.clone(), None));
+        let mut merge = Merge::new(sources, Bound::Unbounded, Bound::Unbounded);
+        let snapshot = self.levels.clone();
+        let mut next = |core: &mut Self| -> Result<Option<Entry>> {
+            let mut f = Direct(core);
+            while let Some((k, v)) = merge.next_entry(&mut f)? {
+                if v.is_none() && !compaction::deeper_may_hold(&snapshot, out, &k) {
+                    continue;
+                }
+                return Ok(Some((k, v)));
+            }
+            Ok(None)
+        };
+        let tables = self.write_tables(&mut next, true)?;
+        self.env.sync()?;
+        for l in levels.iter_mut() {
+            l.retain(|t| !gone.contains(&t.id));
+        }
+        levels[out].extend(tables);
+        levels[out].sort_by(|a, b| a.smallest.cmp(&b.smallest));
+        self.set_levels(levels);
+        self.write_manifest()?;
+        self.obsolete
+            .extend(p.inputs.iter().chain(&p.next).cloned());
+        drop(p);
+        self.purge()?;
+        Ok(true)
+    }
+
+    /// Removes merged tables no iterator reads any more.
+    fn purge(&mut self) -> Result<()> {
+        let mut keep = Vec::new();
+        for t in std::mem::take(&mut self.obsolete) {
+            if Arc::strong_count(&t) == 1 {
+                self.env.remove(t.id)?;
+            } else {
+                keep.push(t);
+            }
+        }
+        self.obsolete = keep;
+        Ok(())
+    }
+
+    /// One unit of background work: a flush, or one compaction. `Ok(false)`: nothing to do.
+    fn step(&mut self) -> Result<bool> {
+        if let Some(e) = &self.poisoned {
+            return Err(LsmError::Poisoned(e.to_string()));
+        }
+        let r = (|| -> Result<bool> {
+            self.purge()?;
+            if self.imm.is_some() {
+                self.flush_imm()?;
+                return Ok(true);
+            }
+            self.compact_once()
+        })();
+        if let Err(e) = &r {
+            self.poisoned = Some(e.clone());
+        }
+        r
+    }
+
+    fn commit(&mut self, group: &[Pending]) -> Result<()> {
+        if let Some(e) = &self.poisoned {
+            return Err(LsmError::Poisoned(e.to_string()));
+        }
+        let r = (|| -> Result<()> {
+            let payload = wal::encode_payload(group.iter().map(|p| &p.batch), group.len());
+            let bytes: usize = group.iter().map(|p| charge(&p.batch)).sum();
+            if (self.mem.bytes() > 0 && self.mem.bytes() + bytes > self.opts.write_buffer)
+                || !self.wal.fits(payload.len())
+            {
+                self.rotate()?;
+            }
+            self.wal.append(&mut self.env, &payload)?;
+            if group.iter().any(|p| p.sync) {
+                self.env.sync()?;
+            }
+            for p in group {
+                for (k, v) in &p.batch.ops {
+                    self.seq += 1;
+                    self.mem.insert(self.seq, k, v.clone());
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = &r {
+            self.poisoned = Some(e.clone());
+        }
+        r
+    }
+
+    fn index(&mut self, t: &TableMeta) -> Result<Arc<Index>> {
+        if let Some(p) = self.pinned.get(&t.id) {
+            return Ok(p.index.clone());
+        }
+        let key = (t.id, t.index.offset);
+        if let Some(Cached::Index(i)) = self.cache.get(key) {
+            return Ok(i);
+        }
+        let i = Arc::new(sstable::read_index(&mut self.env, t)?);
+        let limit = self.cache_limit();
+        self.cache
+            .insert(key, Cached::Index(i.clone()), i.charge(), limit);
+        Ok(i)
+    }
+
+    fn data(&mut self, t: &TableMeta, h: Handle) -> Result<Arc<DataBlock>> {
+        let key = (t.id, h.offset);
+        if let Some(Cached::Data(d)) = self.cache.get(key) {
+            return Ok(d);
+        }
+        let d = Arc::new(sstable::read_data(&mut self.env, t, h)?);
+        let limit = self.cache_limit();
+        self.cache
+            .insert(key, Cached::Data(d.clone()), d.charge(), limit);
+        Ok(d)
+    }
+}
+
+/// Reads for a compaction: data blocks straight from the environment (a merge reads each
+/// block once; caching them would push out the blocks readers use).
+struct Direct<'a, E: Env>(&'a mut Core<E>);
+
+impl<E: Env> Fetch for Direct<'_, E> {
+    fn index(&mut self, t: &TableMeta) -> Result<Arc<Index>> {
+        self.0.index(t)
+    }
+    fn data(&mut self, t: &TableMeta, h: Handle) -> Result<Arc<DataBlock>> {
+        Ok(Arc::new(sstable::read_data(&mut self.0.env, t, h)?))
+    }
+}
+
+/// Reads for an iterator: through the cache, holding the lock for one block at a time.
+struct Locked<'a, E: Env>(&'a Mutex<Core<E>>);
+
+impl<E: Env> Fetch for Locked<'_, E> {
+    fn index(&mut self, t: &TableMeta) -> Result<Arc<Index>> {
+        lock(self.0).index(t)
+    }
+    fn data(&mut self, t: &TableMeta, h: Handle) -> Result<Arc<DataBlock>> {
+        lock(self.0).data(t, h)
+    }
+}
+
+impl<E: Env> Db<E> {
+    fn from_core(core: Core<E>) -> Self {
+        Db {
+            shared: Arc::new(Shared {
+                log_capacity: core.opts.log_capacity,
+                core: Mutex::new(core),
+                queue: Mutex::new(Queue::default()),
+                work: Condvar::new(),
+                committed: Condvar::new(),
+                shutdown: AtomicBool::new(false),
+            }),
+            background: None,
+        }
+    }
+
+    fn empty_core(env: E, opts: Options) -> Core<E> {
+        Core {
+            env,
+            opts,
+            mem: Arc::new(Memtable::new()),
+            wal: Wal::new(0, 0),
+            log: LogMeta {
+                id: 0,
+                capacity: 0,
+                locator: Vec::new(),
+            },
+            imm: None,
+            levels: Arc::new(vec![Vec::new(); LEVELS]),
+            next_blob: 1,
+            generation: 0,
+            seq: 0,
+            pinned: HashMap::new(),
+            pinned_bytes: 0,
+            cache: Cache::default(),
+            obsolete: Vec::new(),
+            pointers: vec![Vec::new(); LEVELS],
+            poisoned: None,
+        }
+    }
+
+    /// Creates an empty database in `env` (whose root slots may hold anything).
+    pub fn create(mut env: E, opts: Options) -> Result<Self> {
+        env.write_root(0, &[0; 32])?;
+        let mut core = Self::empty_core(env, opts);
+        let (wal, log) = core.new_log()?;
+        core.wal = wal;
+        core.log = log;
+        core.write_manifest()?;
+        Ok(Self::from_core(core))
+    }
+
+    /// Opens the database in `env`: loads the manifest, replays the live logs into a
+    /// level-0 table, and starts a fresh log.
+    pub fn open(mut env: E, opts: Options) -> Result<Self> {
+        let m = Manifest::load(&mut env)?;
+        if m.levels.len() > LEVELS {
+            return Err(LsmError::Corrupt {
+                structure: "manifest",
+                table: 0,
+                offset: m.generation % 2,
+                reason: "more levels than this build knows",
+            });
+        }
+        let mut levels: Levels = vec![Vec::new(); LEVELS];
+        for (i, level) in m.levels.iter().enumerate() {
+            for t in level {
+                env.open(t.id, &t.locator)?;
+                levels[i].push(Arc::new(t.clone()));
+            }
+        }
+        let mut core = Self::empty_core(env, opts);
+        core.next_blob = m.next_blob;
+        core.generation = m.generation;
+        core.levels = Arc::new(levels);
+        let mem = Memtable::new();
+        for l in &m.logs {
+            core.env.open(l.id, &l.locator)?;
+            for b in wal::replay(&mut core.env, l.id, l.capacity)? {
+                for (k, v) in b.ops {
+                    core.seq += 1;
+                    mem.insert(core.seq, &k, v);
+                }
+            }
+        }
+        let (wal, log) = core.new_log()?;
+        core.wal = wal;
+        core.log = log;
+        if !mem.is_empty() {
+            // The replayed memtable becomes a level-0 table under the next manifest.
+            let mut all = mem.all().into_iter();
+            let tables = core.write_tables(&mut |_| Ok(all.next()), false)?;
+            core.env.sync()?;
+            let mut levels = (*core.levels).clone();
+            for t in tables.into_iter().rev() {
+                levels[0].insert(0, t);
+            }
+            core.levels = Arc::new(levels);
+        }
+        core.write_manifest()?;
+        for l in &m.logs {
+            core.env.remove(l.id)?;
+        }
+        core.refresh_pinned();
+        Ok(Self::from_core(core))
+    }
+
+    /// Writes a batch atomically. With `sync`, it is durable when this returns (one device
+    /// sync, shared with every batch committed in the same group).
+    pub fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+        let bytes = {
+            let mut p = Vec::new();
+            batch.encode(&mut p);
+            p.len()
+        };
+        let limit = self.shared.log_capacity;
+        if (bytes + wal::HEADER + 16) as u64 > limit {
+            return Err(LsmError::BatchTooLarge { bytes, limit });
+        }
+        let ticket = {
+            let mut q = lock(&self.shared.queue);
+            q.next += 1;
+            let t = q.next;
+            q.pending.push(Pending {
+                ticket: t,
+                batch,
+                sync,
+                bytes,
+            });
+            t
+        };
+        loop {
+            {
+                let mut q = lock(&self.shared.queue);
+                loop {
+                    if let Some(r) = q.done.remove(&ticket) {
+                        return r;
+                    }
+                    if !q.leader {
+                        q.leader = true;
+                        break;
+                    }
+                    q = self
+                        .shared
+                        .committed
+                        .wait(q)
+                        .unwrap_or_else(|p| p.into_inner());
+                }
+            }
+            // Lead: take every waiting batch that fits one log record, commit them with one
+            // write and at most one sync, post the results, wake the followers.
+            let mut core = lock(&self.shared.core);
+            let group = {
+                let mut q = lock(&self.shared.queue);
+                let mut room = limit as usize - wal::HEADER - 16;
+                let mut n = 0;
+                while n < q.pending.len() && (n == 0 || q.pending[n].bytes <= room) {
+                    room = room.saturating_sub(q.pending[n].bytes);
+                    n += 1;
+                }
+                q.pending.drain(..n).collect::<Vec<_>>()
+            };
+            let r = core.commit(&group);
+            let rotated = core.imm.is_some();
+            drop(core);
+            let mut q = lock(&self.shared.queue);
+            for p in &group {
+                q.done.insert(p.ticket, r.clone());
+            }
+            q.leader = false;
+            drop(q);
+            self.shared.committed.notify_all();
+            if rotated {
+                self.shared.work.notify_all();
+            }
+        }
+    }
+
+    /// Sets `key` to `value` (a batch of one).
+    pub fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write(b, sync)
+    }
+
+    /// Deletes `key` (a batch of one).
+    pub fn delete(&self, key: &[u8], sync: bool) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write(b, sync)
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        lock(&self.shared.core).get(key)
+    }
+
+    /// Iterates over keys in `lower..upper`, in order, as of now.
+    pub fn range(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Iter<E> {
+        let core = lock(&self.shared.core);
+        let from = lower.map(<[u8]>::to_vec);
+        let seek = match &from {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k.clone()),
+            Bound::Unbounded => None,
+        };
+        let mut sources = vec![Source::mem(core.mem.clone(), core.seq, from.clone())];
+        if let Some((imm, _)) = &core.imm {
+            sources.push(Source::mem(imm.clone(), u64::MAX, from.clone()));
+        }
+        for t in &core.levels[0] {
+            sources.push(Source::tables(vec![t.clone()], seek.clone()));
+        }
+        for level in core.levels.iter().skip(1) {
+            if !level.is_empty() {
+                sources.push(Source::tables(level.clone(), seek.clone()));
+            }
+        }
+        drop(core);
+        Iter {
+            shared: self.shared.clone(),
+            merge: Merge::new(sources, from, upper.map(<[u8]>::to_vec)),
+            failed: false,
+        }
+    }
+
+    /// Iterates over every key in order.
+    pub fn iter(&self) -> Iter<E> {
+        self.range(Bound::Unbounded, Bound::Unbounded)
+    }
+
+    /// Iterates over the keys from `key` on.
+    pub fn iter_from(&self, key: &[u8]) -> Iter<E> {
+        self.range(Bound::Included(key), Bound::Unbounded)
+    }
+
+    /// Runs one unit of background work (a flush or one compaction) in the caller's thread;
+    /// `Ok(false)` when there is none. For callers without a background thread.
+    pub fn step(&self) -> Result<bool> {
+        lock(&self.shared.core).step()
+    }
+
+    /// Freezes the memtable and flushes it (and runs due compactions).
+    pub fn flush(&self) -> Result<()> {
+        let mut core = lock(&self.shared.core);
+        let r = (|| -> Result<()> {
+            if !core.mem.is_empty() {
+                core.rotate()?;
+            }
+            core.flush_imm()
+        })();
+        if let Err(e) = &r {
+            core.poisoned = Some(e.clone());
+        }
+        r
+    }
+
+    /// RAM the engine holds, by kind.
+    pub fn memory_usage(&self) -> MemoryUsage {
+        let core = lock(&self.shared.core);
+        MemoryUsage {
+            memtables: core.mem.bytes() + core.imm.as_ref().map_or(0, |(m, _)| m.bytes()),
+            pinned: core.pinned_bytes,
+            cache: core.cache.bytes(),
+        }
+    }
+
+    /// Tables in each level.
+    pub fn level_counts(&self) -> Vec<usize> {
+        lock(&self.shared.core)
+            .levels
+            .iter()
+            .map(Vec::len)
+            .collect()
+    }
+
+    /// Every live table with its level.
+    pub fn tables(&self) -> Vec<(usize, TableMeta)> {
+        let core = lock(&self.shared.core);
+        let mut out = Vec::new();
+        for (i, l) in core.levels.iter().enumerate() {
+            out.extend(l.iter().map(|t| (i, (**t).clone())));
+        }
+        out
+    }
+
+    /// Runs `f` on the environment (e.g. to inspect where blobs lie).
+    pub fn with_env<T>(&self, f: impl FnOnce(&mut E) -> T) -> T {
+        f(&mut lock(&self.shared.core).env)
+    }
+
+    /// Whether an immutable memtable waits for its flush.
+    pub fn has_immutable(&self) -> bool {
+        lock(&self.shared.core).imm.is_some()
+    }
+
+    fn stop_background(&mut self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        self.shared.work.notify_all();
+        if let Some(h) = self.background.take() {
+            let _ = h.join();
+        }
+    }
+
+    /// Stops the background thread and returns the environment. Iterators still open keep
+    /// the database alive: closing then fails with [`LsmError::Poisoned`].
+    pub fn close(mut self) -> Result<E> {
+        self.stop_background();
+        let shared = self.shared.clone();
+        drop(self);
+        let shared = Arc::try_unwrap(shared)
+            .map_err(|_| LsmError::Poisoned("close with iterators still open".into()))?;
+        let core = shared.core.into_inner().unwrap_or_else(|p| p.into_inner());
+        Ok(core.env)
+    }
+}
+
+impl<E: Env + Send + 'static> Db<E> {
+    /// Starts a background thread that flushes and compacts while writers go on.
+    pub fn start_background(&mut self) {
+        if self.background.is_some() {
+            return;
+        }
+        let shared = self.shared.clone();
+        self.background = Some(std::thread::spawn(move || {
+            let mut core = lock(&shared.core);
+            while !shared.shutdown.load(Ordering::SeqCst) {
+                match core.step() {
+                    Ok(true) => {
+                        // Let writers in between steps.
+                        drop(core);
+                        core = lock(&shared.core);
+                    }
+                    Ok(false) | Err(_) => {
+                        core = shared
+                            .work
+                            .wait_timeout(core, Duration::from_millis(50))
+                            .map(|(g, _)| g)
+                            .unwrap_or_else(|p| p.into_inner().0);
+                    }
+                }
+            }
+        }));
+    }
+}
+
+impl<E: Env> Drop for Db<E> {
+    fn drop(&mut self) {
+        self.stop_background();
+    }
+}
+
+/// An ordered iterator over a snapshot of the database: yields `(key, value)` in key order,
+/// or an error (after which it ends).
+pub struct Iter<E: Env> {
+    shared: Arc<Shared<E>>,
+    merge: Merge,
+    failed: bool,
+}
+
+impl<E: Env> std::fmt::Debug for Iter<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Iter").finish_non_exhaustive()
+    }
+}
+
+impl<E: Env> Iterator for Iter<E> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let mut f = Locked(&self.shared.core);
+        loop {
+            match self.merge.next_entry(&mut f) {
+                Ok(None) => return None,
+                Ok(Some((_, None))) => continue,
+                Ok(Some((k, Some(v)))) => return Some(Ok((k, v))),
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,380 @@
+//! Storage environments (LevelDB's `Env` idea): the engine sees numbered blobs it writes
+//! sequentially and reads at random, two fixed root slots for the manifest, and a `sync`
+//! barrier. Nothing else in the engine touches storage.
+//!
+//! * [`SpaceEnv`] (the default) keeps every blob in extents of an EmberDB database, handed
+//!   out by the table engine's [`SpaceManager`]. A blob's *locator*, which the manifest
+//!   keeps, is its list of allocator blocks:
+//!
+//!   ```text
+//!   count u32, then count × (class u8, chunk u32, index u32)   (little-endian)
+//!   ```
+//!
+//!   The root locator the caller keeps (e.g. in its catalog) is the two root slots' locators,
+//!   each prefixed with its length (u32). Allocations and frees are durable on return (the
+//!   space manager journals them); blob bytes are durable after [`Env::sync`].
+//! * [`FileEnv`] keeps each blob in a file `<id as 16 hex digits>.blob` of a directory and the
+//!   root slots in `MANIFEST-0` and `MANIFEST-1`; locators are empty. For comparisons only.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use ember_device::BlockDevice;
+use ember_table::space::Extent as SpaceExtent;
+use ember_table::{BlockRef, SpaceManager};
+
+use crate::coding::Reader;
+use crate::error::{LsmError, Result};
+
+/// A blob's number. Numbers come from the manifest's counter and are never reused.
+pub type BlobId = u64;
+
+/// The two manifest root slots.
+pub const ROOT_SLOTS: [BlobId; 2] = [u64::MAX - 1, u64::MAX];
+
+/// Storage for the engine (see the module docs).
+pub trait Env {
+    /// Creates blob `id` with room for at least `capacity` bytes (its bytes are unspecified
+    /// until written) and returns its locator, which the manifest keeps.
+    fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>>;
+    /// Opens blob `id` again from its locator (after a restart).
+    fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()>;
+    /// Writes into blob `id` (the engine writes each blob front to back, once).
+    fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()>;
+    /// Reads from blob `id` (or a root slot).
+    fn read(&mut self, id: BlobId, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// Bytes blob `id` can hold.
+    fn capacity(&self, id: BlobId) -> Result<u64>;
+    /// Makes every earlier write durable; a barrier for later ones.
+    fn sync(&mut self) -> Result<()>;
+    /// Deletes blob `id` and gives its room back.
+    fn remove(&mut self, id: BlobId) -> Result<()>;
+    /// Overwrites root slot `slot` (0 or 1) from its start.
+    fn write_root(&mut self, slot: usize, data: &[u8]) -> Result<()> {
+        self.write(ROOT_SLOTS[slot & 1], 0, data)
+    }
+    /// Reads root slot `slot` (0 or 1); bytes past what was written are unspecified.
+    fn read_root(&mut self, slot: usize, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.read(ROOT_SLOTS[slot & 1], offset, buf)
+    }
+    /// Bytes a root slot holds.
+    fn root_capacity(&self) -> u64 {
+        self.capacity(ROOT_SLOTS[0]).unwrap_or(0)
+    }
+}
+
+fn encode_locator(ext: &[SpaceExtent]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + 9 * ext.len());
+    v.extend_from_slice(&(ext.len() as u32).to_le_bytes());
+    for e in ext {
+        v.push(e.block.class);
+        v.extend_from_slice(&e.block.chunk.to_le_bytes());
+        v.extend_from_slice(&e.block.index.to_le_bytes());
+    }
+    v
+}
+
+/// Blobs in extents of a space manager (see the module docs).
+#[derive(Debug)]
+pub struct SpaceEnv<D: BlockDevice> {
+    sm: SpaceManager<D>,
+    blobs: HashMap<BlobId, Vec<SpaceExtent>>,
+}
+
+impl<D: BlockDevice> SpaceEnv<D> {
+    /// A new environment in `sm`: allocates two root slots of `root_bytes` each (durably) and
+    /// clears their headers. Keep [`root_locator`](Self::root_locator) to open it again.
+    pub fn create(mut sm: SpaceManager<D>, root_bytes: u64) -> Result<Self> {
+        let mut blobs = HashMap::new();
+        for id in ROOT_SLOTS {
+            let ext = sm.allocate(root_bytes.max(512))?;
+            blobs.insert(id, ext);
+        }
+        let mut env = SpaceEnv { sm, blobs };
+        for id in ROOT_SLOTS {
+            env.write(id, 0, &[0; 64])?;
+        }
+        env.sync()?;
+        Ok(env)
+    }
+
+    /// Opens an environment from its root locator.
+    pub fn open(sm: SpaceManager<D>, root: &[u8]) -> Result<Self> {
+        let mut env = SpaceEnv {
+            sm,
+            blobs: HashMap::new(),
+        };
+        let mut r = Reader::new(root, "root locator", 0, 0);
+        for id in ROOT_SLOTS {
+            let n = r.u32()? as usize;
+            let loc = r.take(n)?;
+            env.open(id, loc)?;
+        }
+        Ok(env)
+    }
+
+    /// The bytes that name the root slots (keep them to reopen).
+    pub fn root_locator(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        for id in ROOT_SLOTS {
+            let loc = encode_locator(self.blobs.get(&id).map_or(&[][..], |v| v));
+            v.extend_from_slice(&(loc.len() as u32).to_le_bytes());
+            v.extend_from_slice(&loc);
+        }
+        v
+    }
+
+    /// The space manager.
+    pub fn space(&mut self) -> &mut SpaceManager<D> {
+        &mut self.sm
+    }
+
+    /// Where blob `id` lies on the device: (offset, length) of each extent, in order.
+    pub fn extents(&self, id: BlobId) -> Option<Vec<(u64, u64)>> {
+        self.blobs
+            .get(&id)
+            .map(|v| v.iter().map(|e| (e.offset, e.len)).collect())
+    }
+
+    /// Gives the space manager back.
+    pub fn into_space_manager(self) -> SpaceManager<D> {
+        self.sm
+    }
+
+    /// Calls `f` on each piece of `[offset, offset + len)` of blob `id`: (device offset,
+    /// range within the caller's buffer).
+    fn pieces(
+        &self,
+        id: BlobId,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<(u64, std::ops::Range<usize>)>> {
+        let ext = self.blobs.get(&id).ok_or(LsmError::NoSuchBlob(id))?;
+        let cap: u64 = ext.iter().map(|e| e.len).sum();
+        let oob = LsmError::OutOfBounds {
+            blob: id,
+            offset,
+            len: len as u64,
+        };
+        if offset.checked_add(len as u64).is_none_or(|end| end > cap) {
+            return Err(oob);
+        }
+        let mut out = Vec::new();
+        let (mut at, mut done) = (offset, 0usize);
+        let mut base = 0u64;
+        for e in ext {
+            if done == len {
+                break;
+            }
+            if at < base + e.len {
+                let within = at - base;
+                let n = ((e.len - within) as usize).min(len - done);
+                out.push((e.offset + within, done..done + n));
+                done += n;
+                at += n as u64;
+            }
+            base += e.len;
+        }
+        Ok(out)
+    }
+}
+
+impl<D: BlockDevice> Env for SpaceEnv<D> {
+    fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
+        let ext = self.sm.allocate(capacity.max(1))?;
+        let loc = encode_locator(&ext);
+        self.blobs.insert(id, ext);
+        Ok(loc)
+    }
+
+    fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()> {
+        let mut r = Reader::new(locator, "blob locator", id, 0);
+        let n = r.u32()? as usize;
+        if n > r.remaining() / 9 {
+            return Err(r.bad("extent count beyond the locator"));
+        }
+        let mut ext = Vec::with_capacity(n);
+        for _ in 0..n {
+            let b = BlockRef {
+                class: r.u8()?,
+                chunk: r.u32()?,
+                index: r.u32()?,
+            };
+            if !self.sm.allocator().is_valid(b) {
+                return Err(r.bad("names a block outside the data zone"));
+            }
+            ext.push(self.sm.extent_of(b));
+        }
+        self.blobs.insert(id, ext);
+        Ok(())
+    }
+
+    fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
+        for (at, r) in self.pieces(id, offset, data.len())? {
+            self.sm.device().write(at, &data[r])?;
+        }
+        Ok(())
+    }
+
+    fn read(&mut self, id: BlobId, offset: u64, buf: &mut [u8]) -> Result<()> {
+        for (at, r) in self.pieces(id, offset, buf.len())? {
+            self.sm.device().read(at, &mut buf[r])?;
+        }
+        Ok(())
+    }
+
+    fn capacity(&self, id: BlobId) -> Result<u64> {
+        let ext = self.blobs.get(&id).ok_or(LsmError::NoSuchBlob(id))?;
+        Ok(ext.iter().map(|e| e.len).sum())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.sm.sync()?;
+        Ok(())
+    }
+
+    fn remove(&mut self, id: BlobId) -> Result<()> {
+        let ext = self.blobs.remove(&id).ok_or(LsmError::NoSuchBlob(id))?;
+        self.sm.free(&ext)?;
+        Ok(())
+    }
+}
+
+/// Blobs in files of a directory (see the module docs).
+#[derive(Debug)]
+pub struct FileEnv {
+    dir: PathBuf,
+    files: HashMap<BlobId, File>,
+    dirty: BTreeSet<BlobId>,
+    dir_dirty: bool,
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> LsmError + 'a {
+    move |e| LsmError::Io {
+        op,
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+impl FileEnv {
+    /// An environment in directory `dir` (created if missing).
+    pub fn new(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(io("create directory", &dir))?;
+        let mut env = FileEnv {
+            dir,
+            files: HashMap::new(),
+            dirty: BTreeSet::new(),
+            dir_dirty: false,
+        };
+        for (slot, id) in ROOT_SLOTS.iter().enumerate() {
+            let path = env.dir.join(format!("MANIFEST-{slot}"));
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(io("open", &path))?;
+            env.files.insert(*id, f);
+        }
+        env.dir_dirty = true;
+        Ok(env)
+    }
+
+    fn path(&self, id: BlobId) -> PathBuf {
+        match ROOT_SLOTS.iter().position(|&r| r == id) {
+            Some(slot) => self.dir.join(format!("MANIFEST-{slot}")),
+            None => self.dir.join(format!("{id:016x}.blob")),
+        }
+    }
+
+    fn file(&mut self, id: BlobId) -> Result<&mut File> {
+        self.files.get_mut(&id).ok_or(LsmError::NoSuchBlob(id))
+    }
+}
+
+impl Env for FileEnv {
+    fn create(&mut self, id: BlobId, _capacity: u64) -> Result<Vec<u8>> {
+        let path = self.path(id);
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(io("create", &path))?;
+        self.files.insert(id, f);
+        self.dir_dirty = true;
+        Ok(Vec::new())
+    }
+
+    fn open(&mut self, id: BlobId, _locator: &[u8]) -> Result<()> {
+        let path = self.path(id);
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io("open", &path))?;
+        self.files.insert(id, f);
+        Ok(())
+    }
+
+    fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
+        let path = self.path(id);
+        let f = self.file(id)?;
+        f.seek(SeekFrom::Start(offset)).map_err(io("seek", &path))?;
+        f.write_all(data).map_err(io("write", &path))?;
+        self.dirty.insert(id);
+        Ok(())
+    }
+
+    fn read(&mut self, id: BlobId, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let path = self.path(id);
+        let f = self.file(id)?;
+        let len = f.metadata().map_err(io("stat", &path))?.len();
+        if offset.saturating_add(buf.len() as u64) > len {
+            return Err(LsmError::OutOfBounds {
+                blob: id,
+                offset,
+                len: buf.len() as u64,
+            });
+        }
+        f.seek(SeekFrom::Start(offset)).map_err(io("seek", &path))?;
+        f.read_exact(buf).map_err(io("read", &path))
+    }
+
+    fn capacity(&self, id: BlobId) -> Result<u64> {
+        if self.files.contains_key(&id) {
+            Ok(u64::MAX / 2)
+        } else {
+            Err(LsmError::NoSuchBlob(id))
+        }
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        for id in std::mem::take(&mut self.dirty) {
+            let path = self.path(id);
+            if let Some(f) = self.files.get(&id) {
+                f.sync_data().map_err(io("sync", &path))?;
+            }
+        }
+        if std::mem::take(&mut self.dir_dirty) {
+            let d = File::open(&self.dir).map_err(io("open directory", &self.dir))?;
+            d.sync_all().map_err(io("sync directory", &self.dir))?;
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, id: BlobId) -> Result<()> {
+        self.files.remove(&id);
+        self.dirty.remove(&id);
+        let path = self.path(id);
+        std::fs::remove_file(&path).map_err(io("remove", &path))?;
+        self.dir_dirty = true;
+        Ok(())
+    }
+}

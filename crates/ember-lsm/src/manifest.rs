@@ -1,0 +1,221 @@
+//! The manifest: the set of live logs and tables, as one snapshot written alternately to the
+//! environment's two root slots.
+//!
+//! ```text
+//!  0 4  magic "ELMF"
+//!  4 1  format version (1)
+//!  5 3  reserved, zero
+//!  8 8  generation (the slot written is generation % 2)
+//! 16 4  payload length
+//! 20 4  CRC-32 of bytes 0..20 and the payload
+//! 24 …  payload:
+//!       next blob id varint
+//!       log count varint, per log (oldest first): id varint, capacity varint, locator bytes
+//!       level count varint, per level: table count varint, per table:
+//!         id, size, entries, index offset, index length, bloom offset, bloom length
+//!         (varints), smallest key, largest key, locator (varint length + bytes)
+//! ```
+//!
+//! A snapshot is written with one write and made durable with one sync; the reader takes the
+//! valid slot with the higher generation, so a torn snapshot leaves the previous one in force.
+//! Blobs that a new snapshot drops are removed only after it is durable.
+
+use crate::coding::{Reader, le32, le64, put_bytes, put_varint};
+use crate::env::{BlobId, Env};
+use crate::error::{LsmError, Result};
+use crate::sstable::{Handle, TableMeta};
+
+const MAGIC: [u8; 4] = *b"ELMF";
+const HEADER: usize = 24;
+
+/// A log the manifest names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogMeta {
+    /// Its blob.
+    pub id: BlobId,
+    /// Bytes it was created with.
+    pub capacity: u64,
+    /// The environment's locator.
+    pub locator: Vec<u8>,
+}
+
+/// One manifest snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Manifest {
+    /// Incremented by every write.
+    pub generation: u64,
+    /// The next blob id to hand out.
+    pub next_blob: BlobId,
+    /// Live logs, oldest first (the immutable memtable's, then the active one's).
+    pub logs: Vec<LogMeta>,
+    /// Tables per level (level 0 newest first; deeper levels in key order).
+    pub levels: Vec<Vec<TableMeta>>,
+}
+
+impl Manifest {
+    fn encode(&self) -> Vec<u8> {
+        let mut p = Vec::new();
+        put_varint(&mut p, self.next_blob);
+        put_varint(&mut p, self.logs.len() as u64);
+        for l in &self.logs {
+            put_varint(&mut p, l.id);
+            put_varint(&mut p, l.capacity);
+            put_bytes(&mut p, &l.locator);
+        }
+        put_varint(&mut p, self.levels.len() as u64);
+        for level in &self.levels {
+            put_varint(&mut p, level.len() as u64);
+            for t in level {
+                for x in [
+                    t.id,
+                    t.size,
+                    t.entries,
+                    t.index.offset,
+                    t.index.len,
+                    t.bloom.offset,
+                    t.bloom.len,
+                ] {
+                    put_varint(&mut p, x);
+                }
+                put_bytes(&mut p, &t.smallest);
+                put_bytes(&mut p, &t.largest);
+                put_bytes(&mut p, &t.locator);
+            }
+        }
+        let mut out = Vec::with_capacity(HEADER + p.len());
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&[1, 0, 0, 0]);
+        out.extend_from_slice(&self.generation.to_le_bytes());
+        out.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        let mut h = crc32fast::Hasher::new();
+        h.update(&out);
+        h.update(&p);
+        out.extend_from_slice(&h.finalize().to_le_bytes());
+        out.extend_from_slice(&p);
+        out
+    }
+
+    fn decode(payload: &[u8], generation: u64, slot: usize) -> Result<Self> {
+        let mut r = Reader::new(payload, "manifest", 0, slot as u64);
+        let next_blob = r.varint()?;
+        let n = r.varint()?;
+        if n > r.remaining() as u64 {
+            return Err(r.bad("log count beyond the snapshot"));
+        }
+        let mut logs = Vec::new();
+        for _ in 0..n {
+            logs.push(LogMeta {
+                id: r.varint()?,
+                capacity: r.varint()?,
+                locator: r.bytes()?.to_vec(),
+            });
+        }
+        let nl = r.varint()?;
+        if nl > 64 {
+            return Err(r.bad("too many levels"));
+        }
+        let mut levels = Vec::new();
+        for _ in 0..nl {
+            let nt = r.varint()?;
+            if nt > r.remaining() as u64 {
+                return Err(r.bad("table count beyond the snapshot"));
+            }
+            let mut level = Vec::new();
+            for _ in 0..nt {
+                let mut x = [0u64; 7];
+                for v in &mut x {
+                    *v = r.varint()?;
+                }
+                level.push(TableMeta {
+                    id: x[0],
+                    size: x[1],
+                    entries: x[2],
+                    index: Handle {
+                        offset: x[3],
+                        len: x[4],
+                    },
+                    bloom: Handle {
+                        offset: x[5],
+                        len: x[6],
+                    },
+                    smallest: r.bytes()?.to_vec(),
+                    largest: r.bytes()?.to_vec(),
+                    locator: r.bytes()?.to_vec(),
+                });
+            }
+            levels.push(level);
+        }
+        if r.remaining() != 0 {
+            return Err(r.bad("trailing bytes"));
+        }
+        Ok(Manifest {
+            generation,
+            next_blob,
+            logs,
+            levels,
+        })
+    }
+
+    /// Writes this snapshot to its slot and syncs.
+    pub fn write(&self, env: &mut dyn Env) -> Result<()> {
+        let bytes = self.encode();
+        let capacity = env.root_capacity();
+        if bytes.len() as u64 > capacity {
+            return Err(LsmError::ManifestFull {
+                bytes: bytes.len(),
+                capacity,
+            });
+        }
+        env.write_root((self.generation % 2) as usize, &bytes)?;
+        env.sync()
+    }
+
+    /// Reads one slot: `Ok(None)` if it holds no valid snapshot.
+    fn read_slot(env: &mut dyn Env, slot: usize) -> Result<Option<Self>> {
+        let mut head = [0u8; HEADER];
+        match env.read_root(slot, 0, &mut head) {
+            Ok(()) => {}
+            Err(LsmError::OutOfBounds { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let generation = le64(&head, 8);
+        if head[0..4] != MAGIC || head[4] != 1 || generation % 2 != slot as u64 {
+            return Ok(None);
+        }
+        let len = u64::from(le32(&head, 16));
+        if len + HEADER as u64 > env.root_capacity() {
+            return Ok(None);
+        }
+        let mut p = vec![0u8; len as usize];
+        match env.read_root(slot, HEADER as u64, &mut p) {
+            Ok(()) => {}
+            Err(LsmError::OutOfBounds { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let mut h = crc32fast::Hasher::new();
+        h.update(&head[..20]);
+        h.update(&p);
+        if h.finalize() != le32(&head, 20) {
+            return Ok(None);
+        }
+        // The checksum holds, so the engine wrote these bytes: a payload that does not
+        // decode is an error, not a torn write.
+        Self::decode(&p, generation, slot).map(Some)
+    }
+
+    /// The newest valid snapshot.
+    pub fn load(env: &mut dyn Env) -> Result<Self> {
+        let a = Self::read_slot(env, 0)?;
+        let b = Self::read_slot(env, 1)?;
+        match (a, b) {
+            (Some(a), Some(b)) => Ok(if a.generation > b.generation { a } else { b }),
+            (Some(m), None) | (None, Some(m)) => Ok(m),
+            (None, None) => Err(LsmError::Corrupt {
+                structure: "manifest",
+                table: 0,
+                offset: 0,
+                reason: "neither root slot holds a valid snapshot",
+            }),
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Data blocks: sorted entries with prefix compression and restart points.
+//!
+//! Payload (inside the block envelope of [`crate::coding::seal`]):
+//!
+//! ```text
+//! entries:   shared varint | unshared varint | vtag varint | key suffix | value
+//!            (shared: bytes of the previous key reused, 0 at a restart point;
+//!             vtag 0: tombstone, n + 1: a value of n bytes)
+//! restarts:  count × u32 offset of a restart entry (every 16th entry)
+//! count:     u32 number of restarts
+//! ```
+
+use crate::coding::{Reader, put_varint};
+use crate::error::Result;
+use crate::memtable::Value;
+
+/// Entries between restart points.
+pub const RESTART_INTERVAL: usize = 16;
+
+/// Builds one data block's payload.
+#[derive(Debug, Default)]
+pub struct BlockBuilder {
+    buf: Vec<u8>,
+    restarts: Vec<u32>,
+    last: Vec<u8>,
+    count: usize,
+}
+
+impl BlockBuilder {
+    /// Adds an entry (keys in strictly ascending order).
+    pub fn add(&mut self, key: &[u8], value: &Value) {
+        let shared = if self.count.is_multiple_of(RESTART_INTERVAL) {
+            self.restarts.push(self.buf.len() as u32);
+            0
+        } else {
+            key.iter()
+                .zip(&self.last)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        put_varint(&mut self.buf, shared as u64);
+        put_varint(&mut self.buf, (key.len() - shared) as u64);
+        match value {
+            None => put_varint(&mut self.buf, 0),
+            Some(v) => put_varint(&mut self.buf, v.len() as u64 + 1),
+        }
+        self.buf.extend_from_slice(&key[shared..]);
+        if let Some(v) = value {
+            self.buf.extend_from_slice(v);
+        }
+        self.last.clear();
+        self.last.extend_from_slice(key);
+        self.count += 1;
+    }
+
+    /// Bytes of the payload so far (about).
+    pub fn size(&self) -> usize {
+        self.buf.len() + 4 * self.restarts.len() + 4
+    }
+
+    /// Whether nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The finished payload; the builder is empty again.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.buf);
+        for r in &self.restarts {
+            out.extend_from_slice(&r.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.restarts.len() as u32).to_le_bytes());
+        self.restarts.clear();
+        self.last.clear();
+        self.count = 0;
+        out
+    }
+}
+
+/// A decoded data block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataBlock {
+    /// Entries in key order.
+    pub entries: Vec<(Vec<u8>, Value)>,
+}
+
+impl DataBlock {
+    /// Decodes a payload (already checksummed) of `table` at `offset`.
+    pub fn decode(payload: &[u8], table: u64, offset: u64) -> Result<Self> {
+        let mut r = Reader::new(payload, "data block", table, offset);
+        if payload.len() < 4 {
+            return Err(r.bad("no restart count"));
+        }
+        let n = crate::coding::le32(payload, payload.len() - 4) as usize;
+        let trailer = n
+            .checked_mul(4)
+            .and_then(|t| t.checked_add(4))
+            .filter(|&t| t <= payload.len())
+            .ok_or_else(|| r.bad("restart array beyond the block"))?;
+        let body = &payload[..payload.len() - trailer];
+        r = Reader::new(body, "data block", table, offset);
+        let mut entries: Vec<(Vec<u8>, Value)> = Vec::new();
+        let mut last: Vec<u8> = Vec::new();
+        while r.remaining() > 0 {
+            let shared = r.varint()? as usize;
+            let unshared = r.length()?;
+            let vtag = r.varint()?;
+            if shared > last.len() {
+                return Err(r.bad("shared prefix longer than the previous key"));
+            }
+            let mut key = last[..shared].to_vec();
+            key.extend_from_slice(r.take(unshared)?);
+            let value = match vtag {
+                0 => None,
+                n => {
+                    let n = usize::try_from(n - 1).map_err(|_| r.bad("value length"))?;
+                    Some(r.take(n)?.to_vec())
+                }
+            };
+            if entries.last().is_some_and(|(k, _)| *k >= key) {
+                return Err(r.bad("keys out of order"));
+            }
+            last.clone_from(&key);
+            entries.push((key, value));
+        }
+        Ok(DataBlock { entries })
+    }
+
+    /// Bytes this block is charged in a cache.
+    pub fn charge(&self) -> usize {
+        64 + self
+            .entries
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + 56)
+            .sum::<usize>()
+    }
+
+    /// Index of the first entry with key ≥ `key`.
+    pub fn seek(&self, key: &[u8]) -> usize {
+        self.entries.partition_point(|(k, _)| k.as_slice() < key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn blocks_round_trip_with_prefixes_and_tombstones() {
+        let mut b = BlockBuilder::default();
+        let mut want = Vec::new();
+        for i in 0..40u32 {
+            let k = format!("key{i:04}").into_bytes();
+            let v = (i % 3 != 0).then(|| vec![i as u8; i as usize]);
+            b.add(&k, &v);
+            want.push((k, v));
+        }
+        let p = b.finish();
+        let d = DataBlock::decode(&p, 1, 0).unwrap();
+        assert_eq!(d.entries, want);
+        assert_eq!(d.seek(b"key0005"), 5);
+    }
+}

@@ -1,0 +1,253 @@
+//! Sorted tables: immutable blobs of data blocks, an index block and a bloom filter.
+//!
+//! Layout of a table blob (every block in the envelope of [`crate::coding::seal`], which
+//! carries the format version, the table id, the length and a CRC-32):
+//!
+//! ```text
+//! data block 0 | data block 1 | … | index block | bloom block
+//! ```
+//!
+//! Index payload: `count varint`, then per data block `last key` (varint length + bytes),
+//! `offset varint`, `length varint` (offset and length of the whole sealed block in the
+//! blob). Bloom payload: see [`bloom`]. The manifest keeps each table's id, size, entry
+//! count, smallest and largest key, and the handles (offset, length) of its index and bloom
+//! blocks, so opening a table reads nothing but those two blocks — and a table below level 1
+//! reads them only when a lookup needs them, through the bounded cache.
+
+pub mod block;
+pub mod bloom;
+
+use crate::coding::{BlockKind, Reader, open_block, put_bytes, put_varint, seal};
+use crate::env::{BlobId, Env};
+use crate::error::{LsmError, Result};
+use crate::memtable::Value;
+use block::BlockBuilder;
+use bloom::{Bloom, key_hash};
+
+/// Where a block lies in its table blob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handle {
+    /// First byte.
+    pub offset: u64,
+    /// Bytes (header included).
+    pub len: u64,
+}
+
+/// What the manifest knows of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableMeta {
+    /// Its blob (and table) id.
+    pub id: BlobId,
+    /// Bytes written.
+    pub size: u64,
+    /// Entries (tombstones included).
+    pub entries: u64,
+    /// Smallest key.
+    pub smallest: Vec<u8>,
+    /// Largest key.
+    pub largest: Vec<u8>,
+    /// The index block.
+    pub index: Handle,
+    /// The bloom block.
+    pub bloom: Handle,
+    /// The environment's locator of its blob.
+    pub locator: Vec<u8>,
+}
+
+impl TableMeta {
+    /// Whether its key range meets `[lo, hi]`.
+    pub fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
+        self.smallest.as_slice() <= hi && lo <= self.largest.as_slice()
+    }
+
+    /// Whether `key` lies within its key range.
+    pub fn covers(&self, key: &[u8]) -> bool {
+        self.smallest.as_slice() <= key && key <= self.largest.as_slice()
+    }
+}
+
+/// A decoded index block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Index {
+    /// Per data block: its last key and handle, in key order.
+    pub blocks: Vec<(Vec<u8>, Handle)>,
+}
+
+impl Index {
+    fn decode(payload: &[u8], t: &TableMeta) -> Result<Self> {
+        let mut r = Reader::new(payload, "index block", t.id, t.index.offset);
+        let n = r.varint()?;
+        if n > r.remaining() as u64 {
+            return Err(r.bad("block count beyond the index"));
+        }
+        let mut blocks: Vec<(Vec<u8>, Handle)> = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let key = r.bytes()?.to_vec();
+            let offset = r.varint()?;
+            let len = r.varint()?;
+            if offset.checked_add(len).is_none_or(|e| e > t.index.offset) {
+                return Err(r.bad("data block handle beyond the data"));
+            }
+            if blocks.last().is_some_and(|(k, _)| *k >= key) {
+                return Err(r.bad("keys out of order"));
+            }
+            blocks.push((key, Handle { offset, len }));
+        }
+        Ok(Index { blocks })
+    }
+
+    /// The position of the first block that may hold keys ≥ `key`.
+    pub fn find(&self, key: &[u8]) -> usize {
+        self.blocks
+            .partition_point(|(last, _)| last.as_slice() < key)
+    }
+
+    /// Bytes it is charged.
+    pub fn charge(&self) -> usize {
+        48 + self.blocks.iter().map(|(k, _)| k.len() + 48).sum::<usize>()
+    }
+}
+
+/// Reads and checks one block of `t`.
+fn read_block(env: &mut dyn Env, t: &TableMeta, h: Handle, kind: BlockKind) -> Result<Vec<u8>> {
+    let name = match kind {
+        BlockKind::Data => "data block",
+        BlockKind::Index => "index block",
+        BlockKind::Bloom => "bloom filter",
+    };
+    if h.offset.checked_add(h.len).is_none_or(|e| e > t.size) || h.len > 1 << 30 {
+        return Err(LsmError::Corrupt {
+            structure: name,
+            table: t.id,
+            offset: h.offset,
+            reason: "handle beyond the table",
+        });
+    }
+    let mut buf = vec![0u8; h.len as usize];
+    env.read(t.id, h.offset, &mut buf)?;
+    let payload = open_block(kind, t.id, h.offset, &buf)?;
+    Ok(payload.to_vec())
+}
+
+/// Reads a table's index block.
+pub fn read_index(env: &mut dyn Env, t: &TableMeta) -> Result<Index> {
+    let p = read_block(env, t, t.index, BlockKind::Index)?;
+    Index::decode(&p, t)
+}
+
+/// Reads a table's bloom filter.
+pub fn read_bloom(env: &mut dyn Env, t: &TableMeta) -> Result<Bloom> {
+    let p = read_block(env, t, t.bloom, BlockKind::Bloom)?;
+    Bloom::decode(&p, t.id, t.bloom.offset)
+}
+
+/// Reads a data block of a table.
+pub fn read_data(env: &mut dyn Env, t: &TableMeta, h: Handle) -> Result<block::DataBlock> {
+    let p = read_block(env, t, h, BlockKind::Data)?;
+    block::DataBlock::decode(&p, t.id, h.offset)
+}
+
+/// Builds one table in memory.
+#[derive(Debug)]
+pub struct TableBuilder {
+    id: BlobId,
+    block_size: usize,
+    bits_per_key: usize,
+    out: Vec<u8>,
+    block: BlockBuilder,
+    index: Vec<(Vec<u8>, Handle)>,
+    hashes: Vec<u64>,
+    smallest: Option<Vec<u8>>,
+    last: Vec<u8>,
+    entries: u64,
+}
+
+impl TableBuilder {
+    /// A builder for table `id`.
+    pub fn new(id: BlobId, block_size: usize, bits_per_key: usize) -> Self {
+        TableBuilder {
+            id,
+            block_size,
+            bits_per_key,
+            out: Vec::new(),
+            block: BlockBuilder::default(),
+            index: Vec::new(),
+            hashes: Vec::new(),
+            smallest: None,
+            last: Vec::new(),
+            entries: 0,
+        }
+    }
+
+    /// Adds an entry (keys strictly ascending).
+    pub fn add(&mut self, key: &[u8], value: &Value) {
+        if self.smallest.is_none() {
+            self.smallest = Some(key.to_vec());
+        }
+        self.block.add(key, value);
+        self.hashes.push(key_hash(key));
+        self.last.clear();
+        self.last.extend_from_slice(key);
+        self.entries += 1;
+        if self.block.size() >= self.block_size {
+            self.cut_block();
+        }
+    }
+
+    fn cut_block(&mut self) {
+        if self.block.is_empty() {
+            return;
+        }
+        let offset = self.out.len() as u64;
+        let payload = self.block.finish();
+        seal(BlockKind::Data, self.id, &payload, &mut self.out);
+        let len = self.out.len() as u64 - offset;
+        self.index.push((self.last.clone(), Handle { offset, len }));
+    }
+
+    /// Bytes so far (about).
+    pub fn size(&self) -> usize {
+        self.out.len() + self.block.size() + 9 * self.hashes.len() / 8
+    }
+
+    /// Entries so far.
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// The table's bytes and its metadata (without a locator yet).
+    pub fn finish(mut self) -> (Vec<u8>, TableMeta) {
+        self.cut_block();
+        let mut ip = Vec::new();
+        put_varint(&mut ip, self.index.len() as u64);
+        for (k, h) in &self.index {
+            put_bytes(&mut ip, k);
+            put_varint(&mut ip, h.offset);
+            put_varint(&mut ip, h.len);
+        }
+        let io = self.out.len() as u64;
+        seal(BlockKind::Index, self.id, &ip, &mut self.out);
+        let index = Handle {
+            offset: io,
+            len: self.out.len() as u64 - io,
+        };
+        let bp = Bloom::build(&self.hashes, self.bits_per_key).encode();
+        let bo = self.out.len() as u64;
+        seal(BlockKind::Bloom, self.id, &bp, &mut self.out);
+        let bloom = Handle {
+            offset: bo,
+            len: self.out.len() as u64 - bo,
+        };
+        let meta = TableMeta {
+            id: self.id,
+            size: self.out.len() as u64,
+            entries: self.entries,
+            smallest: self.smallest.unwrap_or_default(),
+            largest: self.last,
+            index,
+            bloom,
+            locator: Vec::new(),
+        };
+        (self.out, meta)
+    }
+}

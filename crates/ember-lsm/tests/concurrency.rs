@@ -1,0 +1,161 @@
+//! Group commit, the background thread, and the file environment.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ember_lsm::{BlobId, Db, Env, FileEnv, Options, Result};
+
+/// Counts syncs, and makes each take a while (as a real device's does).
+struct Counting<E> {
+    inner: E,
+    syncs: Arc<AtomicUsize>,
+    delay: Duration,
+}
+
+impl<E: Env> Env for Counting<E> {
+    fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
+        self.inner.create(id, capacity)
+    }
+    fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()> {
+        self.inner.open(id, locator)
+    }
+    fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
+        self.inner.write(id, offset, data)
+    }
+    fn read(&mut self, id: BlobId, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read(id, offset, buf)
+    }
+    fn capacity(&self, id: BlobId) -> Result<u64> {
+        self.inner.capacity(id)
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.syncs.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(self.delay);
+        self.inner.sync()
+    }
+    fn remove(&mut self, id: BlobId) -> Result<()> {
+        self.inner.remove(id)
+    }
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("ember-lsm-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn a_sync_commit_costs_one_sync_and_concurrent_commits_share_it() {
+    let syncs = Arc::new(AtomicUsize::new(0));
+    let dir = temp_dir("group");
+    let env = Counting {
+        inner: FileEnv::new(&dir).unwrap(),
+        syncs: syncs.clone(),
+        delay: Duration::from_millis(2),
+    };
+    let opts = Options::with_budget(64 << 20); // no rotation inside the test
+    let db = Arc::new(Db::create(env, opts).unwrap());
+    let before = syncs.load(Ordering::SeqCst);
+    for i in 0..20u32 {
+        db.put(&i.to_be_bytes(), b"v", true).unwrap();
+    }
+    assert_eq!(
+        syncs.load(Ordering::SeqCst) - before,
+        20,
+        "one sync per commit"
+    );
+    let before = syncs.load(Ordering::SeqCst);
+    let threads: Vec<_> = (0..8u32)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for i in 0..40u32 {
+                    db.put(format!("t{t}-{i:03}").as_bytes(), b"v", true)
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let used = syncs.load(Ordering::SeqCst) - before;
+    assert!(
+        used < 320 / 2,
+        "{used} syncs for 320 commits: no group commit"
+    );
+    assert_eq!(db.iter().count(), 20 + 320);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_background_thread_flushes_and_compacts_while_writers_go_on() {
+    let dir = temp_dir("bg");
+    let opts = Options {
+        block_size: 1024,
+        ..Options::with_budget(256 * 1024)
+    };
+    let mut db = Db::create(FileEnv::new(&dir).unwrap(), opts.clone()).unwrap();
+    db.start_background();
+    let db = Arc::new(db);
+    let threads: Vec<_> = (0..2u32)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for i in 0..3000u32 {
+                    let k = format!("k{:06}", (i * 7 + t) % 5000);
+                    db.put(k.as_bytes(), format!("{t}-{i}").repeat(8).as_bytes(), false)
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut model = BTreeMap::new();
+    for (k, v) in db.iter().map(|r| r.unwrap()) {
+        model.insert(k, v);
+    }
+    assert!(model.len() > 1000);
+    // Wait for the background thread to catch up.
+    for _ in 0..200 {
+        if !db.has_immutable() && db.level_counts()[0] < 4 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let counts = db.level_counts();
+    assert!(
+        counts.iter().skip(1).any(|&n| n > 0),
+        "compacted: {counts:?}"
+    );
+    let db = Arc::try_unwrap(db).unwrap();
+    db.put(b"last", b"one", true).unwrap();
+    model.insert(b"last".to_vec(), b"one".to_vec());
+    drop(db.close().unwrap());
+    let db = Db::open(FileEnv::new(&dir).unwrap(), opts).unwrap();
+    let got: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|r| r.unwrap()).collect();
+    assert_eq!(got, model);
+    drop(db);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_batch_larger_than_a_log_is_refused() {
+    let (db, _) = common::fresh(common::tiny());
+    let mut b = ember_lsm::WriteBatch::new();
+    b.put(vec![1u8; 10], vec![0u8; 10_000]);
+    assert!(matches!(
+        db.write(b, true),
+        Err(ember_lsm::LsmError::BatchTooLarge { .. })
+    ));
+    db.put(b"ok", b"fine", true).unwrap();
+    assert_eq!(db.get(b"ok").unwrap(), Some(b"fine".to_vec()));
+}

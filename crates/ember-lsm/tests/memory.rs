@@ -1,0 +1,67 @@
+//! The RAM cap: with one setting (`Options::with_budget`), memtables, the pinned index blocks
+//! and bloom filters of levels 0 and 1, and the block cache (which also holds the indexes and
+//! filters of deeper levels, loaded on demand) together stay within the budget through a
+//! workload that fills several levels and reads all over them.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use ember_device::SplitMix64;
+use ember_lsm::Options;
+
+#[test]
+fn the_engine_stays_within_its_memory_budget() {
+    let budget = 192 * 1024;
+    let opts = Options {
+        block_size: 1024,
+        ..Options::with_budget(budget)
+    };
+    let (db, _) = common::fresh_on(16 << 20, opts);
+    let mut rng = SplitMix64::new(1);
+    let key = |i: u64| format!("user{:08}", (i * 2_654_435_761) % 1_000_000).into_bytes();
+    let n = 12_000u64;
+    let mut peak = 0;
+    for i in 0..n {
+        let v: Vec<u8> = (0..100 + rng.below(100)).map(|_| rng.byte()).collect();
+        db.put(&key(i), &v, false).unwrap();
+        if i % 500 == 0 {
+            while db.step().unwrap() {}
+            peak = peak.max(db.memory_usage().total());
+        }
+    }
+    while db.step().unwrap() {}
+    let counts = db.level_counts();
+    assert!(
+        counts.len() > 3 && counts[2] + counts[3] > 0,
+        "deep levels: {counts:?}"
+    );
+    // Reads all over the key space load deep tables' indexes, filters and blocks.
+    for j in 0..4000u64 {
+        let i = rng.below(n);
+        assert!(db.get(&key(i)).unwrap().is_some());
+        if j % 250 == 0 {
+            let scanned = db.iter_from(&key(i)).take(50).count();
+            assert!(scanned > 0);
+        }
+        peak = peak.max(db.memory_usage().total());
+    }
+    let u = db.memory_usage();
+    eprintln!("levels {counts:?}, peak {peak} of {budget} bytes, now {u:?}");
+    assert!(u.cache > 0, "the cache is used: {u:?}");
+    assert!(
+        peak <= budget,
+        "peak {peak} bytes over a budget of {budget}: {u:?}"
+    );
+    // Only levels 0 and 1 are pinned: the deep levels' metadata would not fit beside them.
+    let all_meta: u64 = db
+        .tables()
+        .iter()
+        .map(|(_, t)| t.index.len + t.bloom.len)
+        .sum();
+    assert!(
+        (u.pinned as u64) < all_meta,
+        "pinned {} of {all_meta} bytes of metadata",
+        u.pinned
+    );
+}

@@ -1,0 +1,169 @@
+//! Model-based property test: random puts, deletes, batches, gets, range scans, flushes,
+//! compaction steps and reopens against a `BTreeMap`, with tables small enough that the data
+//! spreads over the memtable, the immutable memtable and several levels.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use ember_lsm::WriteBatch;
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(u16, u16),
+    Delete(u16),
+    Batch(Vec<(u16, Option<u16>)>),
+    Get(u16),
+    Range(u16, u16, bool),
+    Step,
+    Flush,
+    Reopen,
+}
+
+fn key(k: u16) -> Vec<u8> {
+    // Keys of different lengths sharing prefixes.
+    format!("key{:0w$}", k, w = 2 + (k % 3) as usize).into_bytes()
+}
+
+fn value(k: u16, v: u16) -> Vec<u8> {
+    let mut out = format!("{k}:{v}:").into_bytes();
+    out.resize(out.len() + (v % 90) as usize, b'v');
+    out
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0..120u16, any::<u16>()).prop_map(|(k, v)| Op::Put(k, v)),
+        3 => (0..120u16).prop_map(Op::Delete),
+        2 => prop::collection::vec((0..120u16, prop::option::of(any::<u16>())), 1..8)
+            .prop_map(Op::Batch),
+        3 => (0..120u16).prop_map(Op::Get),
+        2 => (0..120u16, 0..120u16, any::<bool>()).prop_map(|(a, b, i)| Op::Range(a, b, i)),
+        1 => Just(Op::Step),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+fn check_range(
+    db: &common::MemDb,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+) {
+    let got: Vec<(Vec<u8>, Vec<u8>)> = db.range(lo, hi).map(|r| r.unwrap()).collect();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model
+        .range::<[u8], _>((lo, hi))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(got, want, "range {lo:?}..{hi:?}");
+}
+
+fn run(ops: Vec<Op>) {
+    let opts = common::tiny();
+    let (mut db, root) = common::fresh(opts.clone());
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    for op in ops {
+        match op {
+            Op::Put(k, v) => {
+                db.put(&key(k), &value(k, v), v % 2 == 0).unwrap();
+                model.insert(key(k), value(k, v));
+            }
+            Op::Delete(k) => {
+                db.delete(&key(k), false).unwrap();
+                model.remove(&key(k));
+            }
+            Op::Batch(ops) => {
+                let mut b = WriteBatch::new();
+                for (k, v) in ops {
+                    match v {
+                        Some(v) => {
+                            b.put(key(k), value(k, v));
+                            model.insert(key(k), value(k, v));
+                        }
+                        None => {
+                            b.delete(key(k));
+                            model.remove(&key(k));
+                        }
+                    }
+                }
+                db.write(b, true).unwrap();
+            }
+            Op::Get(k) => assert_eq!(db.get(&key(k)).unwrap(), model.get(&key(k)).cloned()),
+            Op::Range(a, b, incl) => {
+                let (a, b) = (key(a).min(key(b)), key(a).max(key(b)));
+                let hi = if incl {
+                    Bound::Included(b.as_slice())
+                } else {
+                    Bound::Excluded(b.as_slice())
+                };
+                check_range(&db, &model, Bound::Included(&a), hi);
+                check_range(&db, &model, Bound::Excluded(&a), Bound::Unbounded);
+            }
+            Op::Step => {
+                db.step().unwrap();
+            }
+            Op::Flush => db.flush().unwrap(),
+            Op::Reopen => {
+                let dev = common::shut(db);
+                db = common::open(dev, &root, opts.clone()).unwrap();
+            }
+        }
+    }
+    check_range(&db, &model, Bound::Unbounded, Bound::Unbounded);
+    for k in 0..120 {
+        assert_eq!(db.get(&key(k)).unwrap(), model.get(&key(k)).cloned());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_engine_behaves_like_a_btreemap(ops in prop::collection::vec(op(), 1..300)) {
+        run(ops);
+    }
+}
+
+/// An iterator opened before later writes, flushes and compactions sees exactly the
+/// snapshot it started with, read across the memtable, the immutable memtable and levels.
+#[test]
+fn iterators_see_their_snapshot_across_every_source() {
+    let (db, _) = common::fresh(common::tiny());
+    let mut model = BTreeMap::new();
+    for i in 0..600u32 {
+        let k = format!("k{:04}", (i * 7919) % 500).into_bytes();
+        let v = format!("v{i}").into_bytes();
+        db.put(&k, &v, false).unwrap();
+        model.insert(k, v);
+    }
+    let counts = db.level_counts();
+    assert!(
+        counts.iter().skip(1).filter(|&&n| n > 0).count() >= 2,
+        "several levels: {counts:?}"
+    );
+    let snapshot = model.clone();
+    let it = db.iter();
+    // Writes after the iterator opened: new keys, overwrites, deletes, and enough of them
+    // to rotate the memtable and compact.
+    for i in 0..300u32 {
+        let k = format!("k{:04}", (i * 13) % 520).into_bytes();
+        if i % 3 == 0 {
+            db.delete(&k, false).unwrap();
+            model.remove(&k);
+        } else {
+            db.put(&k, b"new", false).unwrap();
+            model.insert(k, b"new".to_vec());
+        }
+        db.step().unwrap();
+    }
+    let got: Vec<(Vec<u8>, Vec<u8>)> = it.map(|r| r.unwrap()).collect();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = snapshot.into_iter().collect();
+    assert_eq!(got, want);
+    let now: Vec<(Vec<u8>, Vec<u8>)> = db.iter().map(|r| r.unwrap()).collect();
+    assert_eq!(now, model.into_iter().collect::<Vec<_>>());
+}
