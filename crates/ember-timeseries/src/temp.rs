@@ -74,13 +74,18 @@ impl<S: Storage> Series<'_, S> {
     }
 
     /// Restores the write buffer from the newest temporary page for the next data page.
+    ///
+    /// Temporary pages name the id the data write point had when they were written: the
+    /// newest page's successor, or — when recovery skipped a torn data page — a later id. So
+    /// the newest temporary page (by target, then count) with a target from the newest
+    /// page's successor to the write point wins, looked for in the reserved units of both.
     pub(crate) fn recover_temp(&mut self) -> Result<()> {
         let unit = self.data.unit;
-        let u = self.data.next / unit;
-        let target = self.data.next;
-        let mut best: Option<(u16, u32, u32)> = None;
+        let lower = self.data.newest.map_or(0, |n| n + 1).min(self.data.next);
+        let next = self.data.next;
+        let mut best: Option<(u32, u16, u32, u32)> = None;
         let n = self.lay.probe;
-        for au in [u + 1, u + 2] {
+        for au in lower / unit + 1..=next / unit + 2 {
             for k in 0..unit {
                 let addr = self.temp_addr(au, k);
                 self.store.read(addr, &mut self.rbuf[..n]).map_err(dev(
@@ -91,9 +96,9 @@ impl<S: Storage> Series<'_, S> {
                 self.stats.header_reads += 1;
                 if let Ok(h) = self.lay.header(&self.rbuf[..n])
                     && h.kind == Kind::Temp
-                    && h.id == target
+                    && (lower..=next).contains(&h.id)
                     && h.count > 0
-                    && best.is_none_or(|b| h.count > b.0)
+                    && best.is_none_or(|b| (h.id, h.count) > (b.0, b.1))
                 {
                     // Check it whole before trusting it.
                     let ps = self.lay.page;
@@ -104,7 +109,7 @@ impl<S: Storage> Series<'_, S> {
                     ))?;
                     self.stats.page_reads += 1;
                     if self.lay.verify(self.rbuf).is_ok() {
-                        best = Some((h.count, au, k));
+                        best = Some((h.id, h.count, au, k));
                     }
                 }
             }
@@ -114,7 +119,7 @@ impl<S: Storage> Series<'_, S> {
             unit: u32::MAX,
             k: unit,
         };
-        let Some((count, au, k)) = best else {
+        let Some((_, count, au, k)) = best else {
             return Ok(());
         };
         let addr = self.temp_addr(au, k);
@@ -131,6 +136,12 @@ impl<S: Storage> Series<'_, S> {
         self.last_key = Some(self.lay.max_key(self.wbuf));
         // The next temporary page goes to the other unit (erased first), keeping this one.
         self.temp = TempPos { unit: au, k: unit };
+        let u = next / unit;
+        if au != u + 1 && au != u + 2 {
+            // The write point moved past a torn page into the unit holding this temporary
+            // page: entering it would erase the only copy. Write it again where it belongs.
+            self.write_temp()?;
+        }
         Ok(())
     }
 }
