@@ -1,0 +1,375 @@
+//! Iterators over a key range and a data range.
+//!
+//! With a key range, the start page is found like a lookup (spline, then the neighbour or a
+//! binary search in its window) and pages are read in order until a key passes the end; the
+//! data range, if any, filters records (and pages whose data min/max cannot match are not
+//! scanned). With only a data range, the bitmap index decides which pages to read: a page is
+//! read only if its bitmap — from the index write buffer, an index page, or as a last resort
+//! its own header — overlaps the query's. Without an index, pages whose header data min/max
+//! rules them out are skipped after reading the header only. The write buffer's records come
+//! last. Data pages are read into the read buffer, index pages into the index read buffer.
+
+use core::cmp::Ordering;
+
+use crate::bitmap::overlaps;
+use crate::error::{Error, Result};
+use crate::ops::{Row, Source};
+use crate::page::MAX_BITMAP;
+use crate::series::Series;
+use crate::storage::Storage;
+use crate::varlen::VarValue;
+
+/// What an iterator returns: keys in `[min_key, max_key]` and data in `[min_data, max_data]`
+/// (in the series' data order); `None` leaves that end open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Query<'q> {
+    /// Smallest key.
+    pub min_key: Option<u64>,
+    /// Largest key.
+    pub max_key: Option<u64>,
+    /// Smallest data value (the data size).
+    pub min_data: Option<&'q [u8]>,
+    /// Largest data value (the data size).
+    pub max_data: Option<&'q [u8]>,
+}
+
+impl<'q> Query<'q> {
+    /// Every record.
+    pub const fn all() -> Self {
+        Query {
+            min_key: None,
+            max_key: None,
+            min_data: None,
+            max_data: None,
+        }
+    }
+
+    /// Keys in `[min, max]`.
+    pub const fn keys(min: u64, max: u64) -> Self {
+        Query {
+            min_key: Some(min),
+            max_key: Some(max),
+            min_data: None,
+            max_data: None,
+        }
+    }
+
+    /// Data in `[min, max]`.
+    pub const fn data(min: Option<&'q [u8]>, max: Option<&'q [u8]>) -> Self {
+        Query {
+            min_key: None,
+            max_key: None,
+            min_data: min,
+            max_data: max,
+        }
+    }
+
+    /// The same query with keys in `[min, max]`.
+    pub const fn with_keys(mut self, min: Option<u64>, max: Option<u64>) -> Self {
+        self.min_key = min;
+        self.max_key = max;
+        self
+    }
+
+    /// The same query with data in `[min, max]`.
+    pub const fn with_data(mut self, min: Option<&'q [u8]>, max: Option<&'q [u8]>) -> Self {
+        self.min_data = min;
+        self.max_data = max;
+        self
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Pages,
+    Buffer,
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cur {
+    None,
+    Page(usize),
+    Buffer(usize),
+}
+
+/// An iterator over a [`Query`] (see the module docs). It borrows the series; use it through
+/// [`Source`] (`advance`, then `row`), or [`next_into`](Iter::next_into).
+pub struct Iter<'s, 'a, S: Storage> {
+    db: &'s mut Series<'a, S>,
+    q: Query<'s>,
+    stage: Stage,
+    next: u32,
+    end: u32,
+    in_page: bool,
+    first_page: bool,
+    rec: usize,
+    count: usize,
+    use_index: bool,
+    header_filter: bool,
+    qbm: [u8; MAX_BITMAP],
+    cur: Cur,
+}
+
+impl<'a, S: Storage> Series<'a, S> {
+    /// An iterator over the records `q` selects, in key order.
+    pub fn iter<'s>(&'s mut self, q: Query<'s>) -> Result<Iter<'s, 'a, S>> {
+        let ds = self.lay.ds;
+        for d in [q.min_data, q.max_data].into_iter().flatten() {
+            if d.len() != ds {
+                return Err(Error::DataSize {
+                    expected: ds,
+                    given: d.len(),
+                });
+            }
+        }
+        let has_keys = q.min_key.is_some() || q.max_key.is_some();
+        let has_data = q.min_data.is_some() || q.max_data.is_some();
+        let mut qbm = [0u8; MAX_BITMAP];
+        let use_index = !has_keys && has_data && self.cfg.has_index();
+        if let (true, Some(b)) = (use_index, self.cfg.data_index) {
+            b.query(q.min_data, q.max_data, &mut qbm[..self.lay.bm]);
+        }
+        let header_filter = !has_keys && has_data && !use_index && self.lay.minmax;
+        let mut it = Iter {
+            stage: Stage::Pages,
+            next: 0,
+            end: 0,
+            in_page: false,
+            first_page: true,
+            rec: 0,
+            count: 0,
+            use_index,
+            header_filter,
+            qbm,
+            cur: Cur::None,
+            q,
+            db: self,
+        };
+        match it.db.page_range() {
+            None => it.stage = Stage::Buffer,
+            Some((oldest, newest)) => {
+                it.end = newest;
+                it.next = oldest;
+                if let Some(k) = q.min_key {
+                    if k > it.db.newest_max {
+                        it.stage = Stage::Buffer;
+                    } else {
+                        match it.db.lower_page(k)? {
+                            Some(p) => it.next = p,
+                            None => it.stage = Stage::Buffer,
+                        }
+                    }
+                }
+            }
+        }
+        Ok(it)
+    }
+}
+
+impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
+    fn data_ok(&self, d: &[u8]) -> bool {
+        let cfg = &self.db.cfg;
+        if let Some(m) = self.q.min_data
+            && cfg.compare(d, m) == Ordering::Less
+        {
+            return false;
+        }
+        if let Some(m) = self.q.max_data
+            && cfg.compare(d, m) == Ordering::Greater
+        {
+            return false;
+        }
+        true
+    }
+
+    /// Whether the page in the read buffer may hold data in the range (from its header's
+    /// data min/max).
+    fn page_may_match(&self) -> bool {
+        let lay = self.db.lay;
+        if !lay.minmax {
+            return true;
+        }
+        let cfg = &self.db.cfg;
+        let (lo, hi) = (lay.dmin(self.db.rbuf), lay.dmax(self.db.rbuf));
+        if let Some(m) = self.q.max_data
+            && cfg.compare(lo, m) == Ordering::Greater
+        {
+            return false;
+        }
+        if let Some(m) = self.q.min_data
+            && cfg.compare(hi, m) == Ordering::Less
+        {
+            return false;
+        }
+        true
+    }
+
+    /// Whether `key` is in range: `Some(false)` below, `None` past the end.
+    fn key_ok(&self, key: u64) -> Option<bool> {
+        if let Some(m) = self.q.max_key
+            && key > m
+        {
+            return None;
+        }
+        Some(self.q.min_key.is_none_or(|m| key >= m))
+    }
+
+    fn step(&mut self) -> Result<bool> {
+        let lay = self.db.lay;
+        let has_data = self.q.min_data.is_some() || self.q.max_data.is_some();
+        loop {
+            match self.stage {
+                Stage::Pages => {
+                    if self.in_page {
+                        while self.rec < self.count {
+                            let i = self.rec;
+                            self.rec += 1;
+                            match self.key_ok(lay.key(self.db.rbuf, i)) {
+                                None => {
+                                    self.stage = Stage::Done;
+                                    self.in_page = false;
+                                    return Ok(false);
+                                }
+                                Some(false) => continue,
+                                Some(true) => {}
+                            }
+                            if has_data && !self.data_ok(lay.data(self.db.rbuf, i)) {
+                                continue;
+                            }
+                            self.cur = Cur::Page(i);
+                            return Ok(true);
+                        }
+                        self.in_page = false;
+                    }
+                    if self.next > self.end {
+                        self.stage = Stage::Buffer;
+                        self.rec = 0;
+                        continue;
+                    }
+                    let id = self.next;
+                    self.next += 1;
+                    if self.use_index {
+                        let mut bm = [0u8; MAX_BITMAP];
+                        let n = lay.bm;
+                        if self.db.page_bitmap(id, &mut bm)? && !overlaps(&bm[..n], &self.qbm[..n])
+                        {
+                            continue;
+                        }
+                    } else if self.header_filter
+                        && self.db.load_header(id)?.is_ok()
+                        && !self.page_may_match()
+                    {
+                        continue;
+                    }
+                    let Some((v, h)) = self.db.resolve_forward(id)? else {
+                        self.stage = Stage::Buffer;
+                        self.rec = 0;
+                        continue;
+                    };
+                    if v != id {
+                        // Dead slots passed over; page `v` gets the same checks.
+                        self.next = v;
+                        continue;
+                    }
+                    if let Some(m) = self.q.max_key
+                        && lay.min_key(self.db.rbuf) > m
+                    {
+                        self.stage = Stage::Done;
+                        return Ok(false);
+                    }
+                    if has_data && !self.page_may_match() {
+                        continue;
+                    }
+                    self.count = usize::from(h.count);
+                    self.rec = match (self.first_page, self.q.min_key) {
+                        (true, Some(k)) => lay.lower_bound(self.db.rbuf, self.count, k),
+                        _ => 0,
+                    };
+                    self.first_page = false;
+                    self.in_page = true;
+                }
+                Stage::Buffer => {
+                    while self.rec < self.db.wcount {
+                        let i = self.rec;
+                        self.rec += 1;
+                        match self.key_ok(lay.key(self.db.wbuf, i)) {
+                            None => {
+                                self.stage = Stage::Done;
+                                return Ok(false);
+                            }
+                            Some(false) => continue,
+                            Some(true) => {}
+                        }
+                        if has_data && !self.data_ok(lay.data(self.db.wbuf, i)) {
+                            continue;
+                        }
+                        self.cur = Cur::Buffer(i);
+                        return Ok(true);
+                    }
+                    self.stage = Stage::Done;
+                }
+                Stage::Done => return Ok(false),
+            }
+        }
+    }
+
+    /// Moves to the next record and copies it out: its key, and its data into `data`.
+    /// `Ok(None)` at the end.
+    pub fn next_into(&mut self, data: &mut [u8]) -> Result<Option<u64>> {
+        if !self.advance()? {
+            return Ok(None);
+        }
+        let r = self.row();
+        let n = r.data.len().min(data.len());
+        data[..n].copy_from_slice(&r.data[..n]);
+        Ok(Some(r.key))
+    }
+
+    /// Reads the current record's variable-size value into `out`.
+    pub fn var(&mut self, out: &mut [u8]) -> Result<VarValue> {
+        let lay = self.db.lay;
+        let r = match self.cur {
+            Cur::Page(i) => lay.var_ref(self.db.rbuf, i),
+            Cur::Buffer(i) => lay.var_ref(self.db.wbuf, i),
+            Cur::None => None,
+        };
+        match r {
+            Some(r) => self.db.read_var(r, out),
+            None => Ok(VarValue::None),
+        }
+    }
+
+    /// Collects the remaining records (key and data) into a vector.
+    #[cfg(feature = "alloc")]
+    pub fn collect_vec(mut self) -> Result<alloc::vec::Vec<(u64, alloc::vec::Vec<u8>)>> {
+        let mut v = alloc::vec::Vec::new();
+        while self.advance()? {
+            let r = self.row();
+            v.push((r.key, r.data.to_vec()));
+        }
+        Ok(v)
+    }
+}
+
+impl<S: Storage> Source for Iter<'_, '_, S> {
+    fn advance(&mut self) -> Result<bool> {
+        self.cur = Cur::None;
+        self.step()
+    }
+
+    fn row(&self) -> Row<'_> {
+        let lay = self.db.lay;
+        match self.cur {
+            Cur::Page(i) => Row {
+                key: lay.key(self.db.rbuf, i),
+                data: lay.data(self.db.rbuf, i),
+            },
+            Cur::Buffer(i) => Row {
+                key: lay.key(self.db.wbuf, i),
+                data: lay.data(self.db.wbuf, i),
+            },
+            Cur::None => Row { key: 0, data: &[] },
+        }
+    }
+}
