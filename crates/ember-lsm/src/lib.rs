@@ -6,7 +6,7 @@
 //! compaction ([`compaction`]), the manifest of live logs and tables ([`manifest`]), ordered
 //! iterators merging every source ([`iter`]), crash recovery and the RAM budget that keeps
 //! only levels 0 and 1's indexes and filters resident ([`db`], [`cache`]); and storage through
-//! an environment trait ([`env`]) over space-manager extents (the default) or plain files.
+//! an environment trait ([`mod@env`]) over space-manager extents (the default) or plain files.
 //!
 //! Must not touch: SQL parsing or planning (the SQL-to-KV compiler and the coordination cache
 //! live in `ember-sql`), `std::fs` (all storage goes through the environment trait; only
