@@ -470,3 +470,139 @@ pub struct CreateIndex {
     /// Indexed columns (name, DESC).
     pub columns: Vec<(String, bool)>,
 }
+
+/// A node of the syntax tree while it is measured.
+enum Node<'a> {
+    Expr(&'a Expr),
+    Select(&'a Select),
+    From(&'a FromItem),
+}
+
+impl Expr {
+    /// The height of this expression tree: 1 for a leaf; a subquery is as tall as the tallest
+    /// expression inside it, plus one. Measured with an explicit stack, so a tree of any
+    /// height is measured without deep native recursion (the parser uses this to refuse trees
+    /// the executor could not walk).
+    pub fn height(&self) -> usize {
+        if matches!(self, Expr::Lit(_) | Expr::Param(_) | Expr::Column { .. }) {
+            return 1;
+        }
+        let mut tallest = 0;
+        let mut stack: Vec<(Node<'_>, usize)> = alloc::vec![(Node::Expr(self), 1)];
+        while let Some((node, depth)) = stack.pop() {
+            tallest = tallest.max(depth);
+            let below = depth + 1;
+            match node {
+                Node::Expr(e) => match e {
+                    Expr::Lit(_) | Expr::Param(_) | Expr::Column { .. } => {}
+                    Expr::Unary(_, a) | Expr::Cast(a, _) | Expr::Collate(a, _) => {
+                        stack.push((Node::Expr(a), below));
+                    }
+                    Expr::Binary(_, a, b) | Expr::Is(a, b, _) => {
+                        stack.push((Node::Expr(a), below));
+                        stack.push((Node::Expr(b), below));
+                    }
+                    Expr::Between(a, b, c, _) => {
+                        stack.push((Node::Expr(a), below));
+                        stack.push((Node::Expr(b), below));
+                        stack.push((Node::Expr(c), below));
+                    }
+                    Expr::InList(a, list, _) => {
+                        stack.push((Node::Expr(a), below));
+                        stack.extend(list.iter().map(|x| (Node::Expr(x), below)));
+                    }
+                    Expr::InSelect(a, s, _) => {
+                        stack.push((Node::Expr(a), below));
+                        stack.push((Node::Select(s), below));
+                    }
+                    Expr::Exists(s, _) | Expr::Subquery(s) => {
+                        stack.push((Node::Select(s), below));
+                    }
+                    Expr::Like {
+                        expr,
+                        pattern,
+                        escape,
+                        ..
+                    } => {
+                        stack.push((Node::Expr(expr), below));
+                        stack.push((Node::Expr(pattern), below));
+                        if let Some(x) = escape {
+                            stack.push((Node::Expr(x), below));
+                        }
+                    }
+                    Expr::Case {
+                        operand,
+                        whens,
+                        otherwise,
+                    } => {
+                        for x in operand.iter().chain(otherwise.iter()) {
+                            stack.push((Node::Expr(x), below));
+                        }
+                        for (w, t) in whens {
+                            stack.push((Node::Expr(w), below));
+                            stack.push((Node::Expr(t), below));
+                        }
+                    }
+                    Expr::Func { args, .. } => {
+                        stack.extend(args.iter().map(|x| (Node::Expr(x), below)));
+                    }
+                },
+                // A select's own expressions sit one level below it.
+                Node::Select(s) => {
+                    let cores =
+                        core::iter::once(&s.first).chain(s.compounds.iter().map(|(_, c)| c));
+                    for core in cores {
+                        match core {
+                            SelectCore::Select {
+                                columns,
+                                from,
+                                filter,
+                                group_by,
+                                having,
+                                ..
+                            } => {
+                                for c in columns {
+                                    if let ResultCol::Expr { expr, .. } = c {
+                                        stack.push((Node::Expr(expr), below));
+                                    }
+                                }
+                                if let Some(f) = from {
+                                    stack.push((Node::From(f), depth));
+                                }
+                                for x in filter.iter().chain(having.iter()).chain(group_by) {
+                                    stack.push((Node::Expr(x), below));
+                                }
+                            }
+                            SelectCore::Values(rows) => {
+                                for x in rows.iter().flatten() {
+                                    stack.push((Node::Expr(x), below));
+                                }
+                            }
+                        }
+                    }
+                    for t in &s.order_by {
+                        stack.push((Node::Expr(&t.expr), below));
+                    }
+                    for x in s.limit.iter().chain(s.offset.iter()) {
+                        stack.push((Node::Expr(x), below));
+                    }
+                }
+                // A join adds no expression height (the parser allows at most 64 tables in one).
+                Node::From(f) => match f {
+                    FromItem::Table { .. } => {}
+                    FromItem::Subquery { select, .. } => stack.push((Node::Select(select), below)),
+                    FromItem::Join {
+                        left, right, on, ..
+                    } => {
+                        stack.push((Node::From(left), depth));
+                        stack.push((Node::From(right), depth));
+                        if let Some(x) = on {
+                            stack.push((Node::Expr(x), below));
+                        }
+                    }
+                },
+            }
+        }
+        tallest
+    }
+}

@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 use core::cmp::Ordering;
 use core::fmt::Write;
 
-use crate::ast::{BinOp, Expr, UnOp};
+use crate::ast::{BinOp, Expr, Select, UnOp};
 use crate::error::{Result, SqlError};
 use crate::exec::Executor;
 use crate::storage::Storage;
@@ -711,223 +711,42 @@ impl<S: Storage> Executor<S> {
     }
 
     /// Evaluates an expression.
+    /// Evaluates `e` in `env`. Each kind of expression is evaluated by a function of its own,
+    /// so that the frame this recursion passes through on every level of a tall tree holds
+    /// only what the simple kinds need (a tree 1,000 levels tall runs on a small thread
+    /// stack, even unoptimized).
     pub(crate) fn eval(&mut self, e: &Expr, env: &Env<'_>) -> Result<Value> {
         match e {
             Expr::Lit(v) => Ok(v.clone()),
-            Expr::Param(i) => self
-                .params
-                .get(*i)
-                .cloned()
-                .ok_or_else(|| SqlError::Parameter(format!("parameter {} has no value", i + 1))),
+            Expr::Param(i) => self.eval_param(*i),
             Expr::Column {
                 table,
                 name,
                 quoted,
-            } => {
-                let mut cur = Some(env);
-                while let Some(en) = cur {
-                    if let Some(i) = en.scope.find(table.as_deref(), name)? {
-                        return Ok(en.row.get(i).cloned().unwrap_or(Value::Null));
-                    }
-                    cur = en.outer;
-                }
-                if *quoted {
-                    // SQLite's rule for a double-quoted name that names no column.
-                    return Ok(Value::Text(name.clone()));
-                }
-                Err(SqlError::NoSuch {
-                    what: "column",
-                    name: qualified(table.as_deref(), name),
-                })
-            }
+            } => eval_column(table.as_deref(), name, *quoted, env),
             Expr::Unary(op, a) => {
                 let v = self.eval(a, env)?;
-                Ok(match op {
-                    UnOp::Pos => v,
-                    UnOp::Neg => match v.to_number() {
-                        Value::Null => Value::Null,
-                        Value::Integer(i) => i
-                            .checked_neg()
-                            .map_or(Value::Real(-(i as f64)), Value::Integer),
-                        // 0 - r, as SQLite computes it: -(0.0) is 0.0.
-                        Value::Real(r) => Value::Real(0.0 - r),
-                        _ => Value::Integer(0),
-                    },
-                    UnOp::Not => match v.truth() {
-                        None => Value::Null,
-                        Some(b) => bool_val(!b),
-                    },
-                    UnOp::BitNot => {
-                        if v.is_null() {
-                            Value::Null
-                        } else {
-                            Value::Integer(!v.to_i64())
-                        }
-                    }
-                })
+                Ok(unary(*op, v))
             }
             Expr::Binary(op, a, b) => self.binary(*op, a, b, env),
-            Expr::Is(a, b, neg) => {
-                let (x, y) = self.compare_operands(a, b, env)?;
-                let eq = match (x.is_null(), y.is_null()) {
-                    (true, true) => true,
-                    (false, false) => compare(&x, &y) == Ordering::Equal,
-                    _ => false,
-                };
-                Ok(bool_val(eq != *neg))
-            }
-            Expr::Between(x, lo, hi, neg) => {
-                let ge = Expr::Binary(BinOp::Ge, x.clone(), lo.clone());
-                let le = Expr::Binary(BinOp::Le, x.clone(), hi.clone());
-                let both = self.binary(BinOp::And, &ge, &le, env)?;
-                Ok(if *neg { not3(&both) } else { both })
-            }
-            Expr::InList(x, list, neg) => {
-                let xv = self.eval(x, env)?;
-                let xa = self.affinity_of(x, env);
-                if list.is_empty() {
-                    return Ok(bool_val(*neg));
-                }
-                if xv.is_null() {
-                    return Ok(Value::Null);
-                }
-                let mut saw_null = false;
-                for item in list {
-                    let v = self.eval(item, env)?;
-                    let va = self.affinity_of(item, env);
-                    let (l, r) = compare_affinity(xv.clone(), xa, v, va);
-                    match cmp_nullable(&l, &r) {
-                        None => saw_null = true,
-                        Some(Ordering::Equal) => return Ok(bool_val(!*neg)),
-                        _ => {}
-                    }
-                }
-                Ok(if saw_null {
-                    Value::Null
-                } else {
-                    bool_val(*neg)
-                })
-            }
-            Expr::InSelect(x, sel, neg) => {
-                let xv = self.eval(x, env)?;
-                let xa = self.affinity_of(x, env);
-                let (rows, width, col_aff) = self.subquery_rows(sel, env)?;
-                if width != 1 {
-                    return Err(SqlError::invalid(format!(
-                        "sub-select returns {width} columns - expected 1"
-                    )));
-                }
-                if rows.is_empty() {
-                    return Ok(bool_val(*neg));
-                }
-                if xv.is_null() {
-                    return Ok(Value::Null);
-                }
-                let mut saw_null = false;
-                for r in rows.iter() {
-                    let v = r.first().cloned().unwrap_or(Value::Null);
-                    let (l, rr) = compare_affinity(xv.clone(), xa, v, col_aff);
-                    match cmp_nullable(&l, &rr) {
-                        None => saw_null = true,
-                        Some(Ordering::Equal) => return Ok(bool_val(!*neg)),
-                        _ => {}
-                    }
-                }
-                Ok(if saw_null {
-                    Value::Null
-                } else {
-                    bool_val(*neg)
-                })
-            }
-            Expr::Exists(sel, neg) => {
-                let (rows, _, _) = self.subquery_rows(sel, env)?;
-                Ok(bool_val(rows.is_empty() == *neg))
-            }
-            Expr::Subquery(sel) => {
-                let (rows, width, _) = self.subquery_rows(sel, env)?;
-                if width != 1 {
-                    return Err(SqlError::invalid(format!(
-                        "sub-select returns {width} columns - expected 1"
-                    )));
-                }
-                Ok(rows
-                    .first()
-                    .and_then(|r| r.first().cloned())
-                    .unwrap_or(Value::Null))
-            }
+            Expr::Is(a, b, neg) => self.eval_is(a, b, *neg, env),
+            Expr::Between(x, lo, hi, neg) => self.eval_between(x, lo, hi, *neg, env),
+            Expr::InList(x, list, neg) => self.eval_in_list(x, list, *neg, env),
+            Expr::InSelect(x, sel, neg) => self.eval_in_select(x, sel, *neg, env),
+            Expr::Exists(sel, neg) => self.eval_exists(sel, *neg, env),
+            Expr::Subquery(sel) => self.eval_subquery(sel, env),
             Expr::Like {
                 expr,
                 pattern,
                 escape,
                 negated,
                 glob: is_glob,
-            } => {
-                let t = self.eval(expr, env)?;
-                let p = self.eval(pattern, env)?;
-                let esc = match escape {
-                    Some(x) => {
-                        let v = self.eval(x, env)?;
-                        match v.to_text() {
-                            None => return Ok(Value::Null),
-                            Some(s) => {
-                                let cs: Vec<char> = s.chars().collect();
-                                if cs.len() != 1 {
-                                    return Err(SqlError::invalid(
-                                        "ESCAPE expression must be a single character",
-                                    ));
-                                }
-                                Some(cs[0])
-                            }
-                        }
-                    }
-                    None => None,
-                };
-                let (Some(t), Some(p)) = (t.to_text(), p.to_text()) else {
-                    return Ok(Value::Null);
-                };
-                // SQLite matches C strings: a NUL ends the text and the pattern.
-                let (tc, pc): (Vec<char>, Vec<char>) = (
-                    t.chars().take_while(|c| *c != '\0').collect(),
-                    p.chars().take_while(|c| *c != '\0').collect(),
-                );
-                let m = if *is_glob {
-                    glob(&pc, &tc)
-                } else {
-                    like(&pc, &tc, esc)
-                };
-                Ok(bool_val(m != *negated))
-            }
+            } => self.eval_like(expr, pattern, escape.as_deref(), *negated, *is_glob, env),
             Expr::Case {
                 operand,
                 whens,
                 otherwise,
-            } => {
-                match operand {
-                    Some(op) => {
-                        let v = self.eval(op, env)?;
-                        let va = self.affinity_of(op, env);
-                        for (w, t) in whens {
-                            let wv = self.eval(w, env)?;
-                            let wa = self.affinity_of(w, env);
-                            let (l, r) = compare_affinity(v.clone(), va, wv, wa);
-                            if cmp_nullable(&l, &r) == Some(Ordering::Equal) {
-                                return self.eval(t, env);
-                            }
-                        }
-                    }
-                    None => {
-                        for (w, t) in whens {
-                            if self.eval(w, env)?.truth() == Some(true) {
-                                return self.eval(t, env);
-                            }
-                        }
-                    }
-                }
-                match otherwise {
-                    Some(o) => self.eval(o, env),
-                    None => Ok(Value::Null),
-                }
-            }
+            } => self.eval_case(operand.as_deref(), whens, otherwise.as_deref(), env),
             Expr::Cast(x, ty) => Ok(self.eval(x, env)?.cast(ty)),
             Expr::Collate(x, _) => self.eval(x, env),
             Expr::Func {
@@ -935,52 +754,256 @@ impl<S: Storage> Executor<S> {
                 args,
                 distinct,
                 star,
-            } => {
-                if is_aggregate(name, args.len(), *star) {
-                    return self.aggregate(name, args, *distinct, *star, env);
-                }
-                if *distinct {
-                    return Err(SqlError::invalid(format!(
-                        "DISTINCT aggregates must have exactly one argument: {name}()"
-                    )));
-                }
-                let mut vals = Vec::with_capacity(args.len());
-                // Lazy functions first (they must not evaluate every argument).
-                match name.as_str() {
-                    "coalesce" | "ifnull" => {
-                        if name == "ifnull" && args.len() != 2 || args.len() < 2 {
-                            return Err(wrong_args(name));
-                        }
-                        for a in args {
-                            let v = self.eval(a, env)?;
-                            if !v.is_null() {
-                                return Ok(v);
-                            }
-                        }
-                        return Ok(Value::Null);
-                    }
-                    "iif" => {
-                        if args.len() != 3 {
-                            return Err(wrong_args(name));
-                        }
-                        let c = self.eval(&args[0], env)?;
-                        return self.eval(
-                            if c.truth() == Some(true) {
-                                &args[1]
-                            } else {
-                                &args[2]
-                            },
-                            env,
-                        );
-                    }
-                    _ => {}
-                }
-                for a in args {
-                    vals.push(self.eval(a, env)?);
-                }
-                self.scalar(name, &vals)
+            } => self.eval_func(name, args, *distinct, *star, env),
+        }
+    }
+
+    #[inline(never)]
+    fn eval_param(&self, i: usize) -> Result<Value> {
+        self.params
+            .get(i)
+            .cloned()
+            .ok_or_else(|| SqlError::Parameter(format!("parameter {} has no value", i + 1)))
+    }
+
+    #[inline(never)]
+    fn eval_is(&mut self, a: &Expr, b: &Expr, neg: bool, env: &Env<'_>) -> Result<Value> {
+        let (x, y) = self.compare_operands(a, b, env)?;
+        let eq = match (x.is_null(), y.is_null()) {
+            (true, true) => true,
+            (false, false) => compare(&x, &y) == Ordering::Equal,
+            _ => false,
+        };
+        Ok(bool_val(eq != neg))
+    }
+
+    #[inline(never)]
+    fn eval_between(
+        &mut self,
+        x: &Expr,
+        lo: &Expr,
+        hi: &Expr,
+        neg: bool,
+        env: &Env<'_>,
+    ) -> Result<Value> {
+        let ge = Expr::Binary(BinOp::Ge, Box::new(x.clone()), Box::new(lo.clone()));
+        let le = Expr::Binary(BinOp::Le, Box::new(x.clone()), Box::new(hi.clone()));
+        let both = self.binary(BinOp::And, &ge, &le, env)?;
+        Ok(if neg { not3(&both) } else { both })
+    }
+
+    #[inline(never)]
+    fn eval_in_list(&mut self, x: &Expr, list: &[Expr], neg: bool, env: &Env<'_>) -> Result<Value> {
+        let xv = self.eval(x, env)?;
+        let xa = self.affinity_of(x, env);
+        if list.is_empty() {
+            return Ok(bool_val(neg));
+        }
+        if xv.is_null() {
+            return Ok(Value::Null);
+        }
+        let mut saw_null = false;
+        for item in list {
+            let v = self.eval(item, env)?;
+            let va = self.affinity_of(item, env);
+            let (l, r) = compare_affinity(xv.clone(), xa, v, va);
+            match cmp_nullable(&l, &r) {
+                None => saw_null = true,
+                Some(Ordering::Equal) => return Ok(bool_val(!neg)),
+                _ => {}
             }
         }
+        Ok(if saw_null { Value::Null } else { bool_val(neg) })
+    }
+
+    #[inline(never)]
+    fn eval_in_select(
+        &mut self,
+        x: &Expr,
+        sel: &Select,
+        neg: bool,
+        env: &Env<'_>,
+    ) -> Result<Value> {
+        let xv = self.eval(x, env)?;
+        let xa = self.affinity_of(x, env);
+        let (rows, width, col_aff) = self.subquery_rows(sel, env)?;
+        if width != 1 {
+            return Err(SqlError::invalid(format!(
+                "sub-select returns {width} columns - expected 1"
+            )));
+        }
+        if rows.is_empty() {
+            return Ok(bool_val(neg));
+        }
+        if xv.is_null() {
+            return Ok(Value::Null);
+        }
+        let mut saw_null = false;
+        for r in rows.iter() {
+            let v = r.first().cloned().unwrap_or(Value::Null);
+            let (l, rr) = compare_affinity(xv.clone(), xa, v, col_aff);
+            match cmp_nullable(&l, &rr) {
+                None => saw_null = true,
+                Some(Ordering::Equal) => return Ok(bool_val(!neg)),
+                _ => {}
+            }
+        }
+        Ok(if saw_null { Value::Null } else { bool_val(neg) })
+    }
+
+    #[inline(never)]
+    fn eval_exists(&mut self, sel: &Select, neg: bool, env: &Env<'_>) -> Result<Value> {
+        let (rows, _, _) = self.subquery_rows(sel, env)?;
+        Ok(bool_val(rows.is_empty() == neg))
+    }
+
+    #[inline(never)]
+    fn eval_subquery(&mut self, sel: &Select, env: &Env<'_>) -> Result<Value> {
+        let (rows, width, _) = self.subquery_rows(sel, env)?;
+        if width != 1 {
+            return Err(SqlError::invalid(format!(
+                "sub-select returns {width} columns - expected 1"
+            )));
+        }
+        Ok(rows
+            .first()
+            .and_then(|r| r.first().cloned())
+            .unwrap_or(Value::Null))
+    }
+
+    #[inline(never)]
+    fn eval_like(
+        &mut self,
+        expr: &Expr,
+        pattern: &Expr,
+        escape: Option<&Expr>,
+        negated: bool,
+        is_glob: bool,
+        env: &Env<'_>,
+    ) -> Result<Value> {
+        let t = self.eval(expr, env)?;
+        let p = self.eval(pattern, env)?;
+        let esc = match escape {
+            Some(x) => {
+                let v = self.eval(x, env)?;
+                match v.to_text() {
+                    None => return Ok(Value::Null),
+                    Some(s) => {
+                        let cs: Vec<char> = s.chars().collect();
+                        if cs.len() != 1 {
+                            return Err(SqlError::invalid(
+                                "ESCAPE expression must be a single character",
+                            ));
+                        }
+                        Some(cs[0])
+                    }
+                }
+            }
+            None => None,
+        };
+        let (Some(t), Some(p)) = (t.to_text(), p.to_text()) else {
+            return Ok(Value::Null);
+        };
+        // SQLite matches C strings: a NUL ends the text and the pattern.
+        let (tc, pc): (Vec<char>, Vec<char>) = (
+            t.chars().take_while(|c| *c != '\0').collect(),
+            p.chars().take_while(|c| *c != '\0').collect(),
+        );
+        let m = if is_glob {
+            glob(&pc, &tc)
+        } else {
+            like(&pc, &tc, esc)
+        };
+        Ok(bool_val(m != negated))
+    }
+
+    #[inline(never)]
+    fn eval_case(
+        &mut self,
+        operand: Option<&Expr>,
+        whens: &[(Expr, Expr)],
+        otherwise: Option<&Expr>,
+        env: &Env<'_>,
+    ) -> Result<Value> {
+        match operand {
+            Some(op) => {
+                let v = self.eval(op, env)?;
+                let va = self.affinity_of(op, env);
+                for (w, t) in whens {
+                    let wv = self.eval(w, env)?;
+                    let wa = self.affinity_of(w, env);
+                    let (l, r) = compare_affinity(v.clone(), va, wv, wa);
+                    if cmp_nullable(&l, &r) == Some(Ordering::Equal) {
+                        return self.eval(t, env);
+                    }
+                }
+            }
+            None => {
+                for (w, t) in whens {
+                    if self.eval(w, env)?.truth() == Some(true) {
+                        return self.eval(t, env);
+                    }
+                }
+            }
+        }
+        match otherwise {
+            Some(o) => self.eval(o, env),
+            None => Ok(Value::Null),
+        }
+    }
+
+    #[inline(never)]
+    fn eval_func(
+        &mut self,
+        name: &str,
+        args: &[Expr],
+        distinct: bool,
+        star: bool,
+        env: &Env<'_>,
+    ) -> Result<Value> {
+        if is_aggregate(name, args.len(), star) {
+            return self.aggregate(name, args, distinct, star, env);
+        }
+        if distinct {
+            return Err(SqlError::invalid(format!(
+                "DISTINCT aggregates must have exactly one argument: {name}()"
+            )));
+        }
+        let mut vals = Vec::with_capacity(args.len());
+        // Lazy functions first (they must not evaluate every argument).
+        match name {
+            "coalesce" | "ifnull" => {
+                if name == "ifnull" && args.len() != 2 || args.len() < 2 {
+                    return Err(wrong_args(name));
+                }
+                for a in args {
+                    let v = self.eval(a, env)?;
+                    if !v.is_null() {
+                        return Ok(v);
+                    }
+                }
+                return Ok(Value::Null);
+            }
+            "iif" => {
+                if args.len() != 3 {
+                    return Err(wrong_args(name));
+                }
+                let c = self.eval(&args[0], env)?;
+                return self.eval(
+                    if c.truth() == Some(true) {
+                        &args[1]
+                    } else {
+                        &args[2]
+                    },
+                    env,
+                );
+            }
+            _ => {}
+        }
+        for a in args {
+            vals.push(self.eval(a, env)?);
+        }
+        self.scalar(name, &vals)
     }
 
     fn compare_operands(&mut self, a: &Expr, b: &Expr, env: &Env<'_>) -> Result<(Value, Value)> {
@@ -992,6 +1015,23 @@ impl<S: Storage> Executor<S> {
     }
 
     fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr, env: &Env<'_>) -> Result<Value> {
+        match op {
+            BinOp::And | BinOp::Or => self.logic(op, a, b, env),
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                let (x, y) = self.compare_operands(a, b, env)?;
+                Ok(compared(op, &x, &y))
+            }
+            _ => {
+                let x = self.eval(a, env)?;
+                let y = self.eval(b, env)?;
+                Ok(combine(op, &x, &y))
+            }
+        }
+    }
+
+    /// AND and OR, with SQLite's evaluation order.
+    #[inline(never)]
+    fn logic(&mut self, op: BinOp, a: &Expr, b: &Expr, env: &Env<'_>) -> Result<Value> {
         match op {
             // SQLite evaluates both operands of AND and OR (so an error on the right
             // shows even when the left decides) unless the left is a literal it folds.
@@ -1033,47 +1073,7 @@ impl<S: Storage> Executor<S> {
                     _ => Value::Null,
                 })
             }
-            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
-                let (x, y) = self.compare_operands(a, b, env)?;
-                Ok(match cmp_nullable(&x, &y) {
-                    None => Value::Null,
-                    Some(o) => bool_val(match op {
-                        BinOp::Eq => o == Ordering::Equal,
-                        BinOp::Ne => o != Ordering::Equal,
-                        BinOp::Lt => o == Ordering::Less,
-                        BinOp::Le => o != Ordering::Greater,
-                        BinOp::Gt => o == Ordering::Greater,
-                        _ => o != Ordering::Less,
-                    }),
-                })
-            }
-            BinOp::Concat => {
-                let x = self.eval(a, env)?;
-                let y = self.eval(b, env)?;
-                match (x.to_text(), y.to_text()) {
-                    (Some(s), Some(t)) => Ok(Value::Text(s + &t)),
-                    _ => Ok(Value::Null),
-                }
-            }
-            BinOp::BitAnd | BinOp::BitOr | BinOp::Shl | BinOp::Shr => {
-                let x = self.eval(a, env)?;
-                let y = self.eval(b, env)?;
-                if x.is_null() || y.is_null() {
-                    return Ok(Value::Null);
-                }
-                let (i, j) = (x.to_i64(), y.to_i64());
-                Ok(Value::Integer(match op {
-                    BinOp::BitAnd => i & j,
-                    BinOp::BitOr => i | j,
-                    BinOp::Shl => shift(i, j),
-                    _ => shift(i, j.checked_neg().unwrap_or(i64::MAX)),
-                }))
-            }
-            _ => {
-                let x = self.eval(a, env)?;
-                let y = self.eval(b, env)?;
-                Ok(arith(op, &x, &y))
-            }
+            _ => Err(SqlError::invalid("not a logical operator")),
         }
     }
 
@@ -1641,6 +1641,94 @@ fn substr<T: Clone>(s: &[T], start: i64, len: Option<i64>) -> Vec<T> {
 #[allow(dead_code)]
 fn _boxed(e: Expr) -> Box<Expr> {
     Box::new(e)
+}
+
+/// The value of a column reference: the innermost scope that has the column, outward.
+#[inline(never)]
+fn eval_column(table: Option<&str>, name: &str, quoted: bool, env: &Env<'_>) -> Result<Value> {
+    let mut cur = Some(env);
+    while let Some(en) = cur {
+        if let Some(i) = en.scope.find(table, name)? {
+            return Ok(en.row.get(i).cloned().unwrap_or(Value::Null));
+        }
+        cur = en.outer;
+    }
+    if quoted {
+        // SQLite's rule for a double-quoted name that names no column.
+        return Ok(Value::Text(String::from(name)));
+    }
+    Err(SqlError::NoSuch {
+        what: "column",
+        name: qualified(table, name),
+    })
+}
+
+/// A prefix operator applied to a value.
+#[inline(never)]
+fn unary(op: UnOp, v: Value) -> Value {
+    match op {
+        UnOp::Pos => v,
+        UnOp::Neg => match v.to_number() {
+            Value::Null => Value::Null,
+            Value::Integer(i) => i
+                .checked_neg()
+                .map_or(Value::Real(-(i as f64)), Value::Integer),
+            // 0 - r, as SQLite computes it: -(0.0) is 0.0.
+            Value::Real(r) => Value::Real(0.0 - r),
+            _ => Value::Integer(0),
+        },
+        UnOp::Not => match v.truth() {
+            None => Value::Null,
+            Some(b) => bool_val(!b),
+        },
+        UnOp::BitNot => {
+            if v.is_null() {
+                Value::Null
+            } else {
+                Value::Integer(!v.to_i64())
+            }
+        }
+    }
+}
+
+/// A comparison operator applied to two values already brought to their comparison affinity.
+#[inline(never)]
+fn compared(op: BinOp, x: &Value, y: &Value) -> Value {
+    match cmp_nullable(x, y) {
+        None => Value::Null,
+        Some(o) => bool_val(match op {
+            BinOp::Eq => o == Ordering::Equal,
+            BinOp::Ne => o != Ordering::Equal,
+            BinOp::Lt => o == Ordering::Less,
+            BinOp::Le => o != Ordering::Greater,
+            BinOp::Gt => o == Ordering::Greater,
+            _ => o != Ordering::Less,
+        }),
+    }
+}
+
+/// Concatenation, the bitwise operators and arithmetic on two values.
+#[inline(never)]
+fn combine(op: BinOp, x: &Value, y: &Value) -> Value {
+    match op {
+        BinOp::Concat => match (x.to_text(), y.to_text()) {
+            (Some(s), Some(t)) => Value::Text(s + &t),
+            _ => Value::Null,
+        },
+        BinOp::BitAnd | BinOp::BitOr | BinOp::Shl | BinOp::Shr => {
+            if x.is_null() || y.is_null() {
+                return Value::Null;
+            }
+            let (i, j) = (x.to_i64(), y.to_i64());
+            Value::Integer(match op {
+                BinOp::BitAnd => i & j,
+                BinOp::BitOr => i | j,
+                BinOp::Shl => shift(i, j),
+                _ => shift(i, j.checked_neg().unwrap_or(i64::MAX)),
+            })
+        }
+        _ => arith(op, x, y),
+    }
 }
 
 #[cfg(test)]

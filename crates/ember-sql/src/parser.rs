@@ -158,13 +158,7 @@ const NOT_NAMES: &[&str] = &[
 /// Parses every statement of `sql` (separated by `;`).
 pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
     let toks = tokenize(sql)?;
-    let mut p = Parser {
-        sql,
-        toks,
-        pos: 0,
-        params: Vec::new(),
-        next_param: 0,
-    };
+    let mut p = Parser::new(sql, toks);
     let mut out = Vec::new();
     loop {
         while p.eat_op(";") {}
@@ -254,13 +248,7 @@ pub fn is_blank(sql: &str) -> bool {
 /// Parses a single expression (for DEFAULT and CHECK texts, and tests).
 pub fn parse_expr(sql: &str) -> Result<Expr> {
     let toks = tokenize(sql)?;
-    let mut p = Parser {
-        sql,
-        toks,
-        pos: 0,
-        params: Vec::new(),
-        next_param: 0,
-    };
+    let mut p = Parser::new(sql, toks);
     let e = p.expr()?;
     if p.peek() != &Tok::End {
         return Err(p.expected("the end of the expression"));
@@ -268,15 +256,69 @@ pub fn parse_expr(sql: &str) -> Result<Expr> {
     Ok(e)
 }
 
+/// How deeply expressions, subqueries and parenthesized joins may nest while parsing (each
+/// level is a few native stack frames here and in the executor; SQLite's parser stops at a
+/// similar depth with the same words).
+pub const MAX_NESTING: usize = 100;
+
+/// The most tables one FROM clause may join (SQLite's limit too).
+pub const MAX_JOIN_TABLES: usize = 64;
+
+/// The tallest expression tree a statement may hold (SQLite's `SQLITE_MAX_EXPR_DEPTH`): a
+/// chain such as `1+1+…+1` is a tree as tall as it is long, and the executor walks trees
+/// recursively.
+pub const MAX_EXPR_HEIGHT: usize = 1000;
+
 struct Parser<'a> {
     sql: &'a str,
     toks: Vec<Token>,
     pos: usize,
     params: Vec<Option<String>>,
     next_param: usize,
+    /// Nesting levels entered (see [`MAX_NESTING`]).
+    depth: usize,
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    fn new(sql: &'a str, toks: Vec<Token>) -> Self {
+        Parser {
+            sql,
+            toks,
+            pos: 0,
+            params: Vec::new(),
+            next_param: 0,
+            depth: 0,
+        }
+    }
+
+    /// Parses one nesting level with `f`, failing cleanly once [`MAX_NESTING`] levels are open.
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        if self.depth >= MAX_NESTING {
+            return Err(SqlError::syntax(
+                self.at(),
+                format!("parser stack overflow (more than {MAX_NESTING} nested levels)"),
+            ));
+        }
+        self.depth += 1;
+        let r = f(self);
+        self.depth -= 1;
+        r
+    }
+
+    /// Extends a left-deep chain whose tree is `height` tall by one operator and its right
+    /// operand `r`, failing cleanly once the tree would exceed [`MAX_EXPR_HEIGHT`].
+    /// `height` is the chain's height so far (`None`: not measured yet, then `l`'s).
+    fn grow(&self, height: &mut Option<usize>, l: &Expr, r: usize, at: usize) -> Result<()> {
+        let h = 1 + height.unwrap_or_else(|| l.height()).max(r);
+        *height = Some(h);
+        if h > MAX_EXPR_HEIGHT {
+            return Err(SqlError::syntax(
+                at,
+                format!("Expression tree is too large (maximum depth {MAX_EXPR_HEIGHT})"),
+            ));
+        }
+        Ok(())
+    }
     fn peek(&self) -> &Tok {
         self.toks.get(self.pos).map_or(&Tok::End, |t| &t.tok)
     }
@@ -1192,7 +1234,9 @@ impl Parser<'_> {
 
     fn from(&mut self) -> Result<FromItem> {
         let mut left = self.table_or_subquery()?;
+        let mut tables = 1;
         loop {
+            let at = self.at();
             let (kind, natural) = if self.eat_op(",") {
                 (JoinKind::Inner, false)
             } else {
@@ -1220,6 +1264,13 @@ impl Parser<'_> {
                     break;
                 }
             };
+            tables += 1;
+            if tables > MAX_JOIN_TABLES {
+                return Err(SqlError::syntax(
+                    at,
+                    format!("at most {MAX_JOIN_TABLES} tables in a join"),
+                ));
+            }
             let right = self.table_or_subquery()?;
             let mut on = None;
             let mut using = Vec::new();
@@ -1243,12 +1294,12 @@ impl Parser<'_> {
     fn table_or_subquery(&mut self) -> Result<FromItem> {
         if self.eat_op("(") {
             if self.is_kw("SELECT") || self.is_kw("VALUES") {
-                let select = Box::new(self.select()?);
+                let select = Box::new(self.nested(Self::select)?);
                 self.op(")")?;
                 let alias = self.alias()?;
                 return Ok(FromItem::Subquery { select, alias });
             }
-            let inner = self.from()?;
+            let inner = self.nested(Self::from)?;
             self.op(")")?;
             return Ok(inner);
         }
@@ -1272,13 +1323,16 @@ impl Parser<'_> {
     // ----- expressions (SQLite's precedence, lowest first) ---------------------------------
 
     fn expr(&mut self) -> Result<Expr> {
-        self.or()
+        self.nested(Self::or)
     }
 
     fn or(&mut self) -> Result<Expr> {
         let mut l = self.and()?;
+        let mut h = None;
         while self.eat_kw("OR") {
+            let at = self.at();
             let r = self.and()?;
+            self.grow(&mut h, &l, r.height(), at)?;
             l = Expr::Binary(BinOp::Or, Box::new(l), Box::new(r));
         }
         Ok(l)
@@ -1286,8 +1340,11 @@ impl Parser<'_> {
 
     fn and(&mut self) -> Result<Expr> {
         let mut l = self.not()?;
+        let mut h = None;
         while self.eat_kw("AND") {
+            let at = self.at();
             let r = self.not()?;
+            self.grow(&mut h, &l, r.height(), at)?;
             l = Expr::Binary(BinOp::And, Box::new(l), Box::new(r));
         }
         Ok(l)
@@ -1295,7 +1352,7 @@ impl Parser<'_> {
 
     fn not(&mut self) -> Result<Expr> {
         if self.eat_kw("NOT") {
-            let e = self.not()?;
+            let e = self.nested(Self::not)?;
             return Ok(Expr::Unary(UnOp::Not, Box::new(e)));
         }
         self.equality()
@@ -1303,29 +1360,38 @@ impl Parser<'_> {
 
     fn equality(&mut self) -> Result<Expr> {
         let mut l = self.comparison()?;
+        let mut h = None;
         loop {
+            let at = self.at();
             if self.eat_op("=") || self.eat_op("==") {
                 let r = self.comparison()?;
+                self.grow(&mut h, &l, r.height(), at)?;
                 l = Expr::Binary(BinOp::Eq, Box::new(l), Box::new(r));
             } else if self.eat_op("!=") || self.eat_op("<>") {
                 let r = self.comparison()?;
+                self.grow(&mut h, &l, r.height(), at)?;
                 l = Expr::Binary(BinOp::Ne, Box::new(l), Box::new(r));
             } else if self.eat_kw("IS") {
                 let neg = self.eat_kw("NOT");
                 if self.eat_kw("DISTINCT") {
                     self.kw("FROM")?;
                     let r = self.comparison()?;
+                    self.grow(&mut h, &l, r.height(), at)?;
                     l = Expr::Is(Box::new(l), Box::new(r), !neg);
                 } else {
                     let r = self.comparison()?;
+                    self.grow(&mut h, &l, r.height(), at)?;
                     l = Expr::Is(Box::new(l), Box::new(r), neg);
                 }
             } else if self.eat_kw("ISNULL") {
+                self.grow(&mut h, &l, 1, at)?;
                 l = Expr::Is(Box::new(l), Box::new(Expr::Lit(Value::Null)), false);
             } else if self.eat_kw("NOTNULL") {
+                self.grow(&mut h, &l, 1, at)?;
                 l = Expr::Is(Box::new(l), Box::new(Expr::Lit(Value::Null)), true);
             } else if self.is_kw("NOT") && self.is_kw_at(1, "NULL") {
                 self.pos += 2;
+                self.grow(&mut h, &l, 1, at)?;
                 l = Expr::Is(Box::new(l), Box::new(Expr::Lit(Value::Null)), true);
             } else {
                 let neg = if self.is_kw("NOT")
@@ -1342,7 +1408,9 @@ impl Parser<'_> {
                     false
                 };
                 if self.eat_kw("IN") {
+                    self.grow(&mut h, &l, 1, at)?;
                     l = self.in_rest(l, neg)?;
+                    h = None;
                 } else if self.is_kw("LIKE") || self.is_kw("GLOB") {
                     let glob = self.is_kw("GLOB");
                     self.pos += 1;
@@ -1352,6 +1420,10 @@ impl Parser<'_> {
                     } else {
                         None
                     };
+                    let r = pattern
+                        .height()
+                        .max(escape.as_ref().map_or(0, |e| e.height()));
+                    self.grow(&mut h, &l, r, at)?;
                     l = Expr::Like {
                         expr: Box::new(l),
                         pattern: Box::new(pattern),
@@ -1363,6 +1435,7 @@ impl Parser<'_> {
                     let lo = self.comparison()?;
                     self.kw("AND")?;
                     let hi = self.comparison()?;
+                    self.grow(&mut h, &l, lo.height().max(hi.height()), at)?;
                     l = Expr::Between(Box::new(l), Box::new(lo), Box::new(hi), neg);
                 } else if self.is_kw("REGEXP") || self.is_kw("MATCH") {
                     return Err(SqlError::syntax(
@@ -1420,7 +1493,9 @@ impl Parser<'_> {
 
     fn comparison(&mut self) -> Result<Expr> {
         let mut l = self.bitwise()?;
+        let mut h = None;
         loop {
+            let at = self.at();
             let op = if self.eat_op("<") {
                 BinOp::Lt
             } else if self.eat_op("<=") {
@@ -1433,6 +1508,7 @@ impl Parser<'_> {
                 break;
             };
             let r = self.bitwise()?;
+            self.grow(&mut h, &l, r.height(), at)?;
             l = Expr::Binary(op, Box::new(l), Box::new(r));
         }
         Ok(l)
@@ -1440,7 +1516,9 @@ impl Parser<'_> {
 
     fn bitwise(&mut self) -> Result<Expr> {
         let mut l = self.additive()?;
+        let mut h = None;
         loop {
+            let at = self.at();
             let op = if self.eat_op("&") {
                 BinOp::BitAnd
             } else if self.eat_op("|") {
@@ -1453,6 +1531,7 @@ impl Parser<'_> {
                 break;
             };
             let r = self.additive()?;
+            self.grow(&mut h, &l, r.height(), at)?;
             l = Expr::Binary(op, Box::new(l), Box::new(r));
         }
         Ok(l)
@@ -1460,7 +1539,9 @@ impl Parser<'_> {
 
     fn additive(&mut self) -> Result<Expr> {
         let mut l = self.multiplicative()?;
+        let mut h = None;
         loop {
+            let at = self.at();
             let op = if self.eat_op("+") {
                 BinOp::Add
             } else if self.eat_op("-") {
@@ -1469,6 +1550,7 @@ impl Parser<'_> {
                 break;
             };
             let r = self.multiplicative()?;
+            self.grow(&mut h, &l, r.height(), at)?;
             l = Expr::Binary(op, Box::new(l), Box::new(r));
         }
         Ok(l)
@@ -1476,7 +1558,9 @@ impl Parser<'_> {
 
     fn multiplicative(&mut self) -> Result<Expr> {
         let mut l = self.concat()?;
+        let mut h = None;
         loop {
+            let at = self.at();
             let op = if self.eat_op("*") {
                 BinOp::Mul
             } else if self.eat_op("/") {
@@ -1487,6 +1571,7 @@ impl Parser<'_> {
                 break;
             };
             let r = self.concat()?;
+            self.grow(&mut h, &l, r.height(), at)?;
             l = Expr::Binary(op, Box::new(l), Box::new(r));
         }
         Ok(l)
@@ -1494,8 +1579,11 @@ impl Parser<'_> {
 
     fn concat(&mut self) -> Result<Expr> {
         let mut l = self.collate()?;
+        let mut h = None;
         while self.eat_op("||") {
+            let at = self.at();
             let r = self.collate()?;
+            self.grow(&mut h, &l, r.height(), at)?;
             l = Expr::Binary(BinOp::Concat, Box::new(l), Box::new(r));
         }
         Ok(l)
@@ -1503,7 +1591,9 @@ impl Parser<'_> {
 
     fn collate(&mut self) -> Result<Expr> {
         let mut e = self.unary()?;
+        let mut h = None;
         while self.eat_kw("COLLATE") {
+            self.grow(&mut h, &e, 1, self.at())?;
             let name = self.name()?;
             e = Expr::Collate(Box::new(e), name.to_ascii_uppercase());
         }
@@ -1512,7 +1602,7 @@ impl Parser<'_> {
 
     fn unary(&mut self) -> Result<Expr> {
         if self.eat_op("-") {
-            let e = self.unary()?;
+            let e = self.nested(Self::unary)?;
             // Fold a negative literal so -9223372036854775808 is an integer.
             return Ok(match e {
                 Expr::Lit(Value::Integer(i)) => Expr::Lit(Value::Integer(i.wrapping_neg())),
@@ -1521,11 +1611,11 @@ impl Parser<'_> {
             });
         }
         if self.eat_op("+") {
-            let e = self.unary()?;
+            let e = self.nested(Self::unary)?;
             return Ok(Expr::Unary(UnOp::Pos, Box::new(e)));
         }
         if self.eat_op("~") {
-            let e = self.unary()?;
+            let e = self.nested(Self::unary)?;
             return Ok(Expr::Unary(UnOp::BitNot, Box::new(e)));
         }
         self.primary()
