@@ -170,3 +170,58 @@ fn every_record_of_every_data_set_is_found_and_ranges_match_a_scan() {
         );
     }
 }
+
+/// The whole engine in 4,096 bytes: its state struct (without the flash handle, which on a
+/// board is a peripheral) plus one fixed arena for the page buffers (write, read, index write,
+/// index read) and the spline points. The arena is exactly what is left of 4 KiB, so the
+/// test fails if the state grows or the engine needs more of the arena than it was given; with
+/// too few spline points the index drops its oldest and falls back to binary search, which
+/// the lookups still have to survive.
+#[test]
+fn the_engine_runs_in_4096_bytes_of_ram() {
+    const BUDGET: usize = 4096;
+    for ds in datasets() {
+        let recs = &ds.records;
+        let by_key: HashMap<u64, [u8; 12]> = recs.iter().copied().collect();
+        let c = busiest_column(recs);
+        let bounds = quantile_bounds(recs, c, 32);
+        let buckets = BoundaryBuckets::new(Col::i32(4 * c), &bounds);
+        let cfg = config(recs.len(), &buckets, c);
+        let state = size_of::<Series<'_, FlashStore<Flash>>>() - size_of::<FlashStore<Flash>>();
+        assert!(
+            state + cfg.buffer_bytes() < BUDGET,
+            "state {state} B + buffers {} B",
+            cfg.buffer_bytes()
+        );
+        let mut arena = [0u8; BUDGET];
+        let arena = &mut arena[..BUDGET - state];
+        let mut ts = Series::open(FlashStore(flash_for(recs.len())), cfg, arena).unwrap();
+        for (k, d) in recs {
+            ts.put(*k, d).unwrap();
+        }
+        ts.flush().unwrap();
+        let ram = ts.ram_used() - size_of::<FlashStore<Flash>>();
+        assert!(ram <= BUDGET, "RAM in use {ram} B");
+        let mut keys: Vec<u64> = recs.iter().map(|r| r.0).collect();
+        let mut rng = Rng(7);
+        for i in (1..keys.len()).rev() {
+            keys.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let reads = lookup_all(&mut ts, &keys[..2000], &by_key);
+        let span = recs.len() / 20;
+        let (lo, hi) = (recs[100].0, recs[100 + span - 1].0);
+        assert_eq!(
+            collect(&mut ts, Query::keys(lo, hi)).as_slice(),
+            &recs[100..100 + span]
+        );
+        eprintln!(
+            "{}: {} records in {BUDGET} B (state {state} B, arena {} B): {} spline points, \
+         {} dropped, {reads:.3} page reads per lookup",
+            ds.name,
+            recs.len(),
+            BUDGET - state,
+            ts.spline_points(),
+            ts.spline_dropped()
+        );
+    }
+}
