@@ -37,6 +37,8 @@ fuzz_target!(|data: &[u8]| {
         ..ember::OpenOptions::default()
     };
     let conn = ember::Connection::open_in_memory_with(opts).expect("in-memory database opens");
+    // Strings and blobs up to 1 MB (SQLite's limit is 1 GB): memory stays small per run.
+    conn.set_max_length(1 << 20);
     conn.execute_batch(SETUP).expect("setup runs");
     for (_, text) in stmts {
         // Each statement on its own, so one error does not hide the rest.

@@ -486,8 +486,28 @@ fn round(x: f64, n: i64) -> f64 {
     if out.is_finite() { out } else { x }
 }
 
-/// `printf` / `format`.
-fn printf(fmt: &str, args: &[Value]) -> String {
+/// SQLite's default `SQLITE_MAX_LENGTH`: the longest string or blob a statement may make.
+pub const MAX_LENGTH: usize = 1_000_000_000;
+
+/// The error for a string or blob longer than the limit, in SQLite's words.
+pub(crate) fn too_big() -> SqlError {
+    SqlError::invalid("string or blob too big")
+}
+
+/// Reads a run of decimal digits at `cs[*i..]` as a field width or precision, saturating.
+fn printf_number(cs: &[char], i: &mut usize) -> usize {
+    let mut n: usize = 0;
+    while *i < cs.len() && cs[*i].is_ascii_digit() {
+        n = n
+            .saturating_mul(10)
+            .saturating_add(cs[*i] as usize - '0' as usize);
+        *i += 1;
+    }
+    n
+}
+
+/// `printf` / `format`; widths, precisions and the result are bounded by `max` bytes.
+fn printf(fmt: &str, args: &[Value], max: usize) -> Result<String> {
     let mut out = String::new();
     let mut it = args.iter();
     let cs: Vec<char> = fmt.chars().collect();
@@ -505,20 +525,14 @@ fn printf(fmt: &str, args: &[Value]) -> String {
             flags.push(cs[i]);
             i += 1;
         }
-        let mut width = String::new();
-        while i < cs.len() && cs[i].is_ascii_digit() {
-            width.push(cs[i]);
-            i += 1;
-        }
+        let width = printf_number(&cs, &mut i);
         let mut prec: Option<usize> = None;
         if i < cs.len() && cs[i] == '.' {
             i += 1;
-            let mut p = String::new();
-            while i < cs.len() && cs[i].is_ascii_digit() {
-                p.push(cs[i]);
-                i += 1;
-            }
-            prec = Some(p.parse().unwrap_or(0));
+            prec = Some(printf_number(&cs, &mut i));
+        }
+        if width > max || prec.is_some_and(|p| p > max) {
+            return Err(too_big());
         }
         while i < cs.len() && (cs[i] == 'l' || cs[i] == 'h') {
             i += 1;
@@ -528,7 +542,6 @@ fn printf(fmt: &str, args: &[Value]) -> String {
         }
         let conv = cs[i];
         i += 1;
-        let width: usize = width.parse().unwrap_or(0);
         let left = flags.contains('-');
         let zero = flags.contains('0') && !left;
         let plus = flags.contains('+');
@@ -624,9 +637,12 @@ fn printf(fmt: &str, args: &[Value]) -> String {
             }
             _ => String::new(),
         };
+        if out.len() + body.len() > max {
+            return Err(too_big());
+        }
         out.push_str(&body);
     }
-    out
+    Ok(out)
 }
 
 fn fix_exp(s: &str) -> String {
@@ -755,6 +771,15 @@ impl<S: Storage> Executor<S> {
                 distinct,
                 star,
             } => self.eval_func(name, args, *distinct, *star, env),
+        }
+    }
+
+    /// `v`, or SQLite's "string or blob too big" if it is longer than the limit.
+    fn bounded(&self, v: Value) -> Result<Value> {
+        match &v {
+            Value::Text(t) if t.len() > self.max_length => Err(too_big()),
+            Value::Blob(b) if b.len() > self.max_length => Err(too_big()),
+            _ => Ok(v),
         }
     }
 
@@ -962,7 +987,8 @@ impl<S: Storage> Executor<S> {
         env: &Env<'_>,
     ) -> Result<Value> {
         if is_aggregate(name, args.len(), star) {
-            return self.aggregate(name, args, distinct, star, env);
+            let v = self.aggregate(name, args, distinct, star, env)?;
+            return self.bounded(v);
         }
         if distinct {
             return Err(SqlError::invalid(format!(
@@ -1003,7 +1029,8 @@ impl<S: Storage> Executor<S> {
         for a in args {
             vals.push(self.eval(a, env)?);
         }
-        self.scalar(name, &vals)
+        let v = self.scalar(name, &vals)?;
+        self.bounded(v)
     }
 
     fn compare_operands(&mut self, a: &Expr, b: &Expr, env: &Env<'_>) -> Result<(Value, Value)> {
@@ -1024,7 +1051,7 @@ impl<S: Storage> Executor<S> {
             _ => {
                 let x = self.eval(a, env)?;
                 let y = self.eval(b, env)?;
-                Ok(combine(op, &x, &y))
+                combine(op, &x, &y, self.max_length)
             }
         }
     }
@@ -1319,6 +1346,14 @@ impl<S: Storage> Executor<S> {
                 if from.is_empty() {
                     Value::Text(t)
                 } else {
+                    // Bound the result before building it: each match can grow it.
+                    let grows = to.len().saturating_sub(from.len());
+                    let len = t
+                        .len()
+                        .saturating_add(t.matches(from.as_str()).count().saturating_mul(grows));
+                    if len > self.max_length {
+                        return Err(too_big());
+                    }
                     Value::Text(t.replace(&from, &to))
                 }
             }
@@ -1349,7 +1384,7 @@ impl<S: Storage> Executor<S> {
                 }
                 match a[0].to_text() {
                     None => Value::Null,
-                    Some(f) => Value::Text(printf(&f, &a[1..])),
+                    Some(f) => Value::Text(printf(&f, &a[1..], self.max_length)?),
                 }
             }
             "hex" => {
@@ -1397,10 +1432,30 @@ impl<S: Storage> Executor<S> {
                 self.rng ^= self.rng << 17;
                 Value::Integer(self.rng as i64)
             }
-            "randomblob" | "zeroblob" => {
+            "zeroblob" => {
                 need(1..=1)?;
-                let k = a[0].to_i64().clamp(0, 1 << 30) as usize;
+                let k = usize::try_from(a[0].to_i64().max(0)).unwrap_or(usize::MAX);
+                if k > self.max_length {
+                    return Err(too_big());
+                }
                 Value::Blob(alloc::vec![0; k])
+            }
+            "randomblob" => {
+                need(1..=1)?;
+                // SQLite: fewer than one byte asked for gives one.
+                let k = usize::try_from(a[0].to_i64().max(1)).unwrap_or(usize::MAX);
+                if k > self.max_length {
+                    return Err(too_big());
+                }
+                let mut b = alloc::vec![0u8; k];
+                for chunk in b.chunks_mut(8) {
+                    self.rng ^= self.rng << 13;
+                    self.rng ^= self.rng >> 7;
+                    self.rng ^= self.rng << 17;
+                    let r = self.rng.to_le_bytes();
+                    chunk.copy_from_slice(&r[..chunk.len()]);
+                }
+                Value::Blob(b)
             }
             "sign" => {
                 need(1..=1)?;
@@ -1707,17 +1762,18 @@ fn compared(op: BinOp, x: &Value, y: &Value) -> Value {
     }
 }
 
-/// Concatenation, the bitwise operators and arithmetic on two values.
+/// Concatenation (at most `max` bytes), the bitwise operators and arithmetic on two values.
 #[inline(never)]
-fn combine(op: BinOp, x: &Value, y: &Value) -> Value {
-    match op {
+fn combine(op: BinOp, x: &Value, y: &Value, max: usize) -> Result<Value> {
+    Ok(match op {
         BinOp::Concat => match (x.to_text(), y.to_text()) {
+            (Some(s), Some(t)) if s.len() + t.len() > max => return Err(too_big()),
             (Some(s), Some(t)) => Value::Text(s + &t),
             _ => Value::Null,
         },
         BinOp::BitAnd | BinOp::BitOr | BinOp::Shl | BinOp::Shr => {
             if x.is_null() || y.is_null() {
-                return Value::Null;
+                return Ok(Value::Null);
             }
             let (i, j) = (x.to_i64(), y.to_i64());
             Value::Integer(match op {
@@ -1728,7 +1784,7 @@ fn combine(op: BinOp, x: &Value, y: &Value) -> Value {
             })
         }
         _ => arith(op, x, y),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -1765,10 +1821,18 @@ mod tests {
                     Value::Text("ab".into()),
                     Value::Integer(-42),
                     Value::Integer(255)
-                ]
-            ),
+                ],
+                MAX_LENGTH
+            )
+            .unwrap(),
             "42| 3.14|ab  |-0042|ff|%"
         );
+        assert_eq!(
+            printf("%5000000000d", &[], MAX_LENGTH).unwrap_err(),
+            too_big()
+        );
+        assert_eq!(printf("%.20d", &[], 10).unwrap_err(), too_big());
+        assert_eq!(printf("%5d%5d%5d", &[], 12).unwrap_err(), too_big());
         assert_eq!(round(2.5, 0), 3.0);
         assert_eq!(round(-2.5, 0), -3.0);
         assert_eq!(round(1.005, 2), 1.0);

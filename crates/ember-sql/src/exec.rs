@@ -118,6 +118,9 @@ pub struct Executor<S: Storage> {
     pub(crate) changes: u64,
     pub(crate) total_changes: u64,
     pub(crate) rng: u64,
+    /// The longest string or blob a statement may make ([`crate::eval::MAX_LENGTH`] unless
+    /// set lower).
+    pub(crate) max_length: usize,
     subq_cache: BTreeMap<usize, (Rows, usize, Option<Affinity>)>,
     /// Subqueries running: the env depth they start at, and whether they referred to a
     /// column below it (correlated).
@@ -419,6 +422,7 @@ impl<S: Storage> Executor<S> {
             changes: 0,
             total_changes: 0,
             rng: 0x2545_f491_4f6c_dd1d,
+            max_length: crate::eval::MAX_LENGTH,
             subq_cache: BTreeMap::new(),
             subq_stack: Vec::new(),
             explain: None,
@@ -471,6 +475,13 @@ impl<S: Storage> Executor<S> {
     /// its plans and adds none).
     pub fn plans_made(&self) -> u64 {
         self.plans_made
+    }
+
+    /// Sets the longest string or blob a statement may make (SQLite's `SQLITE_LIMIT_LENGTH`;
+    /// at most, and by default, [`crate::eval::MAX_LENGTH`]); longer ones are the error
+    /// "string or blob too big".
+    pub fn set_max_length(&mut self, bytes: usize) {
+        self.max_length = bytes.min(crate::eval::MAX_LENGTH);
     }
 
     /// Seeds `random()`.

@@ -333,6 +333,16 @@ impl Connection {
         self.with(|i| Ok(i.exec.plans_made())).unwrap_or(0)
     }
 
+    /// Sets the longest string or blob a statement may make on this connection (rusqlite's
+    /// `set_limit(SQLITE_LIMIT_LENGTH, …)`); at most, and by default, SQLite's 1,000,000,000
+    /// bytes. A longer result is the error "string or blob too big".
+    pub fn set_max_length(&self, bytes: usize) {
+        let _ = self.with(|i| {
+            i.exec.set_max_length(bytes);
+            Ok(())
+        });
+    }
+
     /// Whether no explicit transaction is open.
     pub fn is_autocommit(&self) -> bool {
         self.with(|i| Ok(!i.exec.in_transaction())).unwrap_or(true)

@@ -118,3 +118,45 @@ fn at_most_64_tables_in_a_join() {
     let m = message(one(&c, &join(65)));
     assert!(m.contains("at most 64 tables in a join"), "{m}");
 }
+
+#[test]
+fn strings_and_blobs_longer_than_the_limit_are_an_error() {
+    let c = conn();
+    // Found by the `execute` fuzz target: a printf width of 5e18 asked for that many bytes.
+    let fuzz = "SELECT '[' || printf('%00000005124095576030431000.5e-3888888right', 'left') || ']'";
+    let m = c
+        .query_row(fuzz, [], |r| r.get::<_, String>(0))
+        .unwrap_err()
+        .to_string();
+    assert!(m.contains("string or blob too big"), "{m}");
+    c.set_max_length(1000);
+    let len = |sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0));
+    assert_eq!(len("SELECT length(printf('%1000d', 1))").unwrap(), 1000);
+    assert_eq!(len("SELECT length(zeroblob(1000))").unwrap(), 1000);
+    assert_eq!(len("SELECT length(randomblob(1000))").unwrap(), 1000);
+    for sql in [
+        "SELECT length(printf('%1001d', 1))",
+        "SELECT length(printf('%.1001f', 1.5))",
+        "SELECT length(printf('%600d%600d', 1, 2))",
+        "SELECT length(zeroblob(1001))",
+        "SELECT length(randomblob(5000000000))",
+        "SELECT length(hex(zeroblob(600)))",
+        "SELECT length(printf('%600d', 1) || printf('%600d', 1))",
+        "SELECT length(replace(printf('%100d', 1), ' ', 'xxxxxxxxxxxxxxxxxxxx'))",
+        "SELECT length(group_concat(printf('%100d', a))) FROM (SELECT 1 AS a UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9 UNION ALL SELECT 10)",
+    ] {
+        let m = message(len(sql));
+        assert!(m.contains("string or blob too big"), "{sql}: {m}");
+    }
+    // randomblob is random, and at least one byte.
+    let a: Vec<u8> = c
+        .query_row("SELECT randomblob(16)", [], |r| r.get(0))
+        .unwrap();
+    let b: Vec<u8> = c
+        .query_row("SELECT randomblob(16)", [], |r| r.get(0))
+        .unwrap();
+    assert_ne!(a, b);
+    assert_ne!(a, vec![0; 16]);
+    assert_eq!(len("SELECT length(randomblob(-5))").unwrap(), 1);
+    assert_eq!(len("SELECT length(zeroblob(-5))").unwrap(), 0);
+}
