@@ -529,6 +529,12 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             Checkpointing::Cow => self.cow_restore()?,
         }
         self.checkpointed();
+        // Power failing again and again before a commit would fill the log with the marks
+        // (or redo entries) of lost runs: past half of it, commit the restored state anew.
+        let cap = u64::from(self.log_units()) * u64::from(self.lay.seg);
+        if self.log_usage() > cap / 2 {
+            self.commit(&context[..cl])?;
+        }
         Ok(cl)
     }
 
@@ -675,8 +681,21 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 if erase {
                     self.revert_range(a, b, true)?;
                 } else {
-                    // Discard undo: neutralize the post-checkpoint slots (idempotent).
-                    self.zero(Structure::Node, a, b - a)?;
+                    // Discard undo: neutralize the post-checkpoint slots (idempotent). The
+                    // last slot is where a split writes the child pointer: zeroed, it would
+                    // leave a leaf that can never split, so that one slot is erased back
+                    // (copy-erase-copy-back) first; a rerun then finds the range shorter.
+                    let last = self.lay.slots as u16 - 1;
+                    let b = if end > last {
+                        let c = self.node_addr(p, m.obj) + 2 * u64::from(last);
+                        self.revert_range(c, c + 2, true)?;
+                        c
+                    } else {
+                        b
+                    };
+                    if b > a {
+                        self.zero(Structure::Node, a, b - a)?;
+                    }
                 }
             }
         }

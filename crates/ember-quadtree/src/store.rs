@@ -474,7 +474,10 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             let p = (self.head + i) % self.lay.parts;
             let root = self.parts[p as usize].root;
             let region = self.root_region();
-            self.visit(p, root, region, 0, q, out, &mut n)?;
+            // A tree visits each node once: a corrupt one that shares nodes cannot make the
+            // scan run away.
+            let mut budget = u32::from(self.parts[p as usize].units);
+            self.visit(p, root, region, 0, &mut budget, q, out, &mut n)?;
         }
         Ok(n)
     }
@@ -493,10 +496,19 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         unit: u16,
         region: Region<D>,
         depth: usize,
+        budget: &mut u32,
         q: &Query<D>,
         out: &mut [Record<D>],
         n: &mut usize,
     ) -> Result<()> {
+        if *budget == 0 {
+            return Err(Error::Corrupt {
+                what: Structure::Node,
+                addr: self.node_addr(p, unit),
+                reason: "the tree reaches some node twice",
+            });
+        }
+        *budget -= 1;
         if depth > MAX_DEPTH {
             return Err(Error::Corrupt {
                 what: Structure::Node,
@@ -515,7 +527,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             }
             let sub = region.child(pivot, c);
             if sub.meets(q) {
-                self.visit(p, first + c as u16, sub, depth + 1, q, out, n)?;
+                self.visit(p, first + c as u16, sub, depth + 1, budget, q, out, n)?;
             }
         }
         Ok(())
