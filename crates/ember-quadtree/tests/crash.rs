@@ -44,7 +44,7 @@ fn run<F: ember_device::FlashDevice>(
             }
             Err(e) => return Err(e),
         }
-        if i % EVERY == 0 || i == N {
+        if i.is_multiple_of(EVERY) || i == N {
             on_commit(Some(i), i);
             s.commit(&ctx(i))?;
             on_commit(None, i);
