@@ -230,6 +230,6 @@ impl Layout {
 
     /// Partition offset of record `r` (the record area grows down from the partition's end).
     pub fn rec_off(&self, r: u16) -> u32 {
-        self.part_len - (u32::from(r) + 1) * self.rec
+        self.part_len.saturating_sub((u32::from(r) + 1) * self.rec)
     }
 }

@@ -658,6 +658,10 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 }
             }
             MarkKind::RecordArea => {
+                let m = Mark {
+                    pos: m.pos.min((self.lay.part_len / self.lay.rec) as u16),
+                    ..m
+                };
                 let end = self.record_area_end(p, m.pos)?;
                 if erase {
                     if end > m.pos {
@@ -878,7 +882,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 && part == p
             {
                 for i in 0..u32::from(len) {
-                    let x = o + i;
+                    let x = o.saturating_add(i);
                     if x >= end.0 && x < end.1 {
                         buf[(x - off) as usize] = data[i as usize];
                     }
@@ -903,7 +907,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 data,
             } = e
             {
-                if part >= self.lay.parts || off + u32::from(len) > part_len {
+                if part >= self.lay.parts || off.saturating_add(u32::from(len)) > part_len {
                     return Err(Error::Corrupt {
                         what: Structure::Log,
                         addr: self.seg_addr(here.seg) + u64::from(here.pos),

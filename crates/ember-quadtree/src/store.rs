@@ -414,7 +414,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     pub(crate) fn read_record(&mut self, p: u8, r: u16) -> Result<Record<D>> {
         let off = self.lay.rec_off(r);
         let addr = self.lay.at(p, off);
-        if r >= self.parts[p as usize].records {
+        if r >= self.parts[p as usize].records || off < self.lay.node {
             return Err(Error::Corrupt {
                 what: Structure::Record,
                 addr,
