@@ -115,21 +115,20 @@ impl<const D: usize> Config<D> {
 pub(crate) struct Layout {
     pub seg: u32,
     pub log_base: u64,
-    pub backup_base: u64,
-    pub part_base: u64,
+    pub log_units: u16,
     pub part_len: u32,
     pub node: u32,
-    pub slots: usize,
+    pub slots: u8,
     /// Children of a split (2^D).
-    pub fanout: u16,
-    /// Bytes before the children of a group (the pivot with pivot split).
-    pub group_head: u32,
+    pub fanout: u8,
+    /// Node units before the children of a group (the pivot with pivot split).
+    pub head_units: u8,
     /// Bytes a split allocates (header and children): also the guard gap kept free between
     /// the node area and the record area.
     pub group: u32,
-    pub rec: u32,
+    pub rec: u8,
     /// Bytes of a commit record.
-    pub commit_len: u32,
+    pub commit_len: u16,
     pub parts: u8,
 }
 
@@ -170,7 +169,7 @@ impl Layout {
         if !cfg.base.is_multiple_of(u64::from(seg)) {
             return bad("the base must be a multiple of the erase size");
         }
-        let fanout = 1u16 << D;
+        let fanout = 1u8 << D;
         let group_head = if cfg.pivot_split {
             node.max((2 * D) as u32)
         } else {
@@ -199,28 +198,35 @@ impl Layout {
         {
             return bad("the store does not fit on the flash");
         }
-        let log_base = cfg.base;
-        let backup_base = log_base + u64::from(cfg.log_units) * u64::from(seg);
         Ok(Layout {
             seg,
-            log_base,
-            backup_base,
-            part_base: backup_base + 2 * u64::from(seg),
+            log_base: cfg.base,
+            log_units: cfg.log_units,
             part_len,
             node,
-            slots: (node / 2) as usize,
+            slots: (node / 2) as u8,
             fanout,
-            group_head,
+            head_units: (group_head / node) as u8,
             group,
-            rec,
-            commit_len,
+            rec: rec as u8,
+            commit_len: commit_len as u16,
             parts: cfg.partitions,
         })
     }
 
+    /// Flash address of the backup area (header unit, then image unit).
+    pub fn backup_base(&self) -> u64 {
+        self.log_base + u64::from(self.log_units) * u64::from(self.seg)
+    }
+
+    /// Flash address of the first partition.
+    pub fn part_base(&self) -> u64 {
+        self.backup_base() + 2 * u64::from(self.seg)
+    }
+
     /// Flash address of partition `p`.
     pub fn part(&self, p: u8) -> u64 {
-        self.part_base + u64::from(p) * u64::from(self.part_len)
+        self.part_base() + u64::from(p) * u64::from(self.part_len)
     }
 
     /// Flash address of node byte offset `off` (node area offsets count from the partition).
@@ -230,6 +236,7 @@ impl Layout {
 
     /// Partition offset of record `r` (the record area grows down from the partition's end).
     pub fn rec_off(&self, r: u16) -> u32 {
-        self.part_len.saturating_sub((u32::from(r) + 1) * self.rec)
+        self.part_len
+            .saturating_sub((u32::from(r) + 1) * u32::from(self.rec))
     }
 }

@@ -44,7 +44,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         if !self.fresh(p, unit) {
             // Room for a copy of the whole path, a split and the record.
             let need = (k as u32 + 1) * self.lay.group + self.lay.group;
-            if !self.fits(p, need, self.lay.rec) {
+            if !self.fits(p, need, u32::from(self.lay.rec)) {
                 return Ok(false);
             }
             self.copy_path(p, &path[..=k])?;
@@ -107,7 +107,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     /// Writes a compacted copy of node `from` at unit `to` (dead slots dropped, the child
     /// pointer last and redirected to `redirect.1` if given).
     fn copy_node(&mut self, p: u8, from: u16, to: u16, redirect: Option<(u16, u16)>) -> Result<()> {
-        self.stats.node_copies += 1;
+        self.stats.node_copies = self.stats.node_copies.wrapping_add(1);
         let v: NodeView = self.read_node(p, from)?;
         let mut out = [0xFFu8; crate::config::MAX_NODE];
         let mut n = 0;
@@ -149,7 +149,9 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         let rend = self.record_area_end(p, pt.records)?;
         if rend > pt.records {
             let a = self.lay.at(p, self.lay.rec_off(rend - 1));
-            let b = self.lay.at(p, self.lay.rec_off(pt.records) + self.lay.rec);
+            let b = self
+                .lay
+                .at(p, self.lay.rec_off(pt.records) + u32::from(self.lay.rec));
             self.revert_range(a, b, false)?;
         }
         Ok(())

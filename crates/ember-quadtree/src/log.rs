@@ -74,7 +74,9 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     /// Largest entry the log holds (how far a torn one can reach).
     fn max_entry(&self) -> u32 {
-        self.lay.commit_len.max(redo_size(16)).max(SMALL_ENTRY)
+        u32::from(self.lay.commit_len)
+            .max(redo_size(16))
+            .max(SMALL_ENTRY)
     }
 
     /// Appends one entry (given in pieces, written in that order) to the log.
@@ -94,7 +96,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             addr += piece.len() as u64;
         }
         self.log.pos += len;
-        self.stats.log_bytes += u64::from(len);
+        self.stats.log_bytes = self.stats.log_bytes.wrapping_add(len);
         Ok(at)
     }
 
@@ -107,7 +109,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         let seg = (self.log.seg + 1) % self.log_units();
         let addr = self.seg_addr(seg);
         self.erase(Structure::Log, addr, u64::from(self.lay.seg))?;
-        self.stats.log_erases += 1;
+        self.stats.log_erases = self.stats.log_erases.wrapping_add(1);
         self.write(Structure::Log, addr, &self.seg_header(seq))?;
         self.log.seg = seg;
         self.log.seq = seq;
@@ -609,11 +611,11 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     /// Where the record area of `p` ends, scanning from record `from`.
     pub(crate) fn record_area_end(&mut self, p: u8, from: u16) -> Result<u16> {
-        let max = (self.lay.part_len / self.lay.rec) as u16;
+        let max = (self.lay.part_len / u32::from(self.lay.rec)) as u16;
         let mut r = from;
         while r < max {
             let addr = self.lay.at(p, self.lay.rec_off(r));
-            if self.is_erased(Structure::Record, addr, u64::from(self.lay.rec))? {
+            if self.is_erased(Structure::Record, addr, u64::from(u32::from(self.lay.rec)))? {
                 break;
             }
             r += 1;
@@ -625,7 +627,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     fn slots_end(&mut self, p: u8, unit: u16, from: u16) -> Result<u16> {
         let base = self.node_addr(p, unit);
         let mut i = from;
-        while usize::from(i) < self.lay.slots {
+        while i < u16::from(self.lay.slots) {
             if self.is_erased(Structure::Node, base + 2 * u64::from(i), 2)? {
                 break;
             }
@@ -659,14 +661,18 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             }
             MarkKind::RecordArea => {
                 let m = Mark {
-                    pos: m.pos.min((self.lay.part_len / self.lay.rec) as u16),
+                    pos: m
+                        .pos
+                        .min((self.lay.part_len / u32::from(self.lay.rec)) as u16),
                     ..m
                 };
                 let end = self.record_area_end(p, m.pos)?;
                 if erase {
                     if end > m.pos {
                         let a = self.lay.at(p, self.lay.rec_off(end - 1));
-                        let b = self.lay.at(p, self.lay.rec_off(m.pos) + self.lay.rec);
+                        let b = self
+                            .lay
+                            .at(p, self.lay.rec_off(m.pos) + u32::from(self.lay.rec));
                         self.revert_range(a, b, false)?;
                     }
                 } else {
@@ -678,7 +684,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 if m.obj >= max_units {
                     return Ok(());
                 }
-                let pos = m.pos.min(self.lay.slots as u16);
+                let pos = m.pos.min(u16::from(self.lay.slots));
                 let end = self.slots_end(p, m.obj, pos)?;
                 let a = self.node_addr(p, m.obj) + 2 * u64::from(pos);
                 let b = self.node_addr(p, m.obj) + 2 * u64::from(end);
@@ -689,7 +695,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                     // last slot is where a split writes the child pointer: zeroed, it would
                     // leave a leaf that can never split, so that one slot is erased back
                     // (copy-erase-copy-back) first; a rerun then finds the range shorter.
-                    let last = self.lay.slots as u16 - 1;
+                    let last = u16::from(self.lay.slots) - 1;
                     let b = if end > last {
                         let c = self.node_addr(p, m.obj) + 2 * u64::from(last);
                         self.revert_range(c, c + 2, true)?;
@@ -740,9 +746,9 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         if self.is_erased(Structure::Backup, a, b - a)? {
             return Ok(());
         }
-        self.stats.reverted_segments += 1;
+        self.stats.reverted_segments = self.stats.reverted_segments.wrapping_add(1);
         let seg = u64::from(self.lay.seg);
-        let image = self.lay.backup_base + seg;
+        let image = self.lay.backup_base() + seg;
         // 1. The image: the unit with [a, b) erased.
         if !self.is_erased(Structure::Backup, image, seg)? {
             self.erase(Structure::Backup, image, seg)?;
@@ -782,7 +788,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     /// A free header slot in the backup area's first unit (erasing it when all are used).
     fn backup_slot(&mut self) -> Result<u64> {
-        let base = self.lay.backup_base;
+        let base = self.lay.backup_base();
         for i in 0..self.lay.seg / BACKUP_HEADER {
             let at = base + u64::from(i * BACKUP_HEADER);
             if self.is_erased(Structure::Backup, at, u64::from(BACKUP_HEADER))? {
@@ -795,7 +801,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     fn copy_back(&mut self, s: u64) -> Result<()> {
         let seg = u64::from(self.lay.seg);
-        let image = self.lay.backup_base + seg;
+        let image = self.lay.backup_base() + seg;
         self.erase(Structure::Backup, s, seg)?;
         let mut buf = [0u8; 64];
         let mut off = 0;
@@ -812,7 +818,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     /// Finishes an erase-based undo that power interrupted after its header was written.
     fn finish_backup(&mut self) -> Result<()> {
-        let base = self.lay.backup_base;
+        let base = self.lay.backup_base();
         let seg = u64::from(self.lay.seg);
         for i in 0..self.lay.seg / BACKUP_HEADER {
             let at = base + u64::from(i * BACKUP_HEADER);
@@ -823,7 +829,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             }
             let target = self.lay.log_base + u64::from(le32(&hd[4..]));
             let ok_target = target.is_multiple_of(seg)
-                && target >= self.lay.part_base
+                && target >= self.lay.part_base()
                 && target < self.lay.part(self.lay.parts);
             // The image must be whole (it was, before the header was written).
             let mut h = crc32fast::Hasher::new();
@@ -863,7 +869,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         let c = crc32(&b[..t - 4]);
         b[t - 4..t].copy_from_slice(&c.to_le_bytes());
         self.log_append(&[&b[..t]])?;
-        self.stats.redo_entries += 1;
+        self.stats.redo_entries = self.stats.redo_entries.wrapping_add(1);
         Ok(())
     }
 

@@ -141,23 +141,23 @@ impl NodeView {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Records put.
-    pub puts: u64,
+    pub puts: u32,
     /// Node splits.
-    pub splits: u64,
+    pub splits: u32,
     /// Write marks written to the undo log.
-    pub marks: u64,
+    pub marks: u32,
     /// Redo entries written (WAL).
-    pub redo_entries: u64,
+    pub redo_entries: u32,
     /// Nodes copied (COW path copies and compaction).
-    pub node_copies: u64,
+    pub node_copies: u32,
     /// Partitions erased for reuse.
-    pub partition_erases: u64,
+    pub partition_erases: u32,
     /// Log erase units erased.
-    pub log_erases: u64,
+    pub log_erases: u32,
     /// Segments reverted by copy-erase-copyback.
-    pub reverted_segments: u64,
+    pub reverted_segments: u32,
     /// Bytes appended to the log.
-    pub log_bytes: u64,
+    pub log_bytes: u32,
 }
 
 /// A multidimensional store on NOR flash that survives power loss at any instant: the
@@ -183,7 +183,7 @@ pub struct Store<F: FlashDevice, const D: usize> {
     /// Bit 0: node-area mark written; bit 1: record-area mark written; bit 2: the node table
     /// overflowed (WAL: walk the log for every node).
     pub(crate) flags: u8,
-    pub(crate) marks: [u32; MARK_SLOTS],
+    pub(crate) marks: [u16; MARK_SLOTS],
     pub(crate) log: LogPos,
     /// Sequence number of the last commit.
     pub(crate) seq: u32,
@@ -301,7 +301,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     }
 
     pub(crate) fn head_units(&self) -> u16 {
-        (self.lay.group_head / self.lay.node) as u16
+        u16::from(self.lay.head_units)
     }
 
     pub(crate) fn group_units(&self) -> u16 {
@@ -326,7 +326,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 _ => self.put_in(p, r)?,
             };
             if done {
-                self.stats.puts += 1;
+                self.stats.puts = self.stats.puts.wrapping_add(1);
                 return Ok(());
             }
             self.next_partition()?;
@@ -354,7 +354,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         while u < len {
             if !self.is_erased(Structure::Partition, at + u, seg)? {
                 self.erase(Structure::Partition, at + u, seg)?;
-                self.stats.partition_erases += 1;
+                self.stats.partition_erases = self.stats.partition_erases.wrapping_add(1);
             }
             u += seg;
         }
@@ -374,7 +374,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     pub(crate) fn fits(&self, p: u8, nodes: u32, recs: u32) -> bool {
         let pt = self.parts[p as usize];
         let node_end = u32::from(pt.units) * self.lay.node + nodes;
-        let used = u32::from(pt.records) * self.lay.rec + recs;
+        let used = u32::from(pt.records) * u32::from(self.lay.rec) + recs;
         node_end + used + 2 * self.lay.group <= self.lay.part_len
     }
 
@@ -397,7 +397,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         let n = self.lay.node as usize;
         let mut v = NodeView {
             bytes: [0xFF; MAX_NODE],
-            slots: self.lay.slots,
+            slots: usize::from(self.lay.slots),
         };
         self.read(Structure::Node, addr, &mut v.bytes[..n])?;
         if self.cfg.checkpointing == Checkpointing::Wal
@@ -636,12 +636,12 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     fn write_mark(&mut self, m: Mark) -> Result<()> {
         self.log_append(&[&m.encode()])?;
-        self.stats.marks += 1;
+        self.stats.marks = self.stats.marks.wrapping_add(1);
         Ok(())
     }
 
-    pub(crate) fn table_has(&self, k: u32) -> bool {
-        let mut i = (k.wrapping_mul(0x9E37_79B9) >> 28) as usize % MARK_SLOTS;
+    pub(crate) fn table_has(&self, k: u16) -> bool {
+        let mut i = usize::from(k.wrapping_mul(0x9E37)) % MARK_SLOTS;
         for _ in 0..MARK_SLOTS {
             match self.marks[i] {
                 0 => return false,
@@ -653,8 +653,8 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     }
 
     /// Adds a key; sets the overflow flag if the table is full.
-    pub(crate) fn table_add(&mut self, k: u32) {
-        let mut i = (k.wrapping_mul(0x9E37_79B9) >> 28) as usize % MARK_SLOTS;
+    pub(crate) fn table_add(&mut self, k: u16) {
+        let mut i = usize::from(k.wrapping_mul(0x9E37)) % MARK_SLOTS;
         for _ in 0..MARK_SLOTS {
             if self.marks[i] == 0 || self.marks[i] == k {
                 self.marks[i] = k;
@@ -702,7 +702,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     pub(crate) fn put_in(&mut self, p: u8, r: &Record<D>) -> Result<bool> {
         let mut unit = self.parts[p as usize].root;
         let mut region = self.root_region();
-        let slots = self.lay.slots;
+        let slots = usize::from(self.lay.slots);
         for depth in 0..=MAX_DEPTH {
             let v = self.read_node(p, unit)?;
             if let Some((_, g)) = v.child() {
@@ -718,7 +718,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 return Ok(false);
             };
             if free + 1 < slots {
-                if !self.fits(p, 0, self.lay.rec) {
+                if !self.fits(p, 0, u32::from(self.lay.rec)) {
                     return Ok(false);
                 }
                 let idx = self.add_record(p, r)?;
@@ -726,7 +726,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 return Ok(true);
             }
             // The last slot is for the child pointer: split.
-            if depth == MAX_DEPTH || !self.fits(p, self.lay.group, self.lay.rec) {
+            if depth == MAX_DEPTH || !self.fits(p, self.lay.group, u32::from(self.lay.rec)) {
                 return Ok(false);
             }
             self.split(p, unit, &v, free, region)?;
@@ -744,7 +744,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         free: usize,
         region: Region<D>,
     ) -> Result<()> {
-        self.stats.splits += 1;
+        self.stats.splits = self.stats.splits.wrapping_add(1);
         let g = self.alloc_units(p, self.group_units())?;
         let first = g + self.head_units();
         let mut pivot = None;
@@ -796,7 +796,8 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     }
 }
 
-/// The key of a node in the mark table (never 0).
-pub(crate) fn key(p: u8, unit: u16) -> u32 {
-    (u32::from(p) << 16 | u32::from(unit)) + 1
+/// The key of a node in the mark table (never 0). Only the current partition is written,
+/// and only a checkpointed one needs marks (or redo entries): the unit alone names the node.
+pub(crate) fn key(_p: u8, unit: u16) -> u16 {
+    unit.wrapping_add(1)
 }

@@ -149,3 +149,10 @@ fn sorted(v: &[Record<2>]) -> Vec<Record<2>> {
     v.sort();
     v
 }
+
+#[test]
+fn ram_of_the_engine() {
+    let n = Store::<&mut Flash, 2>::ram_bytes();
+    eprintln!("engine RAM: {n} bytes");
+    assert!(n <= 256, "the issue allows 256 bytes, the engine keeps {n}");
+}
