@@ -358,7 +358,7 @@ mod tests {
         let mut writes = 0u64;
         while h.write(writes * 8 % (64 * 512), &[0u8; 8]).is_ok() {
             writes += 1;
-            if writes % 4000 == 0 {
+            if writes.is_multiple_of(4000) {
                 h.erase(0, 64 * 512).unwrap_or(());
             }
         }
