@@ -43,6 +43,8 @@ mod log;
 mod store;
 
 #[cfg(feature = "std")]
+pub mod bench;
+#[cfg(feature = "std")]
 pub mod energy;
 
 pub use config::{Checkpointing, Config, MAX_DEPTH, MAX_NODE, MAX_PARTITIONS, Undo};

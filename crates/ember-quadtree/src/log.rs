@@ -519,6 +519,8 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             Checkpointing::Wal => {
                 self.wal_apply(apply_from, c_at)?;
                 if stale {
+                    // The lost run's redo entries are void: an abort entry says so, and a
+                    // fresh commit of the restored state (below) frees their log space.
                     let a = small_entry(TAG_ABORT, seq);
                     self.log_append(&[&a])?;
                     self.log.pending = LogAt {
@@ -534,7 +536,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         // Power failing again and again before a commit would fill the log with the marks
         // (or redo entries) of lost runs: past half of it, commit the restored state anew.
         let cap = u64::from(self.log_units()) * u64::from(self.lay.seg);
-        if self.log_usage() > cap / 2 {
+        if self.log_usage() > cap / 2 || (stale && self.cfg.checkpointing == Checkpointing::Wal) {
             self.commit(&context[..cl])?;
         }
         Ok(cl)
@@ -874,26 +876,61 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     }
 
     /// WAL: lays the redo entries of the running interval over `buf` (partition offset `off`).
+    /// The entries since the last commit were written by this run (or checked by restore):
+    /// the walk reads each entry's 8-byte head and the data of those that overlap.
     pub(crate) fn wal_overlay(&mut self, p: u8, off: u32, buf: &mut [u8]) -> Result<()> {
         let mut at = self.log.pending;
-        let last = self.log.seq;
+        let seg = self.lay.seg;
         let end = (off, off + buf.len() as u32);
-        while let Some((_, e)) = self.log_next(&mut at, last)? {
-            if let Entry::Redo {
-                part,
-                off: o,
-                len,
-                data,
-            } = e
-                && part == p
-            {
-                for i in 0..u32::from(len) {
-                    let x = o.saturating_add(i);
-                    if x >= end.0 && x < end.1 {
-                        buf[(x - off) as usize] = data[i as usize];
+        for _ in 0..=self.log_units() {
+            let base = self.seg_addr(at.seg);
+            let stop = if at.seq == self.log.seq {
+                self.log.pos
+            } else {
+                seg
+            };
+            while at.pos + 8 <= stop {
+                let mut h = [0u8; 8];
+                self.read(Structure::Log, base + u64::from(at.pos), &mut h)?;
+                let len = match h[0] {
+                    TAG_REDO => redo_size(u32::from(h[2])),
+                    TAG_MARK | TAG_ABORT => SMALL_ENTRY,
+                    TAG_COMMIT => {
+                        let mut sl = [0u8; 2];
+                        self.read(Structure::Log, base + u64::from(at.pos) + 8, &mut sl)?;
+                        (COMMIT_FIXED + u32::from(le16(&h[2..])) + u32::from(le16(&sl)))
+                            .next_multiple_of(4)
+                            + 4
+                    }
+                    0 => 4,
+                    _ => break,
+                };
+                if h[0] == TAG_REDO && h[1] == p {
+                    let o = le32(&h[4..]);
+                    let n = u32::from(h[2]).min(16);
+                    if o < end.1 && o.saturating_add(n) > end.0 {
+                        let mut data = [0u8; 16];
+                        self.read(
+                            Structure::Log,
+                            base + u64::from(at.pos) + 8,
+                            &mut data[..n as usize],
+                        )?;
+                        for i in 0..n {
+                            let x = o + i;
+                            if x >= end.0 && x < end.1 {
+                                buf[(x - off) as usize] = data[i as usize];
+                            }
+                        }
                     }
                 }
+                at.pos += len;
             }
+            if at.seq == self.log.seq {
+                break;
+            }
+            at.seq = at.seq.wrapping_add(1);
+            at.seg = (at.seg + 1) % self.log_units();
+            at.pos = SEG_HEADER;
         }
         Ok(())
     }

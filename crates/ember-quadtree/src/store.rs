@@ -641,6 +641,11 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     }
 
     pub(crate) fn table_has(&self, k: u16) -> bool {
+        if self.cfg.checkpointing == Checkpointing::Wal {
+            // WAL: the table is a 256-bit filter (a false hit only costs a log walk).
+            let b = usize::from(k.wrapping_mul(0x9E37) >> 8);
+            return self.marks[b / 16] >> (b % 16) & 1 == 1;
+        }
         let mut i = usize::from(k.wrapping_mul(0x9E37)) % MARK_SLOTS;
         for _ in 0..MARK_SLOTS {
             match self.marks[i] {
@@ -654,6 +659,11 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     /// Adds a key; sets the overflow flag if the table is full.
     pub(crate) fn table_add(&mut self, k: u16) {
+        if self.cfg.checkpointing == Checkpointing::Wal {
+            let b = usize::from(k.wrapping_mul(0x9E37) >> 8);
+            self.marks[b / 16] |= 1 << (b % 16);
+            return;
+        }
         let mut i = usize::from(k.wrapping_mul(0x9E37)) % MARK_SLOTS;
         for _ in 0..MARK_SLOTS {
             if self.marks[i] == 0 || self.marks[i] == k {
