@@ -332,8 +332,9 @@ pub fn markdown(suite: &str, title: &str, results: &[RunResult], notes: &str) ->
     s
 }
 
-/// Writes `DIR/<suite>.json`, `DIR/<suite>.md` and one chart of ops/s per durability,
-/// `DIR/<suite>-<durability>.svg`; returns the Markdown and the chart paths.
+/// Writes `DIR/<suite>.json`, `DIR/<suite>.md` and two charts per durability: ops/s
+/// (`DIR/<suite>-<durability>.svg`) and ops/s relative to SQLite
+/// (`DIR/<suite>-<durability>-vs-sqlite.svg`); returns the Markdown and the chart paths.
 pub fn write_outputs(
     suite: &str,
     title: &str,
@@ -362,6 +363,26 @@ pub fn write_outputs(
             &format!("{suite} ({d}): throughput"),
             "ops/s",
             &bars(&part, RunResult::ops_per_sec),
+        )?;
+        charts.push(path);
+        // The same relative to SQLite (its bars are 1): readable when absolute figures span
+        // orders of magnitude (reads against synced writes, scans against point reads).
+        let path = out.join(format!("{suite}-{d}-vs-sqlite.svg"));
+        let sqlite = |r: &RunResult| {
+            find(&part, &r.workload, d, "sqlite").map_or(0.0, RunResult::ops_per_sec)
+        };
+        chart::grouped_bars(
+            &path,
+            &format!("{suite} ({d}): throughput relative to SQLite"),
+            "ops/s ÷ SQLite ops/s",
+            &bars(&part, |r| {
+                let base = sqlite(r);
+                if base > 0.0 {
+                    r.ops_per_sec() / base
+                } else {
+                    0.0
+                }
+            }),
         )?;
         charts.push(path);
     }
@@ -471,6 +492,7 @@ mod e2e {
         let md = fs::read_to_string(out.join(format!("{suite}.md")))?;
         assert!(md.contains("ember-sql / sqlite"), "{md}");
         assert!(out.join(format!("{suite}-async.svg")).exists());
+        assert!(out.join(format!("{suite}-async-vs-sqlite.svg")).exists());
         Ok(doc)
     }
 
