@@ -38,6 +38,10 @@ pub struct SuiteArgs {
     /// Parent directory of the databases (a fresh subdirectory is made there and removed).
     #[arg(long, default_value = "target/bench-tmp")]
     pub dir: PathBuf,
+    /// Runs of each job, interleaved (every job once, then again); the run with the median
+    /// ops/s is reported and every run's ops/s kept in the JSON.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=99))]
+    pub repeat: u64,
     /// Print one line per job on stderr (the default prints nothing but a progress bar on a
     /// terminal).
     #[arg(long, short)]
@@ -111,47 +115,54 @@ pub fn run_jobs<W>(
 ) -> Result<(Vec<RunResult>, Map<String, Json>)> {
     let scratch = Scratch::new(&args.dir, &format!("ember-bench-{suite}"))?;
     let fs_name = file_system(scratch.dir()).unwrap_or_else(|| "unknown".into());
-    let bar = progress(suite, jobs.len() as u64);
-    let mut results = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        bar.set_message(format!(
-            "{} {} {}",
-            job.workload,
-            job.system.name(),
-            job.durability.name()
-        ));
-        scratch.clear()?;
-        let m = run(job, scratch.dir()).map_err(|e| {
-            format!(
-                "{suite}: {} on {} ({}): {e}",
+    let bar = progress(suite, jobs.len() as u64 * args.repeat);
+    let mut runs: Vec<Vec<RunResult>> = vec![Vec::new(); jobs.len()];
+    for rep in 0..args.repeat {
+        for (i, job) in jobs.iter().enumerate() {
+            bar.set_message(format!(
+                "{} {} {}",
                 job.workload,
                 job.system.name(),
                 job.durability.name()
-            )
-        })?;
-        scratch.clear()?;
-        let r = to_result(job, m);
-        if args.verbose {
-            bar.suspend(|| {
-                eprintln!(
-                    "  {suite} {} {} {}: {:.0} ops/s, p50 {:.1} µs, p99 {:.1} µs",
-                    r.workload,
-                    r.system,
-                    job.durability.name(),
-                    r.ops_per_sec(),
-                    r.p50_us,
-                    r.p99_us
+            ));
+            scratch.clear()?;
+            settle();
+            let m = run(job, scratch.dir()).map_err(|e| {
+                format!(
+                    "{suite}: {} on {} ({}): {e}",
+                    job.workload,
+                    job.system.name(),
+                    job.durability.name()
                 )
-            });
+            })?;
+            scratch.clear()?;
+            let r = to_result(job, m);
+            if args.verbose {
+                bar.suspend(|| {
+                    eprintln!(
+                        "  {suite} {} {} {} (run {}/{}): {:.0} ops/s, p50 {:.1} µs, p99 {:.1} µs",
+                        r.workload,
+                        r.system,
+                        job.durability.name(),
+                        rep + 1,
+                        args.repeat,
+                        r.ops_per_sec(),
+                        r.p50_us,
+                        r.p99_us
+                    )
+                });
+            }
+            runs[i].push(r);
+            bar.inc(1);
         }
-        results.push(r);
-        bar.inc(1);
     }
+    let results: Vec<RunResult> = runs.into_iter().filter_map(report::median_run).collect();
     bar.finish_and_clear();
     let mut extra = Map::new();
     extra.insert("file_system".into(), fs_name.into());
     extra.insert("quick".into(), args.quick.into());
     extra.insert("scale".into(), args.scale.into());
+    extra.insert("repeat".into(), args.repeat.into());
     extra.insert("sqlite_version".into(), rusqlite::version().into());
     extra.insert(
         "build".into(),
@@ -163,6 +174,13 @@ pub fn run_jobs<W>(
         .into(),
     );
     Ok((results, extra))
+}
+
+/// Writes every dirty page of the machine back before a job (`sync(1)`), so a job does not
+/// pay for the writeback of the one before it. Errors are ignored (no `sync` command: the
+/// job just starts with whatever is dirty).
+fn settle() {
+    let _ = std::process::Command::new("sync").status();
 }
 
 /// A bar on stderr when it is a terminal, hidden otherwise.
@@ -265,6 +283,14 @@ fn ratio(a: Option<&RunResult>, b: Option<&RunResult>) -> String {
     }
 }
 
+/// SQLite's median latency ÷ ours (above 1: ours is faster), `–` if either is missing.
+fn p50_ratio(a: Option<&RunResult>, b: Option<&RunResult>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if a.p50_us > 0.0 => format!("{:.2}×", b.p50_us / a.p50_us),
+        _ => "–".into(),
+    }
+}
+
 /// The Markdown report: per (workload, durability) the ops/s of every system and the ratios
 /// EmberDB/SQLite; then every row with its latencies and bytes.
 pub fn markdown(suite: &str, title: &str, results: &[RunResult], notes: &str) -> String {
@@ -273,7 +299,8 @@ pub fn markdown(suite: &str, title: &str, results: &[RunResult], notes: &str) ->
     let _ = writeln!(
         s,
         "{} cores, {}; SQLite {}. Ratios are EmberDB ops/s ÷ SQLite ops/s at the same \
-         durability (above 1: EmberDB is faster).\n",
+         durability (above 1: EmberDB is faster); the (p50) ratios are SQLite's median \
+         latency ÷ EmberDB's, which a few slow outliers on a noisy machine do not move.\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         std::env::consts::OS,
         rusqlite::version()
@@ -282,11 +309,14 @@ pub fn markdown(suite: &str, title: &str, results: &[RunResult], notes: &str) ->
     for sys in &systems {
         let _ = write!(s, " {sys} ops/s |");
     }
-    s.push_str(" ember-sql / sqlite | ember-api / sqlite |\n|---|---|");
+    s.push_str(
+        " ember-sql / sqlite | ember-api / sqlite | ember-sql / sqlite (p50) \
+         | ember-api / sqlite (p50) |\n|---|---|",
+    );
     for _ in &systems {
         s.push_str("---:|");
     }
-    s.push_str("---:|---:|\n");
+    s.push_str("---:|---:|---:|---:|\n");
     for (w, d) in groups(results) {
         let _ = write!(s, "| {w} | {d} |");
         for sys in &systems {
@@ -295,11 +325,17 @@ pub fn markdown(suite: &str, title: &str, results: &[RunResult], notes: &str) ->
             let _ = write!(s, " {cell} |");
         }
         let sq = find(results, &w, &d, "sqlite");
+        let (es, ea) = (
+            find(results, &w, &d, "ember-sql"),
+            find(results, &w, &d, "ember-api"),
+        );
         let _ = writeln!(
             s,
-            " {} | {} |",
-            ratio(find(results, &w, &d, "ember-sql"), sq),
-            ratio(find(results, &w, &d, "ember-api"), sq)
+            " {} | {} | {} | {} |",
+            ratio(es, sq),
+            ratio(ea, sq),
+            p50_ratio(es, sq),
+            p50_ratio(ea, sq)
         );
     }
     s.push_str(
@@ -421,6 +457,7 @@ mod tests {
             only: vec!["fillseq".into(), "read-heavy".into()],
             systems: vec![],
             scale: 0.5,
+            repeat: 1,
             dir: "d".into(),
             verbose: false,
         };
@@ -455,6 +492,7 @@ mod e2e {
             only: vec![],
             systems: vec![],
             scale: 0.02,
+            repeat: 1,
             dir: tmp.join("scratch"),
             verbose: false,
         }
