@@ -5,18 +5,33 @@
 //! * `table`: the table engine (LUNAR) in full mode against SQLite (WAL and rollback journal,
 //!   `synchronous=FULL`): synced inserts, 4 KiB synced inserts with the bytes written per
 //!   application byte, random point reads (see [`table`]).
+//! * `dbbench`: LevelDB's db_bench / sqlite-bench workloads, with the key-value peers fjall
+//!   and redb (see [`dbbench`]).
+//! * `ycsb`: LUNAR's YCSB mixes and Zipfian skews (see [`ycsb`]).
+//! * `mobibench`: synchronous 4 KB-row inserts and updates and the bandwidth utilization
+//!   (see [`mobibench`]).
+//! * `all`: the three paper suites.
 //!
-//! To come (issue 5): db_bench, YCSB, Mobibench, the SQLiteKV, EmbedDB and iFKVS workloads,
-//! through SQL and through the engine APIs, with SVG charts. Each suite is a module that
-//! runs its workloads and hands [`report::RunResult`]s to the shared output; [`measure`] has
-//! the timing, percentiles, `/proc/self/io` and scratch directories they share.
+//! Every paper suite runs EmberDB through SQL (`ember-sql`) and through the engine API
+//! (`ember-api`) and SQLite, each at `sync` and `async` durability ([`stores`]), and writes
+//! `DIR/<suite>.json`, `DIR/<suite>.md` and `DIR/<suite>-*.svg` ([`suite`], [`chart`]).
+//! A suite is a small module that lists its jobs and runs one; [`measure`] has the timing,
+//! percentiles, `/proc/self/io` and scratch directories they share. To come: the SQLiteKV,
+//! EmbedDB and iFKVS workloads, as their engines land.
 //!
 //! Must not touch: engine internals beyond their public APIs. Micro-benchmarks of a single
 //! crate (such as `ember-device`'s wrapper overhead) live in that crate's `benches/`.
 
+mod chart;
+mod dbbench;
 mod measure;
+mod mobibench;
 mod report;
+mod stores;
+mod suite;
 mod table;
+mod ycsb;
+mod zipf;
 
 use std::process::ExitCode;
 
@@ -35,6 +50,43 @@ enum Suite {
     /// The table engine (full mode) against SQLite (WAL and rollback journal,
     /// synchronous=FULL): insert-sync, insert-4k-sync, read-random.
     Table(table::Args),
+    /// db_bench / sqlite-bench: fillseq, fillrandom, fillseqsync, fillrandsync, fillseqbatch,
+    /// fillrandbatch, overwrite, readseq, readrandom (with fjall and redb).
+    Dbbench(suite::SuiteArgs),
+    /// YCSB as in LUNAR: write-only, read-heavy, balanced, update-heavy × Zipfian 0, 0.5, 0.99.
+    Ycsb(suite::SuiteArgs),
+    /// Mobibench: synchronous 4 KB-row inserts and updates, bandwidth utilization.
+    Mobibench(suite::SuiteArgs),
+    /// dbbench, ycsb and mobibench.
+    All(suite::SuiteArgs),
+}
+
+/// Runs the named paper suite; returns its Markdown report.
+fn paper_suite(name: &str, args: &suite::SuiteArgs) -> measure::Result<String> {
+    match name {
+        "dbbench" => dbbench::main(args),
+        "ycsb" => ycsb::main(args),
+        "mobibench" => mobibench::main(args),
+        other => Err(format!("no suite {other}").into()),
+    }
+}
+
+/// Runs suites one after the other, printing each report on stdout.
+fn paper_suites(names: &[&str], args: &suite::SuiteArgs) -> measure::Result<()> {
+    for name in names {
+        let md = paper_suite(name, args)?;
+        println!("{md}");
+    }
+    eprintln!(
+        "ember-bench: results in {} ({})",
+        args.out.display(),
+        names
+            .iter()
+            .map(|n| format!("{n}.json, {n}.md, {n}-*.svg"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -44,6 +96,10 @@ fn main() -> ExitCode {
     }
     let done = match &cli.suite {
         Suite::Table(args) => table::main(args),
+        Suite::Dbbench(args) => paper_suites(&["dbbench"], args),
+        Suite::Ycsb(args) => paper_suites(&["ycsb"], args),
+        Suite::Mobibench(args) => paper_suites(&["mobibench"], args),
+        Suite::All(args) => paper_suites(&["dbbench", "ycsb", "mobibench"], args),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,
