@@ -298,7 +298,7 @@ pub fn run(p: &Params) -> Result<Outcome, String> {
                 Err(e) => return Err(format!("scan: {e}")),
             }
         }
-        let mut all = std::vec![Record::default(); p.records as usize];
+        let mut all = std::vec![Record::default(); p.records as usize + 1];
         out.records_kept = match s.scan(&Query::all(), &mut all) {
             Ok(n) => n as u64,
             Err(e) if e.is_power_loss() => continue 'life,
