@@ -10,7 +10,9 @@
 //! * `ycsb`: LUNAR's YCSB mixes and Zipfian skews (see [`ycsb`]).
 //! * `mobibench`: synchronous 4 KB-row inserts and updates and the bandwidth utilization
 //!   (see [`mobibench`]).
-//! * `all`: the three paper suites.
+//! * `ifkvs`: the iFKVS evaluation on the quadtree engine — RB vs WAL vs COW under the
+//!   energy-harvesting simulator, in modeled time and energy (see [`ifkvs`]).
+//! * `all`: the four paper suites.
 //!
 //! Every paper suite runs EmberDB through SQL (`ember-sql`) and through the engine API
 //! (`ember-api`) and SQLite, each at `sync` and `async` durability ([`stores`]), and writes
@@ -24,6 +26,7 @@
 
 mod chart;
 mod dbbench;
+mod ifkvs;
 mod measure;
 mod mobibench;
 mod report;
@@ -57,7 +60,10 @@ enum Suite {
     Ycsb(suite::SuiteArgs),
     /// Mobibench: synchronous 4 KB-row inserts and updates, bandwidth utilization.
     Mobibench(suite::SuiteArgs),
-    /// dbbench, ycsb and mobibench.
+    /// iFKVS on the quadtree engine: RB vs WAL vs COW checkpointing under simulated
+    /// intermittent power (modeled time and energy), lazy split, discard vs erase undo.
+    Ifkvs(ifkvs::Args),
+    /// dbbench, ycsb, mobibench and ifkvs.
     All(suite::SuiteArgs),
 }
 
@@ -99,7 +105,15 @@ fn main() -> ExitCode {
         Suite::Dbbench(args) => paper_suites(&["dbbench"], args),
         Suite::Ycsb(args) => paper_suites(&["ycsb"], args),
         Suite::Mobibench(args) => paper_suites(&["mobibench"], args),
-        Suite::All(args) => paper_suites(&["dbbench", "ycsb", "mobibench"], args),
+        Suite::Ifkvs(args) => ifkvs::main(args).map(|md| println!("{md}")),
+        Suite::All(args) => paper_suites(&["dbbench", "ycsb", "mobibench"], args).and_then(|()| {
+            let a = ifkvs::Args {
+                quick: args.quick,
+                out: args.out.clone(),
+                records: None,
+            };
+            ifkvs::main(&a).map(|md| println!("{md}"))
+        }),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,
