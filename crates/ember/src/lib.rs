@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 mod device;
+pub mod lsmkey;
 pub mod storage;
 mod types;
 
