@@ -24,6 +24,7 @@
 
 mod device;
 pub mod lsmkey;
+pub mod lsmstore;
 pub mod storage;
 mod types;
 
