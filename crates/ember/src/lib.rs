@@ -25,6 +25,7 @@
 mod device;
 pub mod lsmkey;
 pub mod lsmstore;
+pub mod routed;
 pub mod storage;
 mod types;
 
