@@ -765,19 +765,30 @@ impl<S: Storage> Executor<S> {
             });
         }
         Self::check_name(&ct.name)?;
-        if let Some(u) = &ct.using {
-            let engine: String = u
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if !engine.eq_ignore_ascii_case("table")
-                && !engine.eq_ignore_ascii_case(self.storage.engine_name())
-            {
-                return Err(SqlError::invalid(format!(
-                    "no such storage engine: {engine} (this database has: table)"
-                )));
+        let lsm = match &ct.using {
+            None => false,
+            Some(u) => {
+                let engine: String = u
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if engine.eq_ignore_ascii_case("table") {
+                    false
+                } else if engine.eq_ignore_ascii_case("lsm") && self.storage.supports_engine("lsm")
+                {
+                    true
+                } else {
+                    let have = if self.storage.supports_engine("lsm") {
+                        "table, lsm"
+                    } else {
+                        "table"
+                    };
+                    return Err(SqlError::invalid(format!(
+                        "no such storage engine: {engine} (this database has: {have})"
+                    )));
+                }
             }
-        }
+        };
         if let Some(sel) = &ct.as_select {
             let (names, rows, affs) = self.query_typed(sel, None)?;
             let mut text = format!("CREATE TABLE {}(", quote_name(&ct.name));
@@ -809,7 +820,7 @@ impl<S: Storage> Executor<S> {
             }
             return Ok(Output::default());
         }
-        let engine = self.catalog.engine_name("t");
+        let engine = self.catalog.engine_name(if lsm { "l" } else { "t" });
         let def = table_def(ct, &engine, sql)?;
         let cols: Vec<ColumnSpec> = def
             .columns
@@ -919,7 +930,12 @@ impl<S: Storage> Executor<S> {
                 return Err(self.unique_error(&t, &cols));
             }
         }
-        let engine = self.catalog.engine_name("i");
+        let prefix = if crate::storage::engine_of(&t.engine) == "lsm" {
+            "li"
+        } else {
+            "i"
+        };
+        let engine = self.catalog.engine_name(prefix);
         self.storage.create_index(&engine, &t.engine, &cols)?;
         self.undo.push(Undo::CreatedIndex(engine.clone()));
         self.master_insert("index", &ci.name, &t.name, &engine, sql)?;
@@ -1148,8 +1164,9 @@ impl<S: Storage> Executor<S> {
             coltext,
             &t.sql[close..]
         );
-        // A new engine table with the extra column, filled from the old one.
-        let engine = self.catalog.engine_name("t");
+        // A new engine table with the extra column, filled from the old one (same engine).
+        let lsm = crate::storage::engine_of(&t.engine) == "lsm";
+        let engine = self.catalog.engine_name(if lsm { "l" } else { "t" });
         let parsed = crate::parser::parse(&new_sql)?;
         let Some(Stmt::CreateTable(ct)) = parsed.into_iter().next().map(|p| p.stmt) else {
             return Err(SqlError::invalid("ALTER TABLE produced no definition"));
@@ -1184,7 +1201,7 @@ impl<S: Storage> Executor<S> {
             .cloned()
             .collect::<Vec<_>>()
         {
-            let ie = self.catalog.engine_name("i");
+            let ie = self.catalog.engine_name(if lsm { "li" } else { "i" });
             self.storage.create_index(&ie, &engine, &idx.columns)?;
             self.master_update(
                 "index",

@@ -830,7 +830,10 @@ impl<'a> Parser<'a> {
             } else if self.eat_kw("STRICT") {
             } else if self.eat_kw("USING") {
                 let start = self.at();
-                self.name()?;
+                // `table` is a keyword; it names the default engine here.
+                if !self.eat_kw("TABLE") {
+                    self.name()?;
+                }
                 if self.eat_op("(") {
                     let mut depth = 1;
                     while depth > 0 {
@@ -1928,6 +1931,39 @@ mod tests {
         let mut v = parse(sql).unwrap();
         assert_eq!(v.len(), 1);
         v.remove(0).stmt
+    }
+
+    #[test]
+    fn create_table_using_an_engine_keeps_the_clause_and_the_rest_of_the_dialect() {
+        for (sql, want) in [
+            (
+                "CREATE TABLE t(a INTEGER PRIMARY KEY, b) USING lsm",
+                Some("lsm"),
+            ),
+            ("CREATE TABLE t(a, b) WITHOUT ROWID USING lsm", Some("lsm")),
+            ("create table t(a) using LSM(cache=4)", Some("LSM(cache=4)")),
+            ("CREATE TABLE t(a, b) USING table", Some("table")),
+            ("CREATE TABLE t(a, b)", None),
+        ] {
+            let Stmt::CreateTable(ct) = one(sql) else {
+                panic!("{sql}: not a CREATE TABLE")
+            };
+            assert_eq!(ct.using.as_deref(), want, "{sql}");
+            assert_eq!(ct.columns.first().map(|c| c.name.as_str()), Some("a"));
+        }
+        assert!(parse("CREATE TABLE t(a) USING").is_err());
+        assert!(parse("CREATE TABLE t(a) USING lsm(").is_err());
+    }
+
+    #[test]
+    fn engine_names_tell_the_engine() {
+        use crate::storage::engine_of;
+        assert_eq!(engine_of("l12"), "lsm");
+        assert_eq!(engine_of("li13"), "lsm");
+        assert_eq!(engine_of("l12_u0"), "lsm");
+        assert_eq!(engine_of("t3"), "table");
+        assert_eq!(engine_of("i4"), "table");
+        assert_eq!(engine_of(crate::MASTER), "table");
     }
 
     #[test]

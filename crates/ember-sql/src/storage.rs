@@ -38,6 +38,13 @@ pub type Row = (i64, Vec<Value>);
 pub trait Storage {
     /// Which engine this is (for EXPLAIN QUERY PLAN and PRAGMAs).
     fn engine_name(&self) -> &str;
+    /// Whether tables can be created on the engine named in `CREATE TABLE … USING name`
+    /// (`table` is always accepted). An engine other than `table` is recorded in the
+    /// engine-level names: its tables are named `l<n>` (lsm) and its indexes `li<n>`, so
+    /// the choice lives in `ember_master` and survives reopen; see [`engine_of`].
+    fn supports_engine(&self, name: &str) -> bool {
+        name.eq_ignore_ascii_case("table")
+    }
     /// Whether the table exists.
     fn has_table(&mut self, table: &str) -> Result<bool>;
     /// Creates a table keyed by rowid with these columns.
@@ -112,4 +119,15 @@ pub trait Storage {
     /// An engine setting or statistic by name (`PRAGMA name`), as (column, value) rows.
     fn pragma(&mut self, name: &str, value: Option<&Value>)
     -> Result<Option<Vec<(String, Value)>>>;
+}
+
+/// The engine (`"table"` or `"lsm"`) an engine-level table or index name belongs to: names
+/// given to tables created `USING lsm` start with `l` (`l<n>`, their indexes `li<n>` and
+/// `l<n>_u<k>`), all others (`t<n>`, `i<n>`, `t<n>_u<k>`, the catalog) are the table engine's.
+pub fn engine_of(name: &str) -> &'static str {
+    if name.starts_with('l') {
+        "lsm"
+    } else {
+        "table"
+    }
 }

@@ -23,6 +23,9 @@
 #![forbid(unsafe_code)]
 
 mod device;
+pub mod lsmkey;
+pub mod lsmstore;
+pub mod routed;
 pub mod storage;
 mod types;
 

@@ -320,3 +320,22 @@ fn order_by_limit_reads_from_one_end_of_an_index() {
         assert_eq!(plan, [path], "{sql}");
     }
 }
+
+#[test]
+fn create_table_using_names_the_engine_and_unknown_engines_are_refused() {
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute("CREATE TABLE t(a INTEGER PRIMARY KEY, b) USING table", [])
+        .unwrap();
+    conn.execute("INSERT INTO t(b) VALUES ('x')", []).unwrap();
+    let sql: String = conn
+        .query_row("SELECT sql FROM sqlite_master WHERE name = 't'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(sql.ends_with("USING table"), "{sql}");
+    let err = conn
+        .execute("CREATE TABLE u(a) USING nosuch", [])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no such storage engine: nosuch"), "{err}");
+}

@@ -1,0 +1,563 @@
+//! SQL tables and indexes as key-value items of one LSM tree (the lsm engine's SQL mapping).
+//!
+//! Keys are [`crate::lsmkey`]'s: a row is `r · object · rowid` → the row's encoding
+//! (`ember_table::row::encode_row`), an index entry is `x · object · values · rowid` → empty,
+//! and each table or index has a definition item `m · name` (a table: `T`; an index: `I`,
+//! the table's name, the column positions) so indexes are known again after reopen.
+//! Writes go to a pending batch that reads see; [`LsmStore::commit`] writes it as one
+//! atomic LSM batch (one SQL statement, or a whole transaction), [`LsmStore::rollback`]
+//! drops it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+
+use ember_lsm::{Db, Env, WriteBatch};
+use ember_sql::{Result, Row, SqlError, Value};
+use ember_table::Value as TValue;
+
+use crate::lsmkey::{self, INDEX, ROW};
+
+const META: u8 = b'm';
+
+fn lerr(e: ember_lsm::LsmError) -> SqlError {
+    SqlError::Storage(format!("lsm engine: {e}"))
+}
+
+fn to_t(v: &Value) -> TValue {
+    match v {
+        Value::Null => TValue::Null,
+        Value::Integer(i) => TValue::Integer(*i),
+        Value::Real(r) => TValue::Real(*r),
+        Value::Text(t) => TValue::Text(t.clone()),
+        Value::Blob(b) => TValue::Blob(b.clone()),
+    }
+}
+
+fn from_t(v: TValue) -> Value {
+    match v {
+        TValue::Null => Value::Null,
+        TValue::Integer(i) => Value::Integer(i),
+        TValue::Real(r) => Value::Real(r),
+        TValue::Text(t) => Value::Text(t),
+        TValue::Blob(b) => Value::Blob(b),
+    }
+}
+
+fn encode_row(row: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    ember_table::row::encode_row(&row.iter().map(to_t).collect::<Vec<_>>(), &mut out);
+    out
+}
+
+fn decode_row(key: &[u8], bytes: &[u8]) -> Result<Vec<Value>> {
+    ember_table::row::decode_row(bytes)
+        .map(|r| r.into_iter().map(from_t).collect())
+        .map_err(|e| SqlError::Storage(format!("lsm engine: row under key {key:02x?}: {e}")))
+}
+
+fn meta_key(name: &str) -> Vec<u8> {
+    let mut k = vec![META];
+    k.extend_from_slice(name.to_ascii_lowercase().as_bytes());
+    k
+}
+
+fn object(name: &str) -> Result<u64> {
+    lsmkey::object_number(name)
+        .ok_or_else(|| SqlError::Storage(format!("lsm engine: bad object name {name:?}")))
+}
+
+#[derive(Debug, Clone)]
+struct IndexInfo {
+    table: String,
+    columns: Vec<usize>,
+}
+
+/// SQL tables over an LSM tree (see the module docs).
+#[derive(Debug)]
+pub struct LsmStore<E: Env> {
+    db: Db<E>,
+    /// Writes not yet in the tree (None: a delete).
+    pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    indexes: HashMap<String, IndexInfo>,
+    tables: Vec<String>,
+    /// Whether commits sync the device.
+    pub sync: bool,
+}
+
+impl<E: Env> LsmStore<E> {
+    /// Wraps an open tree and reads its table and index definitions.
+    pub fn new(db: Db<E>) -> Result<Self> {
+        let (tables, indexes) = Self::new_defs(&db)?;
+        Ok(LsmStore {
+            db,
+            pending: BTreeMap::new(),
+            indexes,
+            tables,
+            sync: true,
+        })
+    }
+
+    /// The tree.
+    pub fn db(&self) -> &Db<E> {
+        &self.db
+    }
+
+    /// Gives the tree back (pending writes are dropped).
+    pub fn into_db(self) -> Db<E> {
+        self.db
+    }
+
+    /// Whether the store has this table.
+    pub fn has_table(&self, table: &str) -> bool {
+        self.tables.iter().any(|t| t.eq_ignore_ascii_case(table))
+    }
+
+    fn put(&mut self, k: Vec<u8>, v: Vec<u8>) {
+        self.pending.insert(k, Some(v));
+    }
+
+    fn del(&mut self, k: Vec<u8>) {
+        self.pending.insert(k, None);
+    }
+
+    fn read(&self, k: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self.pending.get(k) {
+            Some(v) => Ok(v.clone()),
+            None => self.db.get(k).map_err(lerr),
+        }
+    }
+
+    /// Items with keys in `[lo, hi)`, pending writes applied, in key order.
+    fn range(&self, lo: &[u8], hi: Option<&[u8]>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        if hi.is_some_and(|h| h <= lo) {
+            return Ok(Vec::new()); // an empty range (BTreeMap::range would panic)
+        }
+        let upper = hi.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut m = BTreeMap::new();
+        for item in self.db.range(Bound::Included(lo), upper) {
+            let (k, v) = item.map_err(lerr)?;
+            m.insert(k, v);
+        }
+        for (k, v) in self.pending.range::<[u8], _>((Bound::Included(lo), upper)) {
+            match v {
+                Some(v) => m.insert(k.clone(), v.clone()),
+                None => m.remove(k),
+            };
+        }
+        Ok(m.into_iter().collect())
+    }
+
+    /// Writes the pending batch as one atomic LSM batch.
+    pub fn commit(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let mut b = WriteBatch::new();
+        for (k, v) in std::mem::take(&mut self.pending) {
+            match v {
+                Some(v) => b.put(k, v),
+                None => b.delete(k),
+            };
+        }
+        self.db.write(b, self.sync).map_err(lerr)
+    }
+
+    /// Drops the pending batch (and reloads definitions it may have changed).
+    pub fn rollback(&mut self) -> Result<()> {
+        if self.pending.keys().any(|k| k.first() == Some(&META)) {
+            self.pending.clear();
+            let fresh = LsmStore::new_defs(&self.db)?;
+            self.tables = fresh.0;
+            self.indexes = fresh.1;
+        }
+        self.pending.clear();
+        Ok(())
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn new_defs(db: &Db<E>) -> Result<(Vec<String>, HashMap<String, IndexInfo>)> {
+        let mut tables = Vec::new();
+        let mut indexes = HashMap::new();
+        let lo = [META];
+        let hi = [META + 1];
+        for item in db.range(Bound::Included(&lo[..]), Bound::Excluded(&hi[..])) {
+            let (k, v) = item.map_err(lerr)?;
+            let name = String::from_utf8_lossy(&k[1..]).into_owned();
+            match v.first() {
+                Some(b'T') => tables.push(name),
+                Some(b'I') => {
+                    let text = String::from_utf8_lossy(&v[1..]).into_owned();
+                    let mut parts = text.split(',');
+                    let table = parts.next().unwrap_or_default().to_string();
+                    let columns = parts
+                        .map(|p| p.parse::<usize>())
+                        .collect::<std::result::Result<Vec<_>, _>>()
+                        .map_err(|_| {
+                            SqlError::Storage(format!(
+                                "lsm engine: bad definition of index {name}: {text:?}"
+                            ))
+                        })?;
+                    indexes.insert(name, IndexInfo { table, columns });
+                }
+                _ => {
+                    return Err(SqlError::Storage(format!(
+                        "lsm engine: bad definition item for {name}"
+                    )));
+                }
+            }
+        }
+        Ok((tables, indexes))
+    }
+
+    /// Creates a table.
+    pub fn create_table(&mut self, table: &str) -> Result<()> {
+        object(table)?;
+        self.put(meta_key(table), b"T".to_vec());
+        self.tables.push(table.to_ascii_lowercase());
+        Ok(())
+    }
+
+    fn index_entries(&self, table: &str) -> Vec<(u64, Vec<usize>)> {
+        self.indexes
+            .iter()
+            .filter(|(_, i)| i.table.eq_ignore_ascii_case(table))
+            .filter_map(|(n, i)| Some((lsmkey::object_number(n)?, i.columns.clone())))
+            .collect()
+    }
+
+    fn pick(row: &[Value], cols: &[usize]) -> Vec<Value> {
+        cols.iter()
+            .map(|&c| row.get(c).cloned().unwrap_or(Value::Null))
+            .collect()
+    }
+
+    /// Drops a table, its rows and its indexes.
+    pub fn drop_table(&mut self, table: &str) -> Result<()> {
+        let idx: Vec<String> = self
+            .indexes
+            .iter()
+            .filter(|(_, i)| i.table.eq_ignore_ascii_case(table))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for i in idx {
+            self.drop_index(&i)?;
+        }
+        let p = lsmkey::object_prefix(ROW, object(table)?);
+        let end = lsmkey::prefix_end(&p);
+        for (k, _) in self.range(&p, end.as_deref())? {
+            self.del(k);
+        }
+        self.del(meta_key(table));
+        self.tables.retain(|t| !t.eq_ignore_ascii_case(table));
+        Ok(())
+    }
+
+    /// Inserts or replaces the row under a rowid, keeping indexes in step.
+    pub fn put_row(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<()> {
+        let obj = object(table)?;
+        let key = lsmkey::row_key(obj, rowid);
+        let old = self.read(&key)?;
+        let entries = self.index_entries(table);
+        if let Some(old) = old {
+            let old = decode_row(&key, &old)?;
+            for (io, cols) in &entries {
+                self.del(lsmkey::index_key(*io, &Self::pick(&old, cols), rowid));
+            }
+        }
+        for (io, cols) in &entries {
+            self.put(
+                lsmkey::index_key(*io, &Self::pick(row, cols), rowid),
+                Vec::new(),
+            );
+        }
+        self.put(key, encode_row(row));
+        Ok(())
+    }
+
+    /// Deletes a row; whether it existed.
+    pub fn delete(&mut self, table: &str, rowid: i64) -> Result<bool> {
+        let key = lsmkey::row_key(object(table)?, rowid);
+        let Some(old) = self.read(&key)? else {
+            return Ok(false);
+        };
+        let old = decode_row(&key, &old)?;
+        for (io, cols) in self.index_entries(table) {
+            self.del(lsmkey::index_key(io, &Self::pick(&old, &cols), rowid));
+        }
+        self.del(key);
+        Ok(true)
+    }
+
+    /// The row under a rowid.
+    pub fn get(&mut self, table: &str, rowid: i64) -> Result<Option<Vec<Value>>> {
+        let key = lsmkey::row_key(object(table)?, rowid);
+        match self.read(&key)? {
+            Some(v) => Ok(Some(decode_row(&key, &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Rows with rowids within the bounds, in rowid order.
+    pub fn scan(&mut self, table: &str, lo: Bound<i64>, hi: Bound<i64>) -> Result<Vec<Row>> {
+        let obj = object(table)?;
+        let start = match lo {
+            Bound::Unbounded => lsmkey::object_prefix(ROW, obj),
+            Bound::Included(r) => lsmkey::row_key(obj, r),
+            Bound::Excluded(r) => match r.checked_add(1) {
+                Some(r) => lsmkey::row_key(obj, r),
+                None => return Ok(Vec::new()),
+            },
+        };
+        let end = match hi {
+            Bound::Unbounded => lsmkey::prefix_end(&lsmkey::object_prefix(ROW, obj)),
+            Bound::Included(r) => match r.checked_add(1) {
+                Some(r) => Some(lsmkey::row_key(obj, r)),
+                None => lsmkey::prefix_end(&lsmkey::object_prefix(ROW, obj)),
+            },
+            Bound::Excluded(r) => Some(lsmkey::row_key(obj, r)),
+        };
+        let mut out = Vec::new();
+        for (k, v) in self.range(&start, end.as_deref())? {
+            let rowid = lsmkey::rowid_of(&k)
+                .ok_or_else(|| SqlError::Storage(format!("lsm engine: short key {k:02x?}")))?;
+            out.push((rowid, decode_row(&k, &v)?));
+        }
+        Ok(out)
+    }
+
+    /// The largest rowid in use.
+    pub fn max_rowid(&mut self, table: &str) -> Result<Option<i64>> {
+        Ok(self
+            .scan(table, Bound::Unbounded, Bound::Unbounded)?
+            .last()
+            .map(|r| r.0))
+    }
+
+    /// Creates an index on column positions of a table and fills it.
+    pub fn create_index(&mut self, index: &str, table: &str, columns: &[usize]) -> Result<()> {
+        let io = object(index)?;
+        let mut def = format!("I{}", table.to_ascii_lowercase());
+        for c in columns {
+            def.push_str(&format!(",{c}"));
+        }
+        self.put(meta_key(index), def.into_bytes());
+        for (rowid, row) in self.scan(table, Bound::Unbounded, Bound::Unbounded)? {
+            self.put(
+                lsmkey::index_key(io, &Self::pick(&row, columns), rowid),
+                Vec::new(),
+            );
+        }
+        self.indexes.insert(
+            index.to_ascii_lowercase(),
+            IndexInfo {
+                table: table.to_ascii_lowercase(),
+                columns: columns.to_vec(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Drops an index.
+    pub fn drop_index(&mut self, index: &str) -> Result<()> {
+        let p = lsmkey::object_prefix(INDEX, object(index)?);
+        let end = lsmkey::prefix_end(&p);
+        for (k, _) in self.range(&p, end.as_deref())? {
+            self.del(k);
+        }
+        self.del(meta_key(index));
+        self.indexes.remove(&index.to_ascii_lowercase());
+        Ok(())
+    }
+
+    /// Whether this store holds the index.
+    pub fn has_index(&self, index: &str) -> bool {
+        self.indexes.contains_key(&index.to_ascii_lowercase())
+    }
+
+    /// Rows whose indexed values lie within the bounds (a bound may be a prefix), in index
+    /// order (equal values by rowid).
+    pub fn index_scan(
+        &mut self,
+        index: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+    ) -> Result<Vec<Row>> {
+        let io = object(index)?;
+        let info = self
+            .indexes
+            .get(&index.to_ascii_lowercase())
+            .cloned()
+            .ok_or_else(|| SqlError::Storage(format!("lsm engine: no index {index}")))?;
+        let base = lsmkey::object_prefix(INDEX, io);
+        let enc = |vals: &[Value]| {
+            let mut k = base.clone();
+            for v in vals {
+                lsmkey::encode_value(&mut k, v);
+            }
+            k
+        };
+        let start = match lo {
+            Bound::Unbounded => base.clone(),
+            Bound::Included(v) => enc(v),
+            Bound::Excluded(v) => match lsmkey::prefix_end(&enc(v)) {
+                Some(k) => k,
+                None => return Ok(Vec::new()),
+            },
+        };
+        let end = match hi {
+            Bound::Unbounded => lsmkey::prefix_end(&base),
+            Bound::Included(v) => lsmkey::prefix_end(&enc(v)),
+            Bound::Excluded(v) => Some(enc(v)),
+        };
+        let mut out = Vec::new();
+        for (k, _) in self.range(&start, end.as_deref())? {
+            let rowid = lsmkey::rowid_of(&k)
+                .ok_or_else(|| SqlError::Storage(format!("lsm engine: short key {k:02x?}")))?;
+            let row = self.get(&info.table, rowid)?.ok_or_else(|| {
+                SqlError::Storage(format!(
+                    "lsm engine: index {index} names row {rowid} of {}, which is missing",
+                    info.table
+                ))
+            })?;
+            out.push((rowid, row));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ember_lsm::{FileEnv, Options};
+    use ember_sql::value::compare;
+    use proptest::prelude::*;
+
+    fn store(dir: &std::path::Path, create: bool) -> LsmStore<FileEnv> {
+        let env = FileEnv::new(dir).unwrap();
+        let db = if create {
+            Db::create(env, Options::default()).unwrap()
+        } else {
+            Db::open(env, Options::default()).unwrap()
+        };
+        let mut s = LsmStore::new(db).unwrap();
+        s.sync = false;
+        s
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            (-5i64..5).prop_map(Value::Integer),
+            (-10i64..10).prop_map(|i| Value::Real(i as f64 / 2.0)),
+            "[ab]{0,2}".prop_map(Value::Text),
+            proptest::collection::vec(0u8..2, 0..2).prop_map(Value::Blob),
+        ]
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Put(i64, Value, Value),
+        Del(i64),
+        Commit,
+        Rollback,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (-20i64..20, value(), value()).prop_map(|(r, a, b)| Op::Put(r, a, b)),
+            2 => (-20i64..20).prop_map(Op::Del),
+            1 => Just(Op::Commit),
+            1 => Just(Op::Rollback),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(40))]
+        #[test]
+        fn rows_and_index_agree_with_a_model(ops in proptest::collection::vec(op(), 1..60),
+                                             lo in value(), hi in value()) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut s = store(dir.path(), true);
+            s.create_table("l1").unwrap();
+            s.create_index("li2", "l1", &[1, 0]).unwrap();
+            s.commit().unwrap();
+            let mut model: BTreeMap<i64, Vec<Value>> = BTreeMap::new();
+            let mut committed = model.clone();
+            for o in ops {
+                match o {
+                    Op::Put(r, a, b) => {
+                        s.put_row("l1", r, &[a.clone(), b.clone()]).unwrap();
+                        model.insert(r, vec![a, b]);
+                    }
+                    Op::Del(r) => {
+                        prop_assert_eq!(s.delete("l1", r).unwrap(), model.remove(&r).is_some());
+                    }
+                    Op::Commit => {
+                        s.commit().unwrap();
+                        committed = model.clone();
+                    }
+                    Op::Rollback => {
+                        s.rollback().unwrap();
+                        model = committed.clone();
+                    }
+                }
+            }
+            let want: Vec<Row> = model.clone().into_iter().collect();
+            prop_assert_eq!(s.scan("l1", Bound::Unbounded, Bound::Unbounded).unwrap(), want);
+            prop_assert_eq!(
+                s.scan("l1", Bound::Excluded(-3), Bound::Included(7)).unwrap(),
+                model.range((Bound::Excluded(-3), Bound::Included(7)))
+                    .map(|(r, v)| (*r, v.clone())).collect::<Vec<_>>()
+            );
+            // Index on (b): rows with lo <= b <= hi, ordered by (b, a, rowid).
+            let mut want: Vec<Row> = model.clone().into_iter()
+                .filter(|(_, v)| compare(&v[1], &lo).is_ge() && compare(&v[1], &hi).is_le())
+                .collect();
+            want.sort_by(|x, y| compare(&x.1[1], &y.1[1])
+                .then(compare(&x.1[0], &y.1[0])).then(x.0.cmp(&y.0)));
+            let got = s.index_scan("li2", Bound::Included(std::slice::from_ref(&lo)),
+                                   Bound::Included(std::slice::from_ref(&hi))).unwrap();
+            // Equal values (1 and 1.0) may come in either order of a; compare (b, rowid) sets.
+            let key = |r: &Row| (format!("{:?}", r.1), r.0);
+            let mut g: Vec<_> = got.iter().map(key).collect();
+            let mut w: Vec<_> = want.iter().map(key).collect();
+            for (x, y) in got.iter().zip(&want) {
+                prop_assert!(compare(&x.1[1], &y.1[1]).is_eq(), "{:?} vs {:?}", got, want);
+            }
+            g.sort();
+            w.sort();
+            prop_assert_eq!(g, w);
+            // Reopen: what was committed is there, definitions too.
+            s.commit().unwrap();
+            let db = s.into_db();
+            drop(db);
+            let mut s = store(dir.path(), false);
+            prop_assert!(s.has_table("l1") && s.has_index("li2"));
+            let want: Vec<Row> = model.into_iter().collect();
+            prop_assert_eq!(s.scan("l1", Bound::Unbounded, Bound::Unbounded).unwrap(), want.clone());
+            prop_assert_eq!(s.index_scan("li2", Bound::Unbounded, Bound::Unbounded).unwrap().len(),
+                            want.len());
+        }
+    }
+
+    #[test]
+    fn dropping_a_table_removes_rows_indexes_and_definitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = store(dir.path(), true);
+        s.create_table("l1").unwrap();
+        s.create_table("l3").unwrap();
+        s.put_row("l1", 1, &[Value::Integer(5)]).unwrap();
+        s.put_row("l3", 1, &[Value::Integer(6)]).unwrap();
+        s.create_index("li2", "l1", &[0]).unwrap();
+        s.commit().unwrap();
+        s.drop_table("l1").unwrap();
+        s.commit().unwrap();
+        assert!(!s.has_table("l1") && !s.has_index("li2"));
+        assert_eq!(s.db().iter().count(), 2, "l3's definition and row stay");
+        assert_eq!(s.get("l3", 1).unwrap(), Some(vec![Value::Integer(6)]));
+        assert!(
+            s.get("lx", 1).is_err(),
+            "a bad name is an error, not a panic"
+        );
+    }
+}
