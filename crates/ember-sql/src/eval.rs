@@ -1056,52 +1056,31 @@ impl<S: Storage> Executor<S> {
         }
     }
 
-    /// AND and OR, with SQLite's evaluation order.
+    /// AND and OR, with SQLite's evaluation order: both operands are evaluated (so an error
+    /// on the right shows even when the left decides) unless a literal decides, as SQLite
+    /// folds it.
     #[inline(never)]
     fn logic(&mut self, op: BinOp, a: &Expr, b: &Expr, env: &Env<'_>) -> Result<Value> {
-        match op {
-            // SQLite evaluates both operands of AND and OR (so an error on the right
-            // shows even when the left decides) unless the left is a literal it folds.
-            BinOp::And => {
-                // SQLite folds AND with an integer literal 0 on either side.
-                if [a, b]
-                    .iter()
-                    .any(|e| matches!(e, Expr::Lit(v) if v.truth() == Some(false)))
-                {
-                    return Ok(bool_val(false));
-                }
-                let x = self.eval(a, env)?.truth();
-                if x == Some(false) && matches!(a, Expr::Lit(_)) {
-                    return Ok(bool_val(false));
-                }
-                let y = self.eval(b, env)?.truth();
-                Ok(match (x, y) {
-                    (Some(false), _) | (_, Some(false)) => bool_val(false),
-                    (Some(true), Some(true)) => bool_val(true),
-                    _ => Value::Null,
-                })
-            }
-            BinOp::Or => {
-                // SQLite folds OR with a non-zero integer literal on either side.
-                if [a, b]
-                    .iter()
-                    .any(|e| matches!(e, Expr::Lit(v) if v.truth() == Some(true)))
-                {
-                    return Ok(bool_val(true));
-                }
-                let x = self.eval(a, env)?.truth();
-                if x == Some(true) && matches!(a, Expr::Lit(_)) {
-                    return Ok(bool_val(true));
-                }
-                let y = self.eval(b, env)?.truth();
-                Ok(match (x, y) {
-                    (Some(true), _) | (_, Some(true)) => bool_val(true),
-                    (Some(false), Some(false)) => bool_val(false),
-                    _ => Value::Null,
-                })
-            }
-            _ => Err(SqlError::invalid("not a logical operator")),
+        // The truth value that decides the result: false for AND, true for OR.
+        let decides = op == BinOp::Or;
+        if [a, b]
+            .iter()
+            .any(|e| matches!(e, Expr::Lit(v) if v.truth() == Some(decides)))
+        {
+            return Ok(bool_val(decides));
         }
+        let x = self.eval(a, env)?.truth();
+        if x == Some(decides) && matches!(a, Expr::Lit(_)) {
+            return Ok(bool_val(decides));
+        }
+        let y = self.eval(b, env)?.truth();
+        Ok(if x == Some(decides) || y == Some(decides) {
+            bool_val(decides)
+        } else if x.is_some() && y.is_some() {
+            bool_val(!decides)
+        } else {
+            Value::Null
+        })
     }
 
     /// An aggregate over the current group.

@@ -1494,102 +1494,61 @@ impl<'a> Parser<'a> {
         Ok(Expr::InSelect(Box::new(l), Box::new(s), neg))
     }
 
-    fn comparison(&mut self) -> Result<Expr> {
-        let mut l = self.bitwise()?;
+    /// A left-associative chain of the operators in `ops` over operands parsed by `next`,
+    /// its tree height checked as it grows.
+    fn binary_chain(
+        &mut self,
+        ops: &[(&str, BinOp)],
+        next: fn(&mut Self) -> Result<Expr>,
+    ) -> Result<Expr> {
+        let mut l = next(self)?;
         let mut h = None;
         loop {
             let at = self.at();
-            let op = if self.eat_op("<") {
-                BinOp::Lt
-            } else if self.eat_op("<=") {
-                BinOp::Le
-            } else if self.eat_op(">") {
-                BinOp::Gt
-            } else if self.eat_op(">=") {
-                BinOp::Ge
-            } else {
+            let Some(op) = ops.iter().find(|(o, _)| self.eat_op(o)).map(|(_, op)| *op) else {
                 break;
             };
-            let r = self.bitwise()?;
+            let r = next(self)?;
             self.grow(&mut h, &l, r.height(), at)?;
             l = Expr::Binary(op, Box::new(l), Box::new(r));
         }
         Ok(l)
+    }
+
+    fn comparison(&mut self) -> Result<Expr> {
+        let ops = [
+            ("<", BinOp::Lt),
+            ("<=", BinOp::Le),
+            (">", BinOp::Gt),
+            (">=", BinOp::Ge),
+        ];
+        self.binary_chain(&ops, Self::bitwise)
     }
 
     fn bitwise(&mut self) -> Result<Expr> {
-        let mut l = self.additive()?;
-        let mut h = None;
-        loop {
-            let at = self.at();
-            let op = if self.eat_op("&") {
-                BinOp::BitAnd
-            } else if self.eat_op("|") {
-                BinOp::BitOr
-            } else if self.eat_op("<<") {
-                BinOp::Shl
-            } else if self.eat_op(">>") {
-                BinOp::Shr
-            } else {
-                break;
-            };
-            let r = self.additive()?;
-            self.grow(&mut h, &l, r.height(), at)?;
-            l = Expr::Binary(op, Box::new(l), Box::new(r));
-        }
-        Ok(l)
+        let ops = [
+            ("&", BinOp::BitAnd),
+            ("|", BinOp::BitOr),
+            ("<<", BinOp::Shl),
+            (">>", BinOp::Shr),
+        ];
+        self.binary_chain(&ops, Self::additive)
     }
 
     fn additive(&mut self) -> Result<Expr> {
-        let mut l = self.multiplicative()?;
-        let mut h = None;
-        loop {
-            let at = self.at();
-            let op = if self.eat_op("+") {
-                BinOp::Add
-            } else if self.eat_op("-") {
-                BinOp::Sub
-            } else {
-                break;
-            };
-            let r = self.multiplicative()?;
-            self.grow(&mut h, &l, r.height(), at)?;
-            l = Expr::Binary(op, Box::new(l), Box::new(r));
-        }
-        Ok(l)
+        self.binary_chain(
+            &[("+", BinOp::Add), ("-", BinOp::Sub)],
+            Self::multiplicative,
+        )
     }
 
     fn multiplicative(&mut self) -> Result<Expr> {
-        let mut l = self.concat()?;
-        let mut h = None;
-        loop {
-            let at = self.at();
-            let op = if self.eat_op("*") {
-                BinOp::Mul
-            } else if self.eat_op("/") {
-                BinOp::Div
-            } else if self.eat_op("%") {
-                BinOp::Rem
-            } else {
-                break;
-            };
-            let r = self.concat()?;
-            self.grow(&mut h, &l, r.height(), at)?;
-            l = Expr::Binary(op, Box::new(l), Box::new(r));
-        }
-        Ok(l)
+        let ops = [("*", BinOp::Mul), ("/", BinOp::Div), ("%", BinOp::Rem)];
+        self.binary_chain(&ops, Self::concat)
     }
 
     fn concat(&mut self) -> Result<Expr> {
-        let mut l = self.collate()?;
-        let mut h = None;
-        while self.eat_op("||") {
-            let at = self.at();
-            let r = self.collate()?;
-            self.grow(&mut h, &l, r.height(), at)?;
-            l = Expr::Binary(BinOp::Concat, Box::new(l), Box::new(r));
-        }
-        Ok(l)
+        self.binary_chain(&[("||", BinOp::Concat)], Self::collate)
     }
 
     fn collate(&mut self) -> Result<Expr> {
