@@ -465,25 +465,53 @@ fn value_bytes(v: &Value) -> Vec<u8> {
     }
 }
 
-/// SQLite's `round(x, n)`.
+/// SQLite's `round(x, n)`: with no digits, `x + 0.5` truncated (in floating point, as
+/// SQLite does); with digits, the exact decimal value of `x` rounded half away from zero at
+/// digit `n` (as SQLite's `printf("%!.*f")`), so `round(2.05, 1)` is 2.0: the double nearest
+/// 2.05 is 2.04999….
 fn round(x: f64, n: i64) -> f64 {
-    let n = n.clamp(0, 30) as i32;
-    if x.abs() >= 4.5e15 {
+    let n = n.clamp(0, 30) as usize;
+    if x.abs() >= 4.5e15 || !x.is_finite() {
         return x;
     }
-    let mut m = 1.0f64;
-    for _ in 0..n {
-        m *= 10.0;
+    if n == 0 {
+        return if x >= 0.0 {
+            trunc(x + 0.5)
+        } else {
+            -trunc(-x + 0.5)
+        };
     }
-    let y = x * m;
-    let r = if y >= 0.0 {
-        trunc(y + 0.5)
-    } else {
-        -trunc(-y + 0.5)
+    // 160 places hold every digit of any double that rounds to non-zero at 30 places.
+    let exact = format!("{:.160}", x.abs());
+    let Some((int, frac)) = exact.split_once('.') else {
+        return x;
     };
-    let out = r / m;
-    // Fall back to the decimal text when scaling lost precision.
-    if out.is_finite() { out } else { x }
+    let mut digits: Vec<u8> = int.bytes().chain(frac.bytes().take(n)).collect();
+    if frac.as_bytes().get(n).is_some_and(|d| *d >= b'5') {
+        // Add one at the last kept digit, carrying.
+        let mut i = digits.len();
+        loop {
+            if i == 0 {
+                digits.insert(0, b'1');
+                break;
+            }
+            i -= 1;
+            if digits[i] == b'9' {
+                digits[i] = b'0';
+            } else {
+                digits[i] += 1;
+                break;
+            }
+        }
+    }
+    let split = digits.len() - n;
+    let text = format!(
+        "{}.{}",
+        core::str::from_utf8(&digits[..split]).unwrap_or("0"),
+        core::str::from_utf8(&digits[split..]).unwrap_or("0")
+    );
+    let r: f64 = text.parse().unwrap_or(x.abs());
+    if x < 0.0 { -r } else { r }
 }
 
 /// SQLite's default `SQLITE_MAX_LENGTH`: the longest string or blob a statement may make.
@@ -1813,6 +1841,20 @@ mod tests {
         assert_eq!(printf("%.20d", &[], 10).unwrap_err(), too_big());
         assert_eq!(printf("%5d%5d%5d", &[], 12).unwrap_err(), too_big());
         assert_eq!(round(2.5, 0), 3.0);
+        // The double nearest 2.05 is below it (found by the differential test, seed 307).
+        assert_eq!(round(2.05, 1), 2.0);
+        assert_eq!(round(-2.05, 1), -2.0);
+        // Checked against SQLite 3.53 (rusqlite, bundled).
+        assert_eq!(round(2.15, 1), 2.1);
+        assert_eq!(round(0.285, 2), 0.28);
+        assert_eq!(round(0.49999999999999994, 0), 1.0);
+        assert_eq!(round(1e-20, 25), 1e-20);
+        assert_eq!(round(5e-324, 30), 0.0);
+        assert_eq!(round(0.125, 2), 0.13);
+        assert_eq!(round(1.005, 2), 1.0);
+        assert_eq!(round(9.96, 1), 10.0);
+        assert_eq!(round(-0.0001, 2), -0.0);
+        assert_eq!(round(123.456, 30), 123.456);
         assert_eq!(round(-2.5, 0), -3.0);
         assert_eq!(round(1.005, 2), 1.0);
     }
