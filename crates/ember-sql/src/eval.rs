@@ -839,9 +839,16 @@ impl<S: Storage> Executor<S> {
         neg: bool,
         env: &Env<'_>,
     ) -> Result<Value> {
-        let ge = Expr::Binary(BinOp::Ge, Box::new(x.clone()), Box::new(lo.clone()));
-        let le = Expr::Binary(BinOp::Le, Box::new(x.clone()), Box::new(hi.clone()));
-        let both = self.binary(BinOp::And, &ge, &le, env)?;
+        // x >= lo AND x <= hi, both sides evaluated, without building (or cloning) trees.
+        let (a, l) = self.compare_operands(x, lo, env)?;
+        let ge = compared(BinOp::Ge, &a, &l).truth();
+        let (a, h) = self.compare_operands(x, hi, env)?;
+        let le = compared(BinOp::Le, &a, &h).truth();
+        let both = match (ge, le) {
+            (Some(false), _) | (_, Some(false)) => bool_val(false),
+            (Some(true), Some(true)) => bool_val(true),
+            _ => Value::Null,
+        };
         Ok(if neg { not3(&both) } else { both })
     }
 
@@ -855,18 +862,10 @@ impl<S: Storage> Executor<S> {
         if xv.is_null() {
             return Ok(Value::Null);
         }
-        let mut saw_null = false;
-        for item in list {
-            let v = self.eval(item, env)?;
-            let va = self.affinity_of(item, env);
-            let (l, r) = compare_affinity(xv.clone(), xa, v, va);
-            match cmp_nullable(&l, &r) {
-                None => saw_null = true,
-                Some(Ordering::Equal) => return Ok(bool_val(!neg)),
-                _ => {}
-            }
-        }
-        Ok(if saw_null { Value::Null } else { bool_val(neg) })
+        let candidates = list
+            .iter()
+            .map(|item| Ok((self.eval(item, env)?, self.affinity_of(item, env))));
+        membership(&xv, xa, candidates, neg)
     }
 
     #[inline(never)]
@@ -891,17 +890,10 @@ impl<S: Storage> Executor<S> {
         if xv.is_null() {
             return Ok(Value::Null);
         }
-        let mut saw_null = false;
-        for r in rows.iter() {
-            let v = r.first().cloned().unwrap_or(Value::Null);
-            let (l, rr) = compare_affinity(xv.clone(), xa, v, col_aff);
-            match cmp_nullable(&l, &rr) {
-                None => saw_null = true,
-                Some(Ordering::Equal) => return Ok(bool_val(!neg)),
-                _ => {}
-            }
-        }
-        Ok(if saw_null { Value::Null } else { bool_val(neg) })
+        let candidates = rows
+            .iter()
+            .map(|r| Ok((r.first().cloned().unwrap_or(Value::Null), col_aff)));
+        membership(&xv, xa, candidates, neg)
     }
 
     #[inline(never)]
@@ -1792,6 +1784,29 @@ fn combine(op: BinOp, x: &Value, y: &Value, max: usize) -> Result<Value> {
         }
         _ => arith(op, x, y),
     })
+}
+
+/// `x IN (candidates)` for a non-NULL `x` with affinity `xa`, in SQLite's three-valued logic:
+/// true on a match, NULL when nothing matched but some comparison was NULL, else false —
+/// the opposite for NOT IN. Candidates come with their affinities and stop at the first
+/// error or match.
+fn membership(
+    xv: &Value,
+    xa: Option<Affinity>,
+    candidates: impl Iterator<Item = Result<(Value, Option<Affinity>)>>,
+    neg: bool,
+) -> Result<Value> {
+    let mut saw_null = false;
+    for c in candidates {
+        let (v, va) = c?;
+        let (l, r) = compare_affinity(xv.clone(), xa, v, va);
+        match cmp_nullable(&l, &r) {
+            None => saw_null = true,
+            Some(Ordering::Equal) => return Ok(bool_val(!neg)),
+            _ => {}
+        }
+    }
+    Ok(if saw_null { Value::Null } else { bool_val(neg) })
 }
 
 #[cfg(test)]

@@ -1330,27 +1330,11 @@ impl<'a> Parser<'a> {
     }
 
     fn or(&mut self) -> Result<Expr> {
-        let mut l = self.and()?;
-        let mut h = None;
-        while self.eat_kw("OR") {
-            let at = self.at();
-            let r = self.and()?;
-            self.grow(&mut h, &l, r.height(), at)?;
-            l = Expr::Binary(BinOp::Or, Box::new(l), Box::new(r));
-        }
-        Ok(l)
+        self.binary_chain(&[("OR", BinOp::Or)], Self::and)
     }
 
     fn and(&mut self) -> Result<Expr> {
-        let mut l = self.not()?;
-        let mut h = None;
-        while self.eat_kw("AND") {
-            let at = self.at();
-            let r = self.not()?;
-            self.grow(&mut h, &l, r.height(), at)?;
-            l = Expr::Binary(BinOp::And, Box::new(l), Box::new(r));
-        }
-        Ok(l)
+        self.binary_chain(&[("AND", BinOp::And)], Self::not)
     }
 
     fn not(&mut self) -> Result<Expr> {
@@ -1494,8 +1478,8 @@ impl<'a> Parser<'a> {
         Ok(Expr::InSelect(Box::new(l), Box::new(s), neg))
     }
 
-    /// A left-associative chain of the operators in `ops` over operands parsed by `next`,
-    /// its tree height checked as it grows.
+    /// A left-associative chain of the operators in `ops` (symbols, or keywords such as
+    /// `AND`) over operands parsed by `next`, its tree height checked as it grows.
     fn binary_chain(
         &mut self,
         ops: &[(&str, BinOp)],
@@ -1505,7 +1489,14 @@ impl<'a> Parser<'a> {
         let mut h = None;
         loop {
             let at = self.at();
-            let Some(op) = ops.iter().find(|(o, _)| self.eat_op(o)).map(|(_, op)| *op) else {
+            let eat = |p: &mut Self, o: &str| {
+                if o.starts_with(|c: char| c.is_ascii_alphabetic()) {
+                    p.eat_kw(o)
+                } else {
+                    p.eat_op(o)
+                }
+            };
+            let Some(op) = ops.iter().find(|(o, _)| eat(self, o)).map(|(_, op)| *op) else {
                 break;
             };
             let r = next(self)?;
