@@ -8,7 +8,7 @@
 //! atomic LSM batch (one SQL statement, or a whole transaction), [`LsmStore::rollback`]
 //! drops it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Bound;
 
 use ember_lsm::{Db, Env, WriteBatch};
@@ -160,6 +160,32 @@ impl<E: Env> LsmStore<E> {
             };
         }
         self.db.write(b, self.sync).map_err(lerr)
+    }
+
+    /// Drops every table and index whose name is not in `named` (lower case), and makes
+    /// that durable; returns the names dropped.
+    pub fn sweep(&mut self, named: &HashSet<String>) -> Result<Vec<String>> {
+        let mut gone = Vec::new();
+        for t in self.tables.clone() {
+            if !named.contains(&t.to_ascii_lowercase()) {
+                self.drop_table(&t)?;
+                gone.push(t);
+            }
+        }
+        let idx: Vec<String> = self.indexes.keys().cloned().collect();
+        for i in idx {
+            if !named.contains(&i.to_ascii_lowercase()) {
+                self.drop_index(&i)?;
+                gone.push(i);
+            }
+        }
+        if !gone.is_empty() {
+            let sync = std::mem::replace(&mut self.sync, true);
+            let r = self.commit();
+            self.sync = sync;
+            r?;
+        }
+        Ok(gone)
     }
 
     /// Drops the pending batch (and reloads definitions it may have changed).
