@@ -22,6 +22,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod coordcache;
 mod device;
 pub mod lsmkey;
 pub mod lsmroot;
@@ -143,6 +144,9 @@ pub struct OpenOptions {
     /// RAM cap of the LSM engine behind `USING lsm` tables (memtables, pinned indexes and
     /// filters, block cache).
     pub lsm_memory_bytes: usize,
+    /// Bytes of the coordination cache in front of `USING lsm` tables: results of point and
+    /// range queries, dropped by writes to the keys they cover (0: off).
+    pub lsm_cache_bytes: usize,
 }
 
 impl Default for OpenOptions {
@@ -153,6 +157,7 @@ impl Default for OpenOptions {
             cache_bytes: 2 << 20,
             query_cache_bytes: 256 << 10,
             lsm_memory_bytes: 8 << 20,
+            lsm_cache_bytes: 1 << 20,
         }
     }
 }
@@ -172,9 +177,15 @@ pub fn open_engine<D: ember_device::BlockDevice>(
     let table = TableStorage::new(db);
     let lsm_opts = ember_lsm::Options::with_budget(opts.lsm_memory_bytes);
     let sync = opts.mode == Mode::Full;
-    let lsm = lsmroot::open(&table, lsm_opts.clone(), sync)?;
+    let cache = opts.lsm_cache_bytes;
+    let mut lsm = lsmroot::open(&table, lsm_opts.clone(), sync)?;
+    if let Some(l) = lsm.as_mut() {
+        l.set_cache_bytes(cache);
+    }
     let routed = Routed::new(table, lsm).with_factory(Box::new(move |t| {
-        lsmroot::create(t, lsm_opts.clone(), sync)
+        let mut l = lsmroot::create(t, lsm_opts.clone(), sync)?;
+        l.set_cache_bytes(cache);
+        Ok(l)
     }));
     let mut exec = Executor::open(routed)?;
     let catalog = exec.catalog().clone();

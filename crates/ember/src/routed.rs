@@ -175,10 +175,12 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         limit: usize,
     ) -> Result<Vec<Row>> {
         if lsm(t) {
-            let mut rows = self.store(t)?.scan(t, lo, hi)?;
-            if desc {
-                rows.reverse();
+            if !desc {
+                return self.store(t)?.scan_limited(t, lo, hi, limit);
             }
+            // The tree iterates forward only: read the range, take its end.
+            let mut rows = self.store(t)?.scan(t, lo, hi)?;
+            rows.reverse();
             rows.truncate(limit);
             Ok(rows)
         } else {
@@ -263,6 +265,20 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         name: &str,
         value: Option<&Value>,
     ) -> Result<Option<Vec<(String, Value)>>> {
+        if name == "lsm_cache" {
+            let st = self.lsm.as_ref().and_then(LsmStore::cache_stats);
+            let int = |v: u64| Value::Integer(i64::try_from(v).unwrap_or(i64::MAX));
+            return Ok(Some(match st {
+                None => vec![("lsm_cache".into(), Value::Text("off".into()))],
+                Some(s) => vec![
+                    ("hits".into(), int(s.hits)),
+                    ("misses".into(), int(s.misses)),
+                    ("invalidations".into(), int(s.invalidations)),
+                    ("evictions".into(), int(s.evictions)),
+                    ("slab_bytes".into(), int(s.slab_bytes as u64)),
+                ],
+            }));
+        }
         self.table.pragma(name, value)
     }
 }

@@ -363,3 +363,80 @@ fn power_cuts_keep_every_acknowledged_commit_whole() {
     eprintln!("{report}");
     assert!(report.ops >= 400, "only {} device operations", report.ops);
 }
+
+fn cache_counter(conn: &Connection, name: &str) -> i64 {
+    let rows = all(conn, "PRAGMA lsm_cache");
+    let names = ["hits", "misses", "invalidations", "evictions", "slab_bytes"];
+    let i = names.iter().position(|n| *n == name).unwrap();
+    match rows.first().and_then(|r| r.get(i)) {
+        Some(Value::Integer(v)) => *v,
+        other => panic!("PRAGMA lsm_cache gave {rows:?} ({other:?})"),
+    }
+}
+
+#[test]
+fn the_coordination_cache_answers_repeated_queries_and_writes_refresh_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = OpenOptions {
+        capacity: 32 << 20,
+        mode: Mode::Metadata,
+        ..OpenOptions::default()
+    };
+    let conn = Connection::open_with(dir.path().join("c.ember"), opts).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE kv(id INTEGER PRIMARY KEY, v TEXT, n INTEGER) USING lsm;
+         CREATE INDEX kv_n ON kv(n);",
+    )
+    .unwrap();
+    for i in 0..200i64 {
+        conn.execute(
+            "INSERT INTO kv VALUES (?1, ?2, ?3)",
+            ember::params![i, format!("v{i}"), i % 10],
+        )
+        .unwrap();
+    }
+    let point = "SELECT v FROM kv WHERE id = 42";
+    let range = "SELECT id FROM kv WHERE id BETWEEN 10 AND 19";
+    let index = "SELECT id FROM kv WHERE n = 3 ORDER BY id";
+    let first = (all(&conn, point), all(&conn, range), all(&conn, index));
+    let hits = cache_counter(&conn, "hits");
+    assert_eq!(
+        (all(&conn, point), all(&conn, range), all(&conn, index)),
+        first
+    );
+    assert!(cache_counter(&conn, "hits") >= hits + 3, "repeats must hit");
+    // A write to a row the index result returned refreshes it; one elsewhere does not.
+    conn.execute("UPDATE kv SET v = 'new' WHERE id = 13", [])
+        .unwrap();
+    assert_eq!(all(&conn, index), first.2);
+    assert_eq!(all(&conn, point), first.0);
+    conn.execute("UPDATE kv SET n = 3 WHERE id = 150", [])
+        .unwrap();
+    let mut want = first.2.clone();
+    want.push(vec![Value::Integer(150)]);
+    want.sort_by_key(|r| match r[0] {
+        Value::Integer(i) => i,
+        _ => 0,
+    });
+    assert_eq!(all(&conn, index), want);
+    conn.execute("DELETE FROM kv WHERE id = 15", []).unwrap();
+    assert_eq!(all(&conn, range).len(), 9);
+    conn.execute("UPDATE kv SET v = 'changed' WHERE id = 42", [])
+        .unwrap();
+    assert_eq!(all(&conn, point), vec![vec![Value::Text("changed".into())]]);
+    assert!(cache_counter(&conn, "invalidations") > 0);
+
+    let off = Connection::open_with(
+        dir.path().join("off.ember"),
+        OpenOptions {
+            lsm_cache_bytes: 0,
+            ..opts
+        },
+    )
+    .unwrap();
+    off.execute_batch("CREATE TABLE t(a) USING lsm").unwrap();
+    assert_eq!(
+        all(&off, "PRAGMA lsm_cache"),
+        vec![vec![Value::Text("off".into())]]
+    );
+}
