@@ -40,6 +40,8 @@ pub(crate) enum Entry {
         seq: u32,
         ctx_len: u16,
         state_len: u16,
+        /// Format version of the record (1: the window is a ring; 2: it is an order).
+        version: u8,
     },
     Redo {
         part: u8,
@@ -62,6 +64,10 @@ enum Step {
 }
 
 const STATE_MAX: usize = 4 + 8 * MAX_PARTITIONS;
+
+/// Format version of the commit records this engine writes (version 1 records, whose
+/// partition window is a ring, are still read).
+const COMMIT_VERSION: u8 = 2;
 
 impl<F: FlashDevice, const D: usize> Store<F, D> {
     fn seg_addr(&self, seg: u16) -> u64 {
@@ -186,7 +192,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                     total,
                 ))
             }
-            TAG_COMMIT if n == 12 && h[1] == 1 => {
+            TAG_COMMIT if n == 12 && (h[1] == 1 || h[1] == COMMIT_VERSION) => {
                 let ctx_len = le16(&h[2..]);
                 let state_len = le16(&h[8..]);
                 let total = (COMMIT_FIXED + u32::from(state_len) + u32::from(ctx_len))
@@ -218,6 +224,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                         seq: le32(&h[4..]),
                         ctx_len,
                         state_len,
+                        version: h[1],
                     },
                     total,
                 ))
@@ -255,24 +262,28 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     // ---- state -----------------------------------------------------------------------------
 
+    /// The state a commit record saves (version 2): `oldest | live | partitions | 0`, then
+    /// per partition `units u16 | records u16 | root u16 | rank u8 | 0`, where `rank` is the
+    /// partition's place in the FIFO order (`< live`: live, oldest first; the rest free).
     fn encode_state(&self, out: &mut [u8; STATE_MAX]) -> usize {
-        out[0] = self.head;
+        out[0] = self.order[0];
         out[1] = self.live;
         out[2] = self.lay.parts;
         out[3] = 0;
-        for p in 0..usize::from(self.lay.parts) {
+        for (rank, &p) in self.order[..usize::from(self.lay.parts)].iter().enumerate() {
+            let p = usize::from(p);
             let pt = self.parts[p];
             let b = &mut out[4 + 8 * p..12 + 8 * p];
             b[..2].copy_from_slice(&pt.units.to_le_bytes());
             b[2..4].copy_from_slice(&pt.records.to_le_bytes());
             b[4..6].copy_from_slice(&pt.root.to_le_bytes());
-            b[6..8].copy_from_slice(&[0, 0]);
+            b[6..8].copy_from_slice(&[rank as u8, 0]);
         }
         4 + 8 * usize::from(self.lay.parts)
     }
 
     /// Loads and checks a committed state.
-    fn decode_state(&mut self, b: &[u8], addr: u64) -> Result<()> {
+    fn decode_state(&mut self, b: &[u8], version: u8, addr: u64) -> Result<()> {
         let bad = |reason| {
             Err(Error::Corrupt {
                 what: Structure::Commit,
@@ -287,19 +298,26 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         if b[0] >= n || b[1] == 0 || b[1] > n {
             return bad("the partition window is out of range");
         }
-        self.head = b[0];
         self.live = b[1];
-        for p in 0..usize::from(n) {
-            let e = &b[4 + 8 * p..];
+        let mut seen = 0u8;
+        for p in 0..n {
+            let e = &b[4 + 8 * usize::from(p)..];
             let pt = Part {
                 units: le16(e),
                 records: le16(&e[2..]),
                 root: le16(&e[4..]),
             };
-            self.parts[p] = pt;
+            self.parts[usize::from(p)] = pt;
+            // Version 1 kept a ring from the oldest partition.
+            let rank = if version == 1 { (p + n - b[0]) % n } else { e[6] };
+            if rank >= n || seen >> rank & 1 == 1 {
+                return bad("the partition order is not a permutation");
+            }
+            seen |= 1 << rank;
+            self.order[usize::from(rank)] = p;
         }
         for i in 0..self.live {
-            let p = (self.head + i) % n;
+            let p = self.order[usize::from(i)];
             let pt = self.parts[usize::from(p)];
             if pt.units == 0 || pt.root >= pt.units || !self.fits(p, 0, 0) {
                 return bad("a partition's free-space pointers are out of range");
@@ -317,10 +335,9 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             cfg,
             lay,
             parts: [Part::default(); MAX_PARTITIONS],
-            head: 0,
+            order: [0, 1, 2, 3, 4, 5, 6, 7],
             live: 1,
-            ck_head: 0,
-            ck_live: 1,
+            ck_mask: 1,
             ck_units: 0,
             ck_records: 0,
             flags: 0,
@@ -378,7 +395,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         let seq = self.seq.wrapping_add(1);
         let mut head = [0u8; 12];
         head[0] = TAG_COMMIT;
-        head[1] = 1;
+        head[1] = COMMIT_VERSION;
         head[2..4].copy_from_slice(&(context.len() as u16).to_le_bytes());
         head[4..8].copy_from_slice(&seq.to_le_bytes());
         head[8..10].copy_from_slice(&(sl as u16).to_le_bytes());
@@ -410,8 +427,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     /// RAM bookkeeping after a commit or a restore: the current state is the checkpoint.
     fn checkpointed(&mut self) {
-        self.ck_head = self.head;
-        self.ck_live = self.live;
+        self.ck_mask = self.live_mask();
         let c = self.parts[usize::from(self.cur())];
         self.ck_units = c.units;
         self.ck_records = c.records;
@@ -455,7 +471,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             pos: SEG_HEADER,
         };
         let mut bound = at;
-        let mut commit: Option<(LogAt, LogAt, u32, u16, u16, LogAt)> = None;
+        let mut commit: Option<(LogAt, LogAt, u32, u16, u16, u8, LogAt)> = None;
         let mut stale = false;
         while let Some((here, e)) = self.log_next(&mut at, last_seq)? {
             match e {
@@ -463,8 +479,9 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                     seq,
                     ctx_len,
                     state_len,
+                    version,
                 } => {
-                    commit = Some((here, at, seq, ctx_len, state_len, bound));
+                    commit = Some((here, at, seq, ctx_len, state_len, version, bound));
                     bound = at;
                     stale = false;
                 }
@@ -476,7 +493,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 Entry::Mark(_) => {}
             }
         }
-        let (c_at, c_end, seq, ctx_len, state_len, apply_from) =
+        let (c_at, c_end, seq, ctx_len, state_len, version, apply_from) =
             commit.ok_or(Error::NoCheckpoint)?;
         if context.len() < usize::from(ctx_len) {
             return Err(Error::Buffer {
@@ -498,15 +515,14 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         let mut state = [0u8; STATE_MAX];
         let sl = usize::from(state_len);
         self.read(Structure::Commit, c_addr + 12, &mut state[..sl])?;
-        self.decode_state(&state[..sl], c_addr)?;
+        self.decode_state(&state[..sl], version, c_addr)?;
         let cl = usize::from(ctx_len);
         self.read(
             Structure::Commit,
             c_addr + 12 + sl as u64,
             &mut context[..cl],
         )?;
-        self.ck_head = self.head;
-        self.ck_live = self.live;
+        self.ck_mask = self.live_mask();
         match self.cfg.checkpointing {
             Checkpointing::Rollback => {
                 let mut at = c_end;

@@ -171,12 +171,14 @@ pub struct Store<F: FlashDevice, const D: usize> {
     pub(crate) cfg: Config<D>,
     pub(crate) lay: Layout,
     pub(crate) parts: [Part; MAX_PARTITIONS],
-    /// FIFO window in RAM: oldest live partition and the number live (the last is current).
-    pub(crate) head: u8,
+    /// The partitions in FIFO order: `order[..live]` are live, oldest first (the last is
+    /// current); `order[live..]` are free, in the order they will be taken. RB and WAL only
+    /// ever rotate it (a ring); COW compaction swaps the current partition with the first
+    /// free one.
+    pub(crate) order: [u8; MAX_PARTITIONS],
     pub(crate) live: u8,
-    /// The same window at the last checkpoint.
-    pub(crate) ck_head: u8,
-    pub(crate) ck_live: u8,
+    /// The live partitions at the last checkpoint (bit `p`: partition `p`).
+    pub(crate) ck_mask: u8,
     /// The current partition's node units and records at the last checkpoint (or restore).
     pub(crate) ck_units: u16,
     pub(crate) ck_records: u16,
@@ -278,19 +280,26 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     /// Live partitions, oldest first, and the records each holds (in RAM bookkeeping).
     pub fn partitions(&self) -> impl Iterator<Item = (u8, u16)> + '_ {
         (0..self.live).map(move |i| {
-            let p = (self.head + i) % self.lay.parts;
+            let p = self.order[usize::from(i)];
             (p, self.parts[p as usize].records)
         })
     }
 
     pub(crate) fn cur(&self) -> u8 {
-        (self.head + self.live - 1) % self.lay.parts
+        self.order[usize::from(self.live) - 1]
     }
 
-    /// Whether partition `p` belongs to the last checkpoint (writes to it must be undoable).
+    /// The live partitions as a bit mask.
+    pub(crate) fn live_mask(&self) -> u8 {
+        self.order[..usize::from(self.live)]
+            .iter()
+            .fold(0, |m, &p| m | 1 << p)
+    }
+
+    /// Whether partition `p` belongs to the last checkpoint (writes to it must be undoable,
+    /// and it must not be erased).
     pub(crate) fn committed(&self, p: u8) -> bool {
-        let n = self.lay.parts;
-        (p + n - self.ck_head) % n < self.ck_live
+        self.ck_mask >> p & 1 == 1
     }
 
     pub(crate) fn root_region(&self) -> Region<D> {
@@ -338,12 +347,10 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     /// Moves to the next partition, dropping the oldest if every one is live.
     fn next_partition(&mut self) -> Result<()> {
-        let n = self.lay.parts;
-        let next = (self.cur() + 1) % n;
-        if self.live == n {
-            self.head = (self.head + 1) % n;
-            self.live -= 1;
+        if self.live == self.lay.parts {
+            self.drop_oldest();
         }
+        let next = self.order[usize::from(self.live)];
         if self.committed(next) {
             return Err(Error::CheckpointNeeded);
         }
@@ -366,6 +373,13 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         self.live += 1;
         self.flags &= F_OVERFLOW;
         Ok(())
+    }
+
+    /// Drops the oldest live partition from the window (it becomes the last free one).
+    pub(crate) fn drop_oldest(&mut self) {
+        let n = usize::from(self.lay.parts);
+        self.order[..n].rotate_left(1);
+        self.live -= 1;
     }
 
     /// Whether `nodes` more node bytes and `recs` more record bytes fit in partition `p`,
@@ -471,7 +485,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             if n == out.len() {
                 break;
             }
-            let p = (self.head + i) % self.lay.parts;
+            let p = self.order[usize::from(i)];
             let root = self.parts[p as usize].root;
             let region = self.root_region();
             // A tree visits each node once: a corrupt one that shares nodes cannot make the
