@@ -9,7 +9,7 @@ use crate::format::{
     BACKUP_HEADER, COMMIT_FIXED, Mark, MarkKind, SEG_HEADER, SMALL_ENTRY, TAG_ABORT, TAG_BACKUP,
     TAG_COMMIT, TAG_MARK, TAG_REDO, crc32, le16, le32, redo_size, small_entry,
 };
-use crate::store::{MARK_SLOTS, Part, Stats, Store};
+use crate::store::{F_COMPACT, MARK_SLOTS, Part, Stats, Store};
 
 /// Where the log is written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -383,6 +383,12 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     /// Commits a checkpoint: the engine's state and the caller's context blob, in one
     /// checksummed commit record. When it returns, a power failure restores exactly this.
+    ///
+    /// Under COW, after a put answered [`Error::CheckpointNeeded`] because the current
+    /// partition is full but mostly dead, the commit first compacts it: its live tree is
+    /// copied into a free partition that the last checkpoint does not hold (if the free one
+    /// is the oldest partition, just dropped, a commit record first makes the drop durable),
+    /// and the commit record then names the copy; the old partition becomes free.
     pub fn commit(&mut self, context: &[u8]) -> Result<()> {
         if context.len() > usize::from(self.cfg.context_max) {
             return Err(Error::Buffer {
@@ -390,6 +396,21 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 given: usize::from(self.cfg.context_max),
             });
         }
+        if self.cfg.checkpointing == Checkpointing::Cow
+            && self.flags & F_COMPACT != 0
+            && self.live < self.lay.parts
+        {
+            let q = self.order[usize::from(self.live)];
+            if self.committed(q) {
+                self.commit_record(context)?;
+            }
+            self.cow_compact(self.cur(), q)?;
+        }
+        self.commit_record(context)
+    }
+
+    /// Writes a commit record of the current state and `context` (checked by the caller).
+    fn commit_record(&mut self, context: &[u8]) -> Result<()> {
         let mut state = [0u8; STATE_MAX];
         let sl = self.encode_state(&mut state);
         let seq = self.seq.wrapping_add(1);

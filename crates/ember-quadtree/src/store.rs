@@ -150,6 +150,8 @@ pub struct Stats {
     pub redo_entries: u32,
     /// Nodes copied (COW path copies and compaction).
     pub node_copies: u32,
+    /// COW compactions (a partition's live tree copied into a free partition).
+    pub compactions: u32,
     /// Partitions erased for reuse.
     pub partition_erases: u32,
     /// Log erase units erased.
@@ -195,6 +197,8 @@ pub struct Store<F: FlashDevice, const D: usize> {
 pub(crate) const F_NODE_AREA: u8 = 1;
 pub(crate) const F_REC_AREA: u8 = 2;
 pub(crate) const F_OVERFLOW: u8 = 4;
+/// COW: the current partition is full and the next commit compacts it.
+pub(crate) const F_COMPACT: u8 = 8;
 
 impl<F: FlashDevice, const D: usize> Store<F, D> {
     // ---- device access -------------------------------------------------------------------
@@ -277,6 +281,13 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         core::mem::size_of::<Self>() - core::mem::size_of::<F>()
     }
 
+    /// Whether the next [`commit`](Store::commit) compacts the current partition (COW: a put
+    /// found it full and mostly dead). Such a commit erases a partition and copies the live
+    /// tree: it takes far longer than an ordinary one.
+    pub fn compaction_pending(&self) -> bool {
+        self.flags & F_COMPACT != 0
+    }
+
     /// Live partitions, oldest first, and the records each holds (in RAM bookkeeping).
     pub fn partitions(&self) -> impl Iterator<Item = (u8, u16)> + '_ {
         (0..self.live).map(move |i| {
@@ -338,6 +349,15 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 self.stats.puts = self.stats.puts.wrapping_add(1);
                 return Ok(());
             }
+            if self.cfg.checkpointing == Checkpointing::Cow && self.cow_should_compact(p)? {
+                // The commit compacts (it holds the context a checkpoint needs); its target
+                // is the first free partition, the oldest one if none is free.
+                if self.live == self.lay.parts {
+                    self.drop_oldest();
+                }
+                self.flags |= F_COMPACT;
+                return Err(Error::CheckpointNeeded);
+            }
             self.next_partition()?;
         }
         Err(Error::Config {
@@ -354,7 +374,15 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         if self.committed(next) {
             return Err(Error::CheckpointNeeded);
         }
-        let at = self.lay.part(next);
+        self.erase_partition(next)?;
+        self.live += 1;
+        self.flags &= F_OVERFLOW;
+        Ok(())
+    }
+
+    /// Erases the units of free partition `p` that are not erased, and empties its tree.
+    pub(crate) fn erase_partition(&mut self, p: u8) -> Result<()> {
+        let at = self.lay.part(p);
         let len = u64::from(self.lay.part_len);
         let seg = u64::from(self.lay.seg);
         let mut u = 0;
@@ -365,13 +393,11 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             }
             u += seg;
         }
-        self.parts[next as usize] = Part {
+        self.parts[p as usize] = Part {
             units: 1,
             records: 0,
             root: 0,
         };
-        self.live += 1;
-        self.flags &= F_OVERFLOW;
         Ok(())
     }
 

@@ -7,6 +7,22 @@ mod common;
 use common::*;
 use ember_quadtree::{Error, Query, Record, Store};
 
+/// A put that commits (with the context of the `done` records before it) when the store
+/// asks for a checkpoint first.
+fn put<F: ember_device::FlashDevice>(
+    s: &mut Store<F, 2>,
+    r: &Record<2>,
+    done: u64,
+) -> Result<(), Error> {
+    match s.put(r) {
+        Err(Error::CheckpointNeeded) => {
+            s.commit(&ctx(done))?;
+            s.put(r)
+        }
+        other => other,
+    }
+}
+
 #[test]
 fn every_variant_returns_what_was_put_across_commits_and_reopens() {
     for (name, cfg) in variants(40) {
@@ -14,7 +30,7 @@ fn every_variant_returns_what_was_put_across_commits_and_reopens() {
         let mut model = Vec::new();
         for i in 0..600u64 {
             let r = record(7, i);
-            s.put(&r).unwrap_or_else(|e| panic!("{name}: put {i}: {e}"));
+            put(&mut s, &r, i).unwrap_or_else(|e| panic!("{name}: put {i}: {e}"));
             model.push(r);
             if i % 50 == 49 {
                 s.commit(&ctx(i + 1)).unwrap();
@@ -61,7 +77,10 @@ fn every_variant_returns_what_was_put_across_commits_and_reopens() {
         assert_eq!(all_records(&mut s), sorted(&model), "{name}");
         // Uncommitted puts vanish at the next open.
         for i in 600..640 {
-            s.put(&record(7, i)).unwrap();
+            match s.put(&record(7, i)) {
+                Err(Error::CheckpointNeeded) => break,
+                other => other.unwrap(),
+            }
         }
         let (mut s, n) = Store::open(s.into_device(), cfg, &mut c).unwrap();
         assert_eq!(parse_ctx(&c[..n]), Some(600), "{name}");
@@ -69,7 +88,7 @@ fn every_variant_returns_what_was_put_across_commits_and_reopens() {
         // And it goes on.
         for i in 600..700 {
             let r = record(7, i);
-            s.put(&r).unwrap();
+            put(&mut s, &r, i).unwrap();
             model.push(r);
         }
         s.commit(&ctx(700)).unwrap();

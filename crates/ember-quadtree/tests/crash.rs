@@ -10,7 +10,7 @@ mod common;
 use common::*;
 use ember_crashtest::CrashTest;
 use ember_device::{FaultPlan, FaultyFlash, PowerFail, SplitMix64};
-use ember_quadtree::{Config, Error, Store};
+use ember_quadtree::{Checkpointing, Config, Error, Store};
 
 const N: u64 = 500;
 const EVERY: u64 = 50;
@@ -71,10 +71,18 @@ fn expected(k: u64) -> Vec<ember_quadtree::Record<2>> {
     v
 }
 
-fn reference_hash(cfg: Config<2>) -> u64 {
+/// The record-set hash of a run without failures, and how many compactions it made.
+fn reference_hash(cfg: Config<2>) -> (u64, u32) {
     let mut s = Store::format(flash(&cfg), cfg, &ctx(0)).unwrap();
     run(&mut s, 0, |_, _| {}).unwrap();
-    set_hash(&all_records(&mut s))
+    (set_hash(&all_records(&mut s)), s.stats().compactions)
+}
+
+/// COW must compact inside the workload (several times), so that the cuts land in it.
+fn assert_compacts(name: &str, cfg: Config<2>, compactions: u32) {
+    if cfg.checkpointing == Checkpointing::Cow {
+        assert!(compactions >= 2, "{name}: {compactions} compactions");
+    }
 }
 
 fn check(medium: Flash, st: &Acked, cfg: Config<2>, reference: u64) -> Result<(), String> {
@@ -117,8 +125,9 @@ fn check(medium: Flash, st: &Acked, cfg: Config<2>, reference: u64) -> Result<()
 
 fn every_cut(name: &str, max_points: usize) {
     let (_, cfg) = variants(16).into_iter().find(|v| v.0 == name).unwrap();
-    let reference = reference_hash(cfg);
+    let (reference, compactions) = reference_hash(cfg);
     assert_eq!(reference, set_hash(&expected(N)));
+    assert_compacts(name, cfg, compactions);
     let report = CrashTest::new()
         .max_points(max_points)
         .run(
@@ -165,6 +174,8 @@ fn cow_every_cut_point_of_500_inserts() {
 struct Hits {
     restore: u64,
     commit: u64,
+    /// In a commit that compacts (COW).
+    compaction: u64,
     insert: u64,
     format: u64,
 }
@@ -224,6 +235,7 @@ fn blackout_run(cfg: Config<2>, seed: u64, hits: &mut Hits) -> Result<u64, Strin
                 match phase {
                     "restore" => hits.restore += 1,
                     "commit" => hits.commit += 1,
+                    "compaction" => hits.compaction += 1,
                     "format" => hits.format += 1,
                     _ => hits.insert += 1,
                 }
@@ -243,18 +255,35 @@ fn run_phased<F: ember_device::FlashDevice>(
     if from > N {
         return Err(Error::NoCheckpoint);
     }
-    run(s, from, |inflight, _| {
-        *phase = if inflight.is_some() {
-            "commit"
-        } else {
-            "insert"
-        };
-    })
+    let mut i = from;
+    while i < N {
+        match s.put(&record(SEED, i)) {
+            Ok(()) => i += 1,
+            Err(Error::CheckpointNeeded) => {
+                *phase = if s.compaction_pending() {
+                    "compaction"
+                } else {
+                    "commit"
+                };
+                s.commit(&ctx(i))?;
+                *phase = "insert";
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+        if i.is_multiple_of(EVERY) || i == N {
+            *phase = "commit";
+            s.commit(&ctx(i))?;
+            *phase = "insert";
+        }
+    }
+    Ok(())
 }
 
 fn blackouts(seeds: u64) {
     for (name, cfg) in variants(16) {
-        let reference = reference_hash(cfg);
+        let (reference, compactions) = reference_hash(cfg);
+        assert_compacts(name, cfg, compactions);
         let mut hits = Hits::default();
         for seed in 0..seeds {
             let h = blackout_run(
@@ -271,6 +300,9 @@ fn blackouts(seeds: u64) {
                 hits.restore > 0 && hits.commit > 0 && hits.insert > 0,
                 "{name}: {hits:?}"
             );
+            if cfg.checkpointing == Checkpointing::Cow {
+                assert!(hits.compaction > 0, "{name}: no cut in a compaction: {hits:?}");
+            }
         }
     }
 }
