@@ -13,7 +13,9 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(20_000);
-    println!("| run | threshold % | total s | failures | commit avg/max ms | partition erases | kept |");
+    println!(
+        "| run | threshold % | total s | failures | commit avg/max ms | partition erases | kept |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|");
     let mut rows = vec![("RB", Checkpointing::Rollback, 0u8)];
     for t in [0u8, 34, 36, 38, 40, 42, 44, 46, 48, 50, 55, 60, 70, 80] {

@@ -309,7 +309,11 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             };
             self.parts[usize::from(p)] = pt;
             // Version 1 kept a ring from the oldest partition.
-            let rank = if version == 1 { (p + n - b[0]) % n } else { e[6] };
+            let rank = if version == 1 {
+                (p + n - b[0]) % n
+            } else {
+                e[6]
+            };
             if rank >= n || seen >> rank & 1 == 1 {
                 return bad("the partition order is not a permutation");
             }
