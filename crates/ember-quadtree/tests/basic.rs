@@ -175,3 +175,43 @@ fn ram_of_the_engine() {
     eprintln!("engine RAM: {n} bytes");
     assert!(n <= 256, "the issue allows 256 bytes, the engine keeps {n}");
 }
+
+#[test]
+fn cow_compaction_keeps_the_live_tree_for_every_split_kind() {
+    for (lazy, pivot) in [(true, false), (false, false), (true, true), (false, true)] {
+        let mut cfg = config(
+            ember_quadtree::Checkpointing::Cow,
+            ember_quadtree::Undo::Discard,
+            lazy,
+            16,
+        );
+        cfg.pivot_split = pivot;
+        let name = format!("lazy {lazy}, pivot {pivot}");
+        let mut s = Store::format(flash(&cfg), cfg, &ctx(0)).unwrap();
+        let mut i = 0u64;
+        while i < 1500 {
+            match s.put(&record(9, i)) {
+                Ok(()) => i += 1,
+                Err(Error::CheckpointNeeded) => s.commit(&ctx(i)).unwrap(),
+                Err(e) => panic!("{name}: put {i}: {e}"),
+            }
+            if i.is_multiple_of(50) {
+                s.commit(&ctx(i)).unwrap();
+            }
+        }
+        assert!(s.stats().compactions >= 2, "{name}: {:?}", s.stats());
+        // A run of the newest records, each as it was put, also after a reopen.
+        let recs = all_records(&mut s);
+        let first = 1500 - recs.len() as u64;
+        let want: Vec<_> = (first..1500).map(|i| record(9, i)).collect();
+        assert_eq!(sorted(&recs), sorted(&want), "{name}");
+        assert!(recs.len() > 500, "{name}: {} kept", recs.len());
+        let mut c = [0u8; 64];
+        let (mut s, n) = Store::open(s.into_device(), cfg, &mut c).unwrap();
+        assert_eq!(parse_ctx(&c[..n]), Some(1500), "{name}");
+        assert_eq!(all_records(&mut s), recs, "{name}");
+        for r in want.iter().step_by(41) {
+            assert!(s.get(&r.dims).unwrap().is_some(), "{name}: {r:?}");
+        }
+    }
+}
