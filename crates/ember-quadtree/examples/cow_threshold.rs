@@ -18,7 +18,7 @@ fn main() {
     );
     println!("|---|---:|---:|---:|---:|---:|---:|");
     let mut rows = vec![("RB", Checkpointing::Rollback, 0u8)];
-    for t in [0u8, 40, 50, 55, 60, 70, 80] {
+    for t in [0u8, 36, 40, 45, 50, 55, 60, 70, 80] {
         rows.push(("COW", Checkpointing::Cow, t));
     }
     for (name, ck, t) in rows {
