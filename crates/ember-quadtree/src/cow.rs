@@ -176,13 +176,18 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     /// Partition `p` is full: whether to compact it — its live bytes are below the threshold,
     /// and the copy leaves room for a put at the deepest level after the commit (which copies
-    /// the path again, splitting at the end).
+    /// the path again, splitting at the end). Not if the tree is within a level of
+    /// [`MAX_DEPTH`]: the put may have failed for depth, which no compaction cures (it would
+    /// compact again and again).
     pub(crate) fn cow_should_compact(&mut self, p: u8) -> Result<bool> {
         let t = u32::from(self.cfg.cow_compact_percent);
         if t == 0 {
             return Ok(false);
         }
         let l = self.live_size(p)?;
+        if l.depth as usize + 2 > MAX_DEPTH {
+            return Ok(false);
+        }
         let rec = u32::from(self.lay.rec);
         let (len, node, group) = (self.lay.part_len, self.lay.node, self.lay.group);
         let nodes = l.units * node;

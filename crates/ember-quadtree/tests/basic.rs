@@ -215,3 +215,40 @@ fn cow_compaction_keeps_the_live_tree_for_every_split_kind() {
         }
     }
 }
+
+#[test]
+fn cow_with_a_tree_too_deep_to_grow_moves_on_instead_of_compacting_forever() {
+    // Identical readings all go to the same leaf: the path deepens until a put cannot be
+    // placed at any depth the engine allows, however much room compaction would make.
+    let mut cfg = config(
+        ember_quadtree::Checkpointing::Cow,
+        ember_quadtree::Undo::Discard,
+        true,
+        120,
+    );
+    cfg.cow_compact_percent = 90;
+    let mut s = Store::format(flash(&cfg), cfg, &ctx(0)).unwrap();
+    let mut i = 0u64;
+    let mut commits = 0;
+    while i < 3000 {
+        let r = Record {
+            ts: i as u32,
+            dims: [500, 600],
+        };
+        match s.put(&r) {
+            Ok(()) => i += 1,
+            Err(Error::CheckpointNeeded) => {
+                commits += 1;
+                assert!(commits < 1000, "put {i} asks for a commit again and again");
+                s.commit(&ctx(i)).unwrap();
+            }
+            Err(e) => panic!("put {i}: {e}"),
+        }
+        if i.is_multiple_of(50) {
+            s.commit(&ctx(i)).unwrap();
+        }
+    }
+    let mut out = vec![Record::default(); 4000];
+    let n = s.scan(&Query::point([500, 600]), &mut out).unwrap();
+    assert!(n > 0 && out[..n].iter().all(|r| r.dims == [500, 600]));
+}
