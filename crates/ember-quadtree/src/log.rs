@@ -1016,3 +1016,54 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         units * u64::from(self.lay.seg) + u64::from(self.log.pos)
     }
 }
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use ember_device::{CostModel, FlashGeometry, SimFlash};
+
+    fn store() -> Store<SimFlash<ember_device::MemBlock<std::vec::Vec<u8>>>, 2> {
+        let cfg = Config::<2>::new([1001, 1201]);
+        let f = SimFlash::in_memory(
+            FlashGeometry::nor(cfg.flash_bytes(512), 512),
+            CostModel::MSP430_NOR,
+        )
+        .unwrap();
+        Store::format(f, cfg, b"").unwrap()
+    }
+
+    fn state(oldest: u8, live: u8, ranks: [u8; 4]) -> [u8; 36] {
+        let mut b = [0u8; 36];
+        b[..4].copy_from_slice(&[oldest, live, 4, 0]);
+        for p in 0..4 {
+            b[4 + 8 * p..6 + 8 * p].copy_from_slice(&1u16.to_le_bytes());
+            b[10 + 8 * p] = ranks[p];
+        }
+        b
+    }
+
+    #[test]
+    fn a_version_1_window_is_read_as_a_ring_and_version_2_as_an_order() {
+        let mut s = store();
+        // Version 1: oldest 2, three live: 2, 3, 0 (the ranks bytes are ignored).
+        s.decode_state(&state(2, 3, [0; 4]), 1, 0).unwrap();
+        assert_eq!((s.order[..4].to_vec(), s.live), (std::vec![2, 3, 0, 1], 3));
+        // Version 2: partition 3 oldest, then 1, then 0; 2 free.
+        s.decode_state(&state(3, 3, [2, 1, 3, 0]), 2, 0).unwrap();
+        assert_eq!(s.order[..4].to_vec(), std::vec![3, 1, 0, 2]);
+        assert_eq!(
+            s.partitions().map(|x| x.0).collect::<std::vec::Vec<_>>(),
+            [3, 1, 0]
+        );
+        // Not a permutation.
+        assert!(matches!(
+            s.decode_state(&state(0, 2, [0, 1, 1, 3]), 2, 0),
+            Err(Error::Corrupt { .. })
+        ));
+        assert!(matches!(
+            s.decode_state(&state(0, 2, [0, 1, 2, 9]), 2, 0),
+            Err(Error::Corrupt { .. })
+        ));
+    }
+}
