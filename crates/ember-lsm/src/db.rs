@@ -326,10 +326,9 @@ impl<E: Env> Core<E> {
         let block = self.data(t, *h)?;
         let i = block.seek(key);
         Ok(block
-            .entries
-            .get(i)
-            .filter(|(k, _)| k.as_slice() == key)
-            .map(|(_, v)| v.clone()))
+            .entry(i)
+            .filter(|(k, _)| *k == key)
+            .map(|(_, v)| v.map(<[u8]>::to_vec)))
     }
 
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {

@@ -391,8 +391,13 @@ impl<E: Env> LsmStore<E> {
     pub fn put_row(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<()> {
         let obj = object(table)?;
         let key = lsmkey::row_key(obj, rowid);
-        let old = self.read(&key)?;
         let entries = self.index_entries(table);
+        // Without indexes the old row is not needed: the put is blind (no read).
+        let old = if entries.is_empty() {
+            None
+        } else {
+            self.read(&key)?
+        };
         if let Some(old) = old {
             let old = decode_row(&key, &old)?;
             for (io, cols) in &entries {
