@@ -87,14 +87,14 @@ struct OrderHint<'a> {
 /// Where a FROM item's rows come from.
 #[derive(Debug, Clone)]
 enum LeafSrc {
-    Table(Box<TableDef>),
+    Table(Rc<TableDef>),
     Rows(Rc<Vec<Vec<Value>>>),
 }
 
 /// One FROM item after flattening the joins.
 #[derive(Debug, Clone)]
 struct Leaf {
-    scope: Scope,
+    scope: Rc<Scope>,
     src: LeafSrc,
     kind: JoinKind,
     on: Vec<Expr>,
@@ -129,7 +129,10 @@ pub struct Executor<S: Storage> {
     view_depth: u32,
     /// Access paths chosen, by (statement id, query node address, FROM item); emptied by
     /// any schema change.
-    plans: BTreeMap<(u64, usize, usize), Access>,
+    plans: BTreeMap<(u64, usize, usize), Rc<Access>>,
+    /// Each table's definition and row scope as FROM items use them, by table and alias
+    /// (shared, not rebuilt per execution); emptied with the plans.
+    leaf_defs: BTreeMap<(String, String), (Rc<TableDef>, Rc<Scope>)>,
     /// The statement running (its parse id).
     stmt_id: u64,
     /// Access paths chosen so far (cached ones not counted).
@@ -428,6 +431,7 @@ impl<S: Storage> Executor<S> {
             explain: None,
             view_depth: 0,
             plans: BTreeMap::new(),
+            leaf_defs: BTreeMap::new(),
             stmt_id: 0,
             plans_made: 0,
             no_subq_cache: false,
@@ -500,6 +504,7 @@ impl<S: Storage> Executor<S> {
         }
         self.catalog = cat;
         self.plans.clear();
+        self.leaf_defs.clear();
         Ok(())
     }
 
@@ -509,6 +514,7 @@ impl<S: Storage> Executor<S> {
         self.stmt_id = p.id;
         if self.plans.len() > 4096 {
             self.plans.clear();
+            self.leaf_defs.clear();
         }
         self.subq_cache.clear();
         self.subq_stack.clear();
@@ -615,6 +621,7 @@ impl<S: Storage> Executor<S> {
     fn write(&mut self, stmt: &Stmt, sql: &str) -> Result<Output> {
         if !matches!(stmt, Stmt::Insert(_) | Stmt::Update(_) | Stmt::Delete(_)) {
             self.plans.clear();
+            self.leaf_defs.clear();
         }
         match stmt {
             Stmt::Insert(i) => self.insert(i),
@@ -1565,8 +1572,8 @@ impl<S: Storage> Executor<S> {
         filter: Option<&Expr>,
     ) -> Result<Vec<(i64, Vec<Value>)>> {
         let leaf = Leaf {
-            scope: Self::table_scope(t, &t.name),
-            src: LeafSrc::Table(Box::new(t.clone())),
+            scope: Rc::new(Self::table_scope(t, &t.name)),
+            src: LeafSrc::Table(Rc::new(t.clone())),
             kind: JoinKind::Inner,
             on: Vec::new(),
             label: t.name.clone(),
@@ -2332,7 +2339,7 @@ impl<S: Storage> Executor<S> {
                         ))
                     })?;
                     let right_q = right_leaf.scope.cols[ri].table.clone();
-                    right_leaf.scope.cols[ri].hidden = true;
+                    Rc::make_mut(&mut right_leaf.scope).cols[ri].hidden = true;
                     conds.push(Expr::Binary(
                         BinOp::Eq,
                         Box::new(Expr::Column {
@@ -2375,7 +2382,7 @@ impl<S: Storage> Executor<S> {
             })
             .collect();
         Leaf {
-            scope: Scope { cols },
+            scope: Rc::new(Scope { cols }),
             src: LeafSrc::Rows(Rc::new(rows)),
             kind: JoinKind::Inner,
             on: Vec::new(),
@@ -2391,14 +2398,23 @@ impl<S: Storage> Executor<S> {
     ) -> Result<Leaf> {
         let k = key(name);
         if let Some(t) = self.catalog.tables.get(&k) {
-            let t = t.clone();
+            let ck = (k.clone(), alias.map(key).unwrap_or_default());
+            let (t, scope) = match self.leaf_defs.get(&ck) {
+                Some((t, sc)) => (t.clone(), sc.clone()),
+                None => {
+                    let t = Rc::new(t.clone());
+                    let sc = Rc::new(Self::table_scope(&t, alias.unwrap_or(&t.name)));
+                    self.leaf_defs.insert(ck, (t.clone(), sc.clone()));
+                    (t, sc)
+                }
+            };
             let label = match alias {
                 Some(a) => format!("{} AS {a}", t.name),
                 None => t.name.clone(),
             };
             return Ok(Leaf {
-                scope: Self::table_scope(&t, alias.unwrap_or(&t.name)),
-                src: LeafSrc::Table(Box::new(t)),
+                scope,
+                src: LeafSrc::Table(t),
                 kind: JoinKind::Inner,
                 on: Vec::new(),
                 label,
@@ -3050,7 +3066,7 @@ impl<S: Storage> Executor<S> {
         outer: Option<&Env<'_>>,
         plan_key: usize,
         hint: Option<&OrderHint<'_>>,
-    ) -> Result<(Scope, Vec<Vec<Value>>)> {
+    ) -> Result<(Rc<Scope>, Vec<Vec<Value>>)> {
         let depth_scope = Scope::default();
         if leaves.is_empty() {
             let row: Vec<Value> = Vec::new();
@@ -3062,18 +3078,25 @@ impl<S: Storage> Executor<S> {
             };
             for c in where_conj {
                 if self.eval(c, &env)?.truth() != Some(true) {
-                    return Ok((Scope::default(), Vec::new()));
+                    return Ok((Rc::default(), Vec::new()));
                 }
             }
-            return Ok((Scope::default(), vec![Vec::new()]));
+            return Ok((Rc::default(), vec![Vec::new()]));
         }
-        // Prefix scopes: the columns of leaves 0..=k.
-        let mut prefix: Vec<Scope> = Vec::new();
-        let mut acc_scope = Scope::default();
+        // Prefix scopes: the columns of leaves 0..=k (the first is the first leaf's own).
+        let mut prefix: Vec<Rc<Scope>> = Vec::with_capacity(leaves.len());
         for l in leaves {
-            acc_scope.cols.extend(l.scope.cols.iter().cloned());
-            prefix.push(acc_scope.clone());
+            let next = match prefix.last() {
+                None => l.scope.clone(),
+                Some(p) => {
+                    let mut acc = Scope::clone(p);
+                    acc.cols.extend(l.scope.cols.iter().cloned());
+                    Rc::new(acc)
+                }
+            };
+            prefix.push(next);
         }
+        let acc_scope = prefix.last().cloned().unwrap_or_default();
         let mut by_level: Vec<Vec<&Expr>> = vec![Vec::new(); leaves.len()];
         let mut constant: Vec<&Expr> = Vec::new();
         for c in where_conj {
@@ -3093,7 +3116,7 @@ impl<S: Storage> Executor<S> {
             };
             for c in constant {
                 if self.eval(c, &env)?.truth() != Some(true) {
-                    return Ok((acc_scope_of(leaves), Vec::new()));
+                    return Ok((acc_scope, Vec::new()));
                 }
             }
         }
@@ -3122,6 +3145,7 @@ impl<S: Storage> Executor<S> {
                         }
                     }
                     self.plans_made += 1;
+                    let a = Rc::new(a);
                     if plan_key != 0 && self.explain.is_none() {
                         self.plans.insert(cache_key, a.clone());
                     }
@@ -3143,7 +3167,7 @@ impl<S: Storage> Executor<S> {
             let mut next = Vec::new();
             let before = if k == 0 { &depth_scope } else { &prefix[k - 1] };
             for partial in &acc {
-                let candidates: Rc<Vec<Vec<Value>>> = match (&leaf.src, &paths[k]) {
+                let candidates: Rc<Vec<Vec<Value>>> = match (&leaf.src, &*paths[k]) {
                     (LeafSrc::Rows(r), _) => r.clone(),
                     (LeafSrc::Table(t), Access::Full) => match &full_cache[k] {
                         Some(c) => c.clone(),
@@ -3170,9 +3194,27 @@ impl<S: Storage> Executor<S> {
                     }
                 };
                 let mut matched = false;
-                for r in candidates.iter() {
-                    let mut combined = partial.clone();
-                    combined.extend(r.iter().cloned());
+                // Rows read for this partial row alone are moved, not copied, into the first
+                // level's results.
+                let mut owned = Rc::try_unwrap(candidates);
+                let n = match &owned {
+                    Ok(v) => v.len(),
+                    Err(rc) => rc.len(),
+                };
+                for i in 0..n {
+                    let combined = match &mut owned {
+                        Ok(v) if partial.is_empty() => core::mem::take(&mut v[i]),
+                        Ok(v) => {
+                            let mut c = partial.clone();
+                            c.extend(v[i].iter().cloned());
+                            c
+                        }
+                        Err(rc) => {
+                            let mut c = partial.clone();
+                            c.extend(rc[i].iter().cloned());
+                            c
+                        }
+                    };
                     let env = Env {
                         scope: &prefix[k],
                         row: &combined,
