@@ -86,6 +86,14 @@ pub struct Args {
     /// Parent directory of the databases (a fresh subdirectory is made there and removed).
     #[arg(long, default_value = "target/bench-tmp")]
     pub dir: PathBuf,
+    /// Page size of the engine's pages (the paper's is 512 bytes; a larger page reads more
+    /// records per device call and needs more RAM for its four buffers).
+    #[arg(long, default_value_t = PAGE)]
+    pub page_bytes: usize,
+    /// Runs of every (data set, system), interleaved; the run with the median ops/s of each
+    /// result is reported and every run's ops/s kept (default: 3, 1 with --quick).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=99))]
+    pub repeat: Option<u64>,
     /// Print one line per result on stderr.
     #[arg(long, short)]
     pub verbose: bool,
@@ -104,7 +112,8 @@ pub const WORKLOADS: [&str; 9] = [
     "sql-q5",
 ];
 
-/// Bytes of a page, on both the data sets' files and the engine's device.
+/// Bytes of a page of the data sets' files, and of the engine's pages unless `--page-bytes`
+/// says otherwise.
 const PAGE: usize = 512;
 /// Pages per erase unit (the unit the engine's areas are sized in).
 const UNIT: u32 = 8;
@@ -474,20 +483,23 @@ fn ts_err(e: ember_timeseries::Error) -> crate::measure::Error {
     format!("timeseries: {e:?}").into()
 }
 
-/// Data pages for `n` records (at least 20 fit a 512-byte page), with two spare units.
-fn data_pages(n: usize) -> u32 {
-    let pages = u32::try_from(n.div_ceil(20)).unwrap_or(u32::MAX / 2);
+/// Data pages of `page` bytes for `n` records (a page header is well under 64 bytes), with
+/// two spare units.
+fn data_pages(n: usize, page: usize) -> u32 {
+    let per = (page.saturating_sub(64) / 16).max(1);
+    let pages = u32::try_from(n.div_ceil(per)).unwrap_or(u32::MAX / 2);
     (pages + 2 * UNIT).div_ceil(UNIT) * UNIT
 }
 
-/// Index pages covering `data` data pages with `bm`-byte bitmaps, with two spare units.
-fn index_pages(data: u32, bm: usize) -> u32 {
-    let per = ((PAGE - 64) / bm.max(1)) as u32;
+/// Index pages of `page` bytes covering `data` data pages with `bm`-byte bitmaps, with two
+/// spare units.
+fn index_pages(data: u32, bm: usize, page: usize) -> u32 {
+    let per = (page.saturating_sub(64) / bm.max(1)).max(1) as u32;
     (data.div_ceil(per) + 2 * UNIT).div_ceil(UNIT) * UNIT
 }
 
-fn open_store(path: &Path, pages: u32) -> Result<Store> {
-    let f = FileBlock::create(path, u64::from(pages) * PAGE as u64)
+fn open_store(path: &Path, pages: u32, page: usize) -> Result<Store> {
+    let f = FileBlock::create(path, u64::from(pages) * page as u64)
         .map_err(|e| format!("{}: {e:?}", path.display()))?;
     Ok(BlockStore(Accounted::new(SyncOff(f))))
 }
@@ -500,27 +512,30 @@ pub struct EmberApi<'a> {
     sea_path: PathBuf,
     value_col: usize,
     arena_bytes: usize,
+    page: usize,
 }
 
 impl<'a> EmberApi<'a> {
-    /// A series for `records` records in `dir`, its bitmap on `value_col` with `buckets`;
-    /// `arena` holds its buffers and spline points, `sea_arena` the second station's.
+    /// A series of `page`-byte pages for `records` records in `dir`, its bitmap on
+    /// `value_col` with `buckets`; `arena` holds its buffers and spline points, `sea_arena`
+    /// the second station's.
     pub fn create(
         dir: &Path,
+        page: usize,
         records: usize,
         value_col: usize,
         buckets: &'a BoundaryBuckets<'a>,
         arena: &'a mut [u8],
         sea_arena: &'a mut [u8],
     ) -> Result<Self> {
-        let dp = data_pages(records);
-        let ip = index_pages(dp, BUCKETS.div_ceil(8));
-        let cfg = Config::new(4, 12, PAGE, UNIT, Area::new(0, dp))
+        let dp = data_pages(records, page);
+        let ip = index_pages(dp, BUCKETS.div_ceil(8), page);
+        let cfg = Config::new(4, 12, page, UNIT, Area::new(0, dp))
             .index(Area::new(dp, ip), buckets)
             .data_order(DataOrder::Col(Col::i32(4 * value_col)))
             .on_full(OnFull::Refuse)
             .sync_every_page(false);
-        let store = open_store(&dir.join("ember.ts"), dp + ip)?;
+        let store = open_store(&dir.join("ember.ts"), dp + ip, page)?;
         let arena_bytes = arena.len();
         let ts = Series::format(store, cfg, arena).map_err(ts_err)?;
         Ok(EmberApi {
@@ -530,17 +545,19 @@ impl<'a> EmberApi<'a> {
             sea_path: dir.join("ember-sea.ts"),
             value_col,
             arena_bytes,
+            page,
         })
     }
 
-    /// The arena an [`EmberApi`] needs: four page buffers and the spline points.
-    pub fn arena_len() -> usize {
-        4 * PAGE + SPLINE_BYTES
+    /// The arena an [`EmberApi`] of `page`-byte pages needs: four page buffers and the
+    /// spline points.
+    pub fn arena_len(page: usize) -> usize {
+        4 * page + SPLINE_BYTES
     }
 
     /// The arena of the second station: two page buffers and the spline points.
-    pub fn sea_arena_len() -> usize {
-        2 * PAGE + SPLINE_BYTES
+    pub fn sea_arena_len(page: usize) -> usize {
+        2 * page + SPLINE_BYTES
     }
 
     /// Counts rows of column 0 above `limit`, grouped by `group` (`None`: one count).
@@ -603,7 +620,7 @@ impl Bench for EmberApi<'_> {
             "api": "ember_timeseries::Series (iterators and relational operators)",
             "device": "file-backed block device (ember_device::FileBlock) under Accounted; \
                        syncs counted and dropped (as synchronous=OFF)",
-            "page_bytes": PAGE,
+            "page_bytes": self.page,
             "records_per_page": self.ts.records_per_page(),
             "erase_unit_pages": UNIT,
             "spline_error_records": cfg.spline_error,
@@ -674,11 +691,11 @@ impl Bench for EmberApi<'_> {
             .sea_arena
             .take()
             .ok_or("ember-api: the second station is loaded already")?;
-        let dp = data_pages(recs.len());
-        let cfg = Config::new(4, 12, PAGE, UNIT, Area::new(0, dp))
+        let dp = data_pages(recs.len(), self.page);
+        let cfg = Config::new(4, 12, self.page, UNIT, Area::new(0, dp))
             .on_full(OnFull::Refuse)
             .sync_every_page(false);
-        let store = open_store(&self.sea_path, dp)?;
+        let store = open_store(&self.sea_path, dp, self.page)?;
         let mut sea = Series::format(store, cfg, arena).map_err(ts_err)?;
         for (k, v) in recs {
             sea.put(*k, &to_bytes(v)).map_err(ts_err)?;
@@ -1082,21 +1099,7 @@ impl<'d> Work<'d> {
             .map(|_| rng.below((n - span + 1) as u64) as usize)
             .collect();
         let value_col = value_column(recs);
-        let mut vals: Vec<i32> = recs.iter().map(|r| r.1[value_col]).collect();
-        vals.sort_unstable();
-        let target = (n / 10_000).max(1);
-        let data_ranges = (0..sizes.data_ranges)
-            .map(|_| {
-                let i = rng.below((n - target + 1) as u64) as usize;
-                let (lo, hi) = (vals[i], vals[i + target - 1]);
-                let keys = recs
-                    .iter()
-                    .filter(|r| (lo..=hi).contains(&r.1[value_col]))
-                    .map(|r| r.0)
-                    .collect();
-                (lo, hi, keys)
-            })
-            .collect();
+        let data_ranges = data_ranges(recs, value_col, sizes.data_ranges, &mut rng);
         Work {
             ds,
             by_key: recs.iter().copied().collect(),
@@ -1123,6 +1126,67 @@ impl<'d> Work<'d> {
         }
         v
     }
+}
+
+/// `count` value ranges of column `col` selecting about 0.01% of the records each, with the
+/// keys each selects. A range starts at a random distinct value and grows over the next
+/// distinct values until it holds the target; ranges holding more than four times the
+/// target (values that repeat often) are drawn again, up to a limit, after which the
+/// smallest range seen is taken.
+fn data_ranges(
+    recs: &[Rec],
+    col: usize,
+    count: usize,
+    rng: &mut SplitMix64,
+) -> Vec<(i32, i32, Vec<u64>)> {
+    let mut vals: Vec<i32> = recs.iter().map(|r| r.1[col]).collect();
+    vals.sort_unstable();
+    let mut distinct: Vec<(i32, usize)> = Vec::new();
+    for v in vals {
+        match distinct.last_mut() {
+            Some((x, n)) if *x == v => *n += 1,
+            _ => distinct.push((v, 1)),
+        }
+    }
+    let target = (recs.len() / 10_000).max(1);
+    let pick = |rng: &mut SplitMix64| {
+        let a = rng.below(distinct.len() as u64) as usize;
+        let mut n = 0;
+        let mut b = a;
+        while b < distinct.len() {
+            n += distinct[b].1;
+            if n >= target {
+                break;
+            }
+            b += 1;
+        }
+        let b = b.min(distinct.len() - 1);
+        (distinct[a].0, distinct[b].0, n)
+    };
+    (0..count)
+        .map(|_| {
+            let mut best = pick(rng);
+            for _ in 0..1_000 {
+                if best.2 >= target && best.2 <= 4 * target {
+                    break;
+                }
+                let c = pick(rng);
+                let better = |c: (i32, i32, usize), b: (i32, i32, usize)| {
+                    (c.2 >= target && (b.2 < target || c.2 < b.2)) || (b.2 < target && c.2 > b.2)
+                };
+                if better(c, best) {
+                    best = c;
+                }
+            }
+            let (lo, hi, _) = best;
+            let keys = recs
+                .iter()
+                .filter(|r| (lo..=hi).contains(&r.1[col]))
+                .map(|r| r.0)
+                .collect();
+            (lo, hi, keys)
+        })
+        .collect()
 }
 
 /// Everything one system's run of one data set produced.
@@ -1291,29 +1355,24 @@ fn run_system(
         let mut lat = Latencies::with_capacity(w.key_ranges.len());
         let io0 = sys.io();
         let t0 = Instant::now();
+        let mut rows: Vec<(u64, [i32; 3])> = Vec::with_capacity(w.span);
         for &i in &w.key_ranges {
             let (lo, hi) = (recs[i].0, recs[i + w.span - 1].0);
-            let mut n = 0usize;
-            let mut bad = None;
-            lat.time(|| {
-                sys.key_range(lo, hi, &mut |k, v| {
-                    if bad.is_none() && recs.get(i + n) != Some(&(k, v)) {
-                        bad = Some((n, k));
-                    }
-                    n += 1;
-                })
-            })?;
-            if let Some((j, k)) = bad {
+            rows.clear();
+            lat.time(|| sys.key_range(lo, hi, &mut |k, v| rows.push((k, v))))?;
+            // Checked outside the timed call: the rows must be the data set's, in order.
+            if rows.as_slice() != &recs[i..i + w.span] {
+                let j = rows
+                    .iter()
+                    .zip(&recs[i..])
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(rows.len().min(w.span));
                 return Err(mismatch(format!(
-                    "key-range on {name}, {ds}: keys {lo}..={hi}: row {j} has key {k}, \
-                     the data set {:?}",
+                    "key-range on {name}, {ds}: keys {lo}..={hi}: {} rows, the data set has                      {}; first difference at row {j}: {:?} against {:?}",
+                    rows.len(),
+                    w.span,
+                    rows.get(j),
                     recs.get(i + j)
-                )));
-            }
-            if n != w.span {
-                return Err(mismatch(format!(
-                    "key-range on {name}, {ds}: keys {lo}..={hi}: {n} rows, the data set has {}",
-                    w.span
                 )));
             }
         }
@@ -1349,28 +1408,22 @@ fn run_system(
         let io0 = sys.io();
         let t0 = Instant::now();
         let mut selected = 0usize;
+        let mut rows: Vec<(u64, [i32; 3])> = Vec::new();
         for (lo, hi, want) in &w.data_ranges {
-            let mut got = Vec::with_capacity(want.len());
-            let mut wrong = None;
-            lat.time(|| {
-                sys.data_range(w.value_col, *lo, *hi, &mut |k, v| {
-                    if wrong.is_none() && w.by_key.get(&k) != Some(&v) {
-                        wrong = Some(k);
-                    }
-                    got.push(k);
-                })
-            })?;
-            got.sort_unstable();
-            if let Some(k) = wrong {
+            rows.clear();
+            lat.time(|| sys.data_range(w.value_col, *lo, *hi, &mut |k, v| rows.push((k, v))))?;
+            // Checked outside the timed call: exactly the records a scan selects.
+            rows.sort_unstable_by_key(|r| r.0);
+            if let Some((k, _)) = rows.iter().find(|(k, v)| w.by_key.get(k) != Some(v)) {
                 return Err(mismatch(format!(
                     "data-range on {name}, {ds}: key {k} returned with data the data set \
                      does not have"
                 )));
             }
-            if &got != want {
+            if !rows.iter().map(|r| r.0).eq(want.iter().copied()) {
                 return Err(mismatch(format!(
                     "data-range on {name}, {ds}: values {lo}..={hi}: {} rows, a scan finds {}",
-                    got.len(),
+                    rows.len(),
                     want.len()
                 )));
             }
@@ -1467,10 +1520,11 @@ fn run_named(
         "ember-api" => {
             let bounds = bucket_bounds(&w.ds.records, w.value_col, BUCKETS);
             let buckets = BoundaryBuckets::new(Col::i32(4 * w.value_col), &bounds);
-            let mut arena = vec![0u8; EmberApi::arena_len()];
-            let mut sea_arena = vec![0u8; EmberApi::sea_arena_len()];
+            let mut arena = vec![0u8; EmberApi::arena_len(args.page_bytes)];
+            let mut sea_arena = vec![0u8; EmberApi::sea_arena_len(args.page_bytes)];
             let mut sys = EmberApi::create(
                 dir,
+                args.page_bytes,
                 w.ds.records.len(),
                 w.value_col,
                 &buckets,
@@ -1554,50 +1608,72 @@ pub fn main(args: &Args) -> Result<String> {
             },
         };
 
-    let bar = progress((datasets.len() * SYSTEMS.len()) as u64);
-    let mut results = Vec::new();
-    for (i, ds) in datasets.iter().enumerate() {
-        let queries: Vec<Q> = plan
-            .iter()
-            .filter(|(_, d)| *d == i)
-            .map(|(q, _)| *q)
-            .collect();
-        let station = queries
-            .contains(&Q::Stations)
-            .then_some(second.as_deref())
-            .flatten();
-        let w = Work::new(ds, sizes, queries, station);
-        let mut answers: Vec<(&str, Vec<(Q, Answer)>)> = Vec::new();
-        for system in SYSTEMS {
-            bar.set_message(format!("{} {system}", ds.name));
-            scratch.clear()?;
-            let out = run_named(system, &w, scratch.dir(), &bw, args)
-                .map_err(|e| format!("embeddb: {} on {system}: {e}", ds.name))?;
-            scratch.clear()?;
-            if args.verbose {
-                bar.suspend(|| {
-                    for r in &out.results {
-                        eprintln!(
-                            "  embeddb {} {} {}: {:.0} ops/s, p50 {:.1} µs",
-                            ds.name,
-                            r.workload,
-                            r.system,
-                            r.ops_per_sec(),
-                            r.p50_us
-                        );
+    let works: Vec<Work<'_>> = datasets
+        .iter()
+        .enumerate()
+        .map(|(i, ds)| {
+            let queries: Vec<Q> = plan
+                .iter()
+                .filter(|(_, d)| *d == i)
+                .map(|(q, _)| *q)
+                .collect();
+            let station = queries
+                .contains(&Q::Stations)
+                .then_some(second.as_deref())
+                .flatten();
+            Work::new(ds, sizes, queries, station)
+        })
+        .collect();
+    let repeat = args.repeat.unwrap_or(if args.quick { 1 } else { 3 });
+    let bar = progress(repeat * (datasets.len() * SYSTEMS.len()) as u64);
+    // Every run of each (data set, workload, system), in first-seen order.
+    let mut runs: Vec<Vec<RunResult>> = Vec::new();
+    for rep in 0..repeat {
+        for w in &works {
+            let ds = w.ds;
+            let mut answers: Vec<(&str, Vec<(Q, Answer)>)> = Vec::new();
+            for system in SYSTEMS {
+                bar.set_message(format!("{} {system} (run {})", ds.name, rep + 1));
+                scratch.clear()?;
+                let out = run_named(system, w, scratch.dir(), &bw, args)
+                    .map_err(|e| format!("embeddb: {} on {system}: {e}", ds.name))?;
+                scratch.clear()?;
+                for r in out.results {
+                    if args.verbose {
+                        bar.suspend(|| {
+                            eprintln!(
+                                "  embeddb {} {} {} (run {}/{repeat}): {:.0} ops/s, p50 {:.1} µs",
+                                ds.name,
+                                r.workload,
+                                r.system,
+                                rep + 1,
+                                r.ops_per_sec(),
+                                r.p50_us
+                            )
+                        });
                     }
-                });
+                    let same = |x: &RunResult| {
+                        x.workload == r.workload
+                            && x.system == r.system
+                            && x.params.get("dataset") == r.params.get("dataset")
+                    };
+                    match runs.iter_mut().find(|v| v.first().is_some_and(same)) {
+                        Some(v) => v.push(r),
+                        None => runs.push(vec![r]),
+                    }
+                }
+                answers.push((system, out.answers));
+                bar.inc(1);
             }
-            results.extend(out.results);
-            answers.push((system, out.answers));
-            bar.inc(1);
+            check_answers(&ds.name, &answers)?;
         }
-        check_answers(&ds.name, &answers)?;
     }
     bar.finish_and_clear();
+    let results: Vec<RunResult> = runs.into_iter().filter_map(report::median_run).collect();
 
     let mut extra = Map::new();
     extra.insert("quick".into(), args.quick.into());
+    extra.insert("repeat".into(), repeat.into());
     extra.insert(
         "build".into(),
         if cfg!(debug_assertions) {
@@ -1892,6 +1968,127 @@ mod tests {
         Ok(())
     }
 
+    /// An in-memory system with one deliberate fault, to show the driver catches it.
+    struct Faulty {
+        recs: Vec<Rec>,
+        fault: &'static str,
+    }
+
+    impl Bench for Faulty {
+        fn name(&self) -> &'static str {
+            "faulty"
+        }
+        fn engine(&self) -> &'static str {
+            "test"
+        }
+        fn params(&self) -> Map<String, Json> {
+            Map::new()
+        }
+        fn insert(&mut self, recs: &[Rec]) -> Result<()> {
+            self.recs.extend_from_slice(recs);
+            Ok(())
+        }
+        fn finish_insert(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn lookup(&mut self, key: u64) -> Result<Option<[i32; 3]>> {
+            let i = self.recs.binary_search_by_key(&key, |r| r.0).ok();
+            let off = usize::from(self.fault == "lookup");
+            Ok(i.and_then(|i| self.recs.get(i + off)).map(|r| r.1))
+        }
+        fn key_range(&mut self, lo: u64, hi: u64, f: &mut dyn FnMut(u64, [i32; 3])) -> Result<()> {
+            let skip = usize::from(self.fault == "key-range");
+            for r in self
+                .recs
+                .iter()
+                .filter(|r| (lo..=hi).contains(&r.0))
+                .skip(skip)
+            {
+                f(r.0, r.1);
+            }
+            Ok(())
+        }
+        fn data_range(
+            &mut self,
+            col: usize,
+            lo: i32,
+            hi: i32,
+            f: &mut dyn FnMut(u64, [i32; 3]),
+        ) -> Result<()> {
+            let skip = usize::from(self.fault == "data-range");
+            for r in self
+                .recs
+                .iter()
+                .filter(|r| (lo..=hi).contains(&r.1[col]))
+                .skip(skip)
+            {
+                f(r.0, r.1);
+            }
+            Ok(())
+        }
+        fn load_second_station(&mut self, _: &[Rec]) -> Result<()> {
+            Ok(())
+        }
+        fn query(&mut self, _: Q) -> Result<Answer> {
+            Ok(vec![vec![self.recs.len() as f64]])
+        }
+        fn io(&mut self) -> Option<IoStats> {
+            None
+        }
+        fn state(&self) -> Map<String, Json> {
+            Map::new()
+        }
+    }
+
+    #[test]
+    fn a_wrong_answer_fails_the_run() {
+        let recs: Vec<Rec> = (0..2_000u64)
+            .map(|k| (3 * k, [k as i32 % 97, (k * k % 1009) as i32, k as i32]))
+            .collect();
+        let ds = Dataset {
+            name: "synthetic".into(),
+            lookup: recs.iter().rev().map(|r| r.0).collect(),
+            records: recs,
+            lookup_source: "reversed".into(),
+        };
+        let w = Work::new(&ds, Sizes::new(true), vec![], None);
+        let bw = Bandwidth {
+            seq_write: 1e8,
+            seq_read: 1e8,
+            rand_read: 1e8,
+            pages: 1,
+        };
+        let all = |_: &str| true;
+        let mut ok = Faulty {
+            recs: Vec::new(),
+            fault: "",
+        };
+        assert_eq!(
+            run_system(&mut ok, &w, &bw, &all)
+                .map(|o| o.results.len())
+                .ok(),
+            Some(4)
+        );
+        for fault in ["lookup", "key-range", "data-range"] {
+            let mut bad = Faulty {
+                recs: Vec::new(),
+                fault,
+            };
+            let e = run_system(&mut bad, &w, &bw, &all)
+                .err()
+                .map(|e| e.to_string());
+            assert!(
+                e.as_deref().is_some_and(|e| e.starts_with(fault)),
+                "{fault}: {e:?}"
+            );
+        }
+        // Two systems that disagree on a Table 3 answer.
+        let a = vec![(Q::DailyTemp, vec![vec![1.0, 2.0]])];
+        let b = vec![(Q::DailyTemp, vec![vec![1.0, 2.5]])];
+        assert!(check_answers("d", &[("x", a.clone()), ("y", a.clone())]).is_ok());
+        assert!(check_answers("d", &[("x", a), ("y", b)]).is_err());
+    }
+
     /// The quick mode on a slice of one data set: every workload × system is in the JSON,
     /// with the fields the harness's format names.
     #[test]
@@ -1910,6 +2107,8 @@ mod tests {
             datasets: vec![file],
             sea: None,
             records: Some(3_000),
+            page_bytes: PAGE,
+            repeat: Some(2),
             dir: tmp.path().join("scratch"),
             verbose: false,
         };
