@@ -167,7 +167,7 @@ pub type Engine<D> = Executor<Routed<TableStorage<D>, lsmroot::DbEnv<D>, tsstore
 /// Opens the SQL engine over an open table-engine database: opens its LSM tree if it has one
 /// and every series of its timeseries tables, loads the catalog, and removes LSM objects the catalog does not name (a crash between an
 /// LSM batch and the catalog's commit leaves them).
-pub fn open_engine<D: ember_device::BlockDevice + 'static>(
+pub fn open_engine<D: ember_device::BlockDevice>(
     db: Database<D>,
     opts: &OpenOptions,
 ) -> Result<Engine<D>> {
@@ -189,7 +189,7 @@ pub fn open_engine<D: ember_device::BlockDevice + 'static>(
 
 /// Closes the engine: the series (writing their buffered rows), the LSM tree, then the table
 /// engine (a checkpoint); returns the device.
-pub fn close_engine<D: ember_device::BlockDevice + 'static>(exec: Engine<D>) -> Result<D> {
+pub fn close_engine<D: ember_device::BlockDevice>(exec: Engine<D>) -> Result<D> {
     let routed = exec.into_storage();
     routed
         .ts

@@ -748,7 +748,7 @@ fn decode_extents(b: &[u8]) -> Option<Vec<Extent>> {
 // ----- an open series ----------------------------------------------------------------------
 
 #[self_referencing]
-struct OpenSeries<D: BlockDevice + 'static> {
+struct OpenSeries<D: BlockDevice> {
     buckets: Option<LinearBuckets>,
     arena: Vec<u8>,
     #[borrows(buckets, mut arena)]
@@ -756,7 +756,7 @@ struct OpenSeries<D: BlockDevice + 'static> {
     series: Series<'this, BlockStore<ExtentDevice<D>>>,
 }
 
-impl<D: BlockDevice + 'static> OpenSeries<D> {
+impl<D: BlockDevice> OpenSeries<D> {
     fn start(
         spec: &Spec,
         dev: ExtentDevice<D>,
@@ -792,7 +792,7 @@ impl<D: BlockDevice + 'static> OpenSeries<D> {
     }
 }
 
-struct Table<D: BlockDevice + 'static> {
+struct Table<D: BlockDevice> {
     spec: Spec,
     extents: Vec<Extent>,
     series: OpenSeries<D>,
@@ -802,7 +802,7 @@ struct Table<D: BlockDevice + 'static> {
     last: Option<u64>,
 }
 
-impl<D: BlockDevice + 'static> Table<D> {
+impl<D: BlockDevice> Table<D> {
     fn last_key(&self) -> Option<u64> {
         self.pending.last().map(|p| p.0).or(self.last)
     }
@@ -823,7 +823,7 @@ impl<D: BlockDevice + 'static> Table<D> {
 }
 
 /// The timeseries tables of a database (see the module docs).
-pub struct TsStore<D: BlockDevice + 'static> {
+pub struct TsStore<D: BlockDevice> {
     db: SharedDb<D>,
     tables: HashMap<String, Table<D>>,
     /// Series made in the open transaction (freed by a rollback).
@@ -832,7 +832,7 @@ pub struct TsStore<D: BlockDevice + 'static> {
     dropped: Vec<(String, Table<D>)>,
 }
 
-impl<D: BlockDevice + 'static> std::fmt::Debug for TsStore<D> {
+impl<D: BlockDevice> std::fmt::Debug for TsStore<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut names: Vec<&String> = self.tables.keys().collect();
         names.sort();
@@ -955,7 +955,7 @@ fn data_bound(
     Ok(Some(data))
 }
 
-impl<D: BlockDevice + 'static> TsStore<D> {
+impl<D: BlockDevice> TsStore<D> {
     /// Opens the series the database holds (none if it has no `ember$ts`).
     pub fn open(db: SharedDb<D>) -> Result<Self> {
         let rows = {
@@ -1330,7 +1330,7 @@ impl<D: BlockDevice + 'static> TsStore<D> {
     }
 }
 
-impl<D: BlockDevice + 'static> crate::routed::SeriesStore for TsStore<D> {
+impl<D: BlockDevice> crate::routed::SeriesStore for TsStore<D> {
     fn has_table(&self, t: &str) -> bool {
         TsStore::has_table(self, t)
     }
