@@ -421,7 +421,12 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
         }
     }
     fn commit(&mut self) -> Result<()> {
-        self.ts.commit()?;
+        if let Err(e) = self.ts.commit() {
+            // The executor takes a failed COMMIT as the end of the transaction: take all of
+            // it back (a full series refuses the whole transaction).
+            let _ = self.rollback();
+            return Err(e);
+        }
         if let Some(l) = self.lsm.as_mut() {
             l.commit()?;
         }

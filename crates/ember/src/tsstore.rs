@@ -1252,9 +1252,41 @@ impl<D: BlockDevice> TsStore<D> {
         Ok(rows)
     }
 
+    /// Whether the open transaction's rows fit their series (full=refuse): a transaction
+    /// is refused whole rather than put in part.
+    fn check_room(name: &str, t: &mut Table<D>) -> Result<()> {
+        if t.pending.is_empty() || t.spec.overwrite {
+            return Ok(());
+        }
+        let spec = &t.spec;
+        let n = t.pending.len() as u64;
+        let (room, needed) = t.series.with_series_mut(|s| {
+            let reserved = if spec.durable == Durable::Row { 2 } else { 0 };
+            let units = u64::from(spec.pages / spec.erase_pages);
+            let cap = units.saturating_sub(reserved) * u64::from(spec.erase_pages);
+            let used = s
+                .page_range()
+                .map_or(0, |(_, newest)| u64::from(newest) + 1);
+            let per = s.records_per_page().max(1) as u64;
+            let rows = s.buffered() as u64 + n;
+            let flush = spec.durable == Durable::Commit && !rows.is_multiple_of(per);
+            (cap.saturating_sub(used), rows / per + u64::from(flush))
+        });
+        if needed > room {
+            return Err(SqlError::Storage(format!(
+                "timeseries table {name} is full: {room} free pages do not hold the transaction's {n} rows (option pages={}, full=refuse)",
+                spec.pages
+            )));
+        }
+        Ok(())
+    }
+
     /// Puts the open transaction's rows into their series and makes them as durable as each
     /// table's `durable=` option says.
     pub fn commit(&mut self) -> Result<()> {
+        for (name, t) in self.tables.iter_mut() {
+            Self::check_room(name, t)?;
+        }
         for (name, t) in self.tables.iter_mut() {
             if t.pending.is_empty() {
                 continue;

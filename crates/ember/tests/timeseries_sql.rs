@@ -408,15 +408,22 @@ struct State {
     sent: Vec<(i64, i64, i64)>,
 }
 
-/// 300 rows of a data set in commits of 1 to 9 rows.
-fn workload(dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, st: &mut State) -> Result<(), String> {
+/// 300 rows of a data set in commits of 1 to 9 rows, the table's `durable=` option `mode`.
+fn workload(
+    dev: &mut FaultyBlock<MemBlock<Vec<u8>>>,
+    st: &mut State,
+    mode: &str,
+) -> Result<(), String> {
     let data = dataset("watch_only_100K.bin", 300);
     let db = Database::create(&mut *dev, topts()).map_err(|e| e.to_string())?;
     let mut e = open_engine(db, &eopts()).map_err(|e| e.to_string())?;
     exec(
         &mut e,
-        "CREATE TABLE s(t INTEGER PRIMARY KEY, x INTEGER, y INT32) \
-         USING timeseries(page_size=256, pages=64, erase_pages=2, index=y, index_min=-300000000, index_max=300000000)",
+        &format!(
+            "CREATE TABLE s(t INTEGER PRIMARY KEY, x INTEGER, y INT32) \
+             USING timeseries(page_size=256, pages=64, erase_pages=2, durable={mode}, \
+             index=y, index_min=-300000000, index_max=300000000)"
+        ),
     )?;
     exec(&mut e, "CREATE INDEX s_y ON s(y)")?;
     st.created = true;
@@ -477,8 +484,10 @@ fn snapshot<D: ember_device::BlockDevice>(
     Ok(out)
 }
 
-#[test]
-fn power_cuts_keep_a_prefix_holding_every_committed_row() {
+/// Power cuts at every device operation (up to `EMBER_TS_SQL_POINTS`) of the workload with
+/// `durable=mode`: the reopened table holds a prefix of the rows sent, with every row whose
+/// commit returned when `keeps_commits`.
+fn power_cuts(mode: &'static str, keeps_commits: bool) {
     let points = std::env::var("EMBER_TS_SQL_POINTS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -487,7 +496,7 @@ fn power_cuts_keep_a_prefix_holding_every_committed_row() {
         .max_points(points)
         .run(
             || MemBlock::new(4 << 20),
-            workload,
+            |dev, st| workload(dev, st, mode),
             |medium, st, _| {
                 let db = match Database::open(medium, topts()) {
                     Ok(db) => db,
@@ -504,7 +513,7 @@ fn power_cuts_keep_a_prefix_holding_every_committed_row() {
                     };
                 }
                 let got = snapshot(&mut e)?;
-                if got.len() < st.acked {
+                if keeps_commits && got.len() < st.acked {
                     return Err(format!(
                         "{} rows after the cut; {} were committed",
                         got.len(),
@@ -529,6 +538,69 @@ fn power_cuts_keep_a_prefix_holding_every_committed_row() {
             },
         )
         .unwrap_or_else(|f| panic!("{f}"));
-    eprintln!("{report}");
-    assert!(report.ops >= 300, "only {} device operations", report.ops);
+    eprintln!("durable={mode}: {report}");
+    assert!(report.ops >= 100, "only {} device operations", report.ops);
+}
+
+#[test]
+fn power_cuts_keep_every_committed_row_with_durable_commit() {
+    power_cuts("commit", true);
+}
+
+#[test]
+fn power_cuts_keep_every_committed_row_with_durable_row() {
+    power_cuts("row", true);
+}
+
+#[test]
+fn power_cuts_keep_a_prefix_with_durable_page() {
+    power_cuts("page", false);
+}
+
+#[test]
+fn a_full_series_refuses_a_whole_transaction_or_overwrites_its_oldest_rows() {
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch(
+        "CREATE TABLE f(t INTEGER PRIMARY KEY, v INTEGER) \
+         USING timeseries(page_size=128, pages=8, erase_pages=2, durable=page);
+         CREATE TABLE o(t INTEGER PRIMARY KEY, v INTEGER) \
+         USING timeseries(page_size=128, pages=8, erase_pages=2, durable=page, full=overwrite);",
+    )
+    .unwrap();
+    // Fill f one 10-row transaction at a time until it refuses one.
+    let mut t = 0i64;
+    let refused = loop {
+        let mut sql = String::from("BEGIN;");
+        for _ in 0..10 {
+            t += 1;
+            sql += &format!("INSERT INTO f VALUES ({t}, {});", t * 2);
+        }
+        sql += "COMMIT;";
+        if let Err(e) = conn.execute_batch(&sql) {
+            conn.execute_batch("ROLLBACK").ok();
+            break e.to_string();
+        }
+        assert!(t < 10_000, "never full");
+    };
+    assert!(refused.contains("is full"), "{refused}");
+    // None of the refused transaction's rows is there; all earlier ones are.
+    let kept = t - 10;
+    assert_eq!(
+        rows(&conn, "SELECT count(*), max(t) FROM f"),
+        vec![vec![Value::Integer(kept), Value::Integer(kept)]]
+    );
+    // o keeps the newest rows: a suffix of those inserted, in key order.
+    conn.execute_batch("BEGIN").unwrap();
+    for t in 1..=2000 {
+        conn.execute(&format!("INSERT INTO o VALUES ({t}, {})", t * 2), [])
+            .unwrap();
+    }
+    conn.execute_batch("COMMIT").unwrap();
+    let got = rows(&conn, "SELECT t, v FROM o");
+    assert!(got.len() > 20 && got.len() < 2000, "{} rows", got.len());
+    let first = 2001 - got.len() as i64;
+    for (i, r) in got.iter().enumerate() {
+        let t = first + i as i64;
+        assert_eq!(r, &vec![Value::Integer(t), Value::Integer(t * 2)]);
+    }
 }
