@@ -1072,6 +1072,23 @@ impl<D: BlockDevice> TsStore<D> {
         Ok(())
     }
 
+    /// The engine's counters of a series (pages read and written, lookups), and its records
+    /// per page; `None` if there is no such series.
+    pub fn stats(&mut self, name: &str) -> Option<(ember_timeseries::Stats, usize)> {
+        let t = self.tables.get_mut(name)?;
+        Some(
+            t.series
+                .with_series_mut(|s| (s.stats(), s.records_per_page())),
+        )
+    }
+
+    /// Zeroes the counters of every series.
+    pub fn reset_stats(&mut self) {
+        for t in self.tables.values_mut() {
+            t.series.with_series_mut(|s| s.reset_stats());
+        }
+    }
+
     /// Whether the series exists.
     pub fn has_table(&self, name: &str) -> bool {
         self.tables.contains_key(name)

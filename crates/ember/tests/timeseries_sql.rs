@@ -604,3 +604,79 @@ fn a_full_series_refuses_a_whole_transaction_or_overwrites_its_oldest_rows() {
         assert_eq!(r, &vec![Value::Integer(t), Value::Integer(t * 2)]);
     }
 }
+
+#[test]
+fn a_value_range_reads_only_the_pages_whose_bitmap_overlaps_and_a_key_range_only_its_pages() {
+    use ember_timeseries::{BucketFn, Col, LinearBuckets};
+    let w = dataset("uwa500K_only_100K.bin", 4000);
+    let db = Database::create(MemBlock::new(16 << 20), topts()).unwrap();
+    let mut e = open_engine(db, &eopts()).unwrap();
+    exec(
+        &mut e,
+        &format!("{SCHEMA_W}{USING_W}; CREATE INDEX w_temp ON w(temp);"),
+    )
+    .unwrap();
+    let mut sql = String::from("BEGIN;");
+    for r in &w {
+        sql += &format!("INSERT INTO w VALUES ({}, {}, {}, {});", r.0, r.1, r.2, r.3);
+    }
+    sql += "COMMIT;";
+    exec(&mut e, &sql).unwrap();
+    let name = e.catalog().tables["w"].engine.clone();
+    let (_, per) = e.storage().ts.stats(&name).unwrap();
+    let pages: Vec<&[(i64, i64, i64, i64)]> = w.chunks(per).collect();
+    // The bucket function the options describe: temp is the first data column, an i32.
+    let buckets = LinearBuckets::new(Col::i32(0), 300, 500, 64);
+    for (lo, hi) in [(400, 401), (380, 390), (450, 460), (100, 200)] {
+        let mut q = [0u8; 8];
+        buckets.query(
+            Some(&(lo as i32).to_le_bytes()),
+            Some(&(hi as i32).to_le_bytes()),
+            &mut q,
+        );
+        let overlapping = pages
+            .iter()
+            .filter(|p| {
+                let mut b = [0u8; 8];
+                for r in p.iter() {
+                    buckets.add(&(r.1 as i32).to_le_bytes(), &mut b);
+                }
+                b.iter().zip(&q).any(|(x, y)| x & y != 0)
+            })
+            .count() as u64;
+        e.storage().ts.reset_stats();
+        let got = exec(
+            &mut e,
+            &format!("SELECT count(*) FROM w WHERE temp BETWEEN {lo} AND {hi}"),
+        )
+        .unwrap();
+        let want = w.iter().filter(|r| (lo..=hi).contains(&r.1)).count() as i64;
+        assert_eq!(got, vec![vec![Value::Integer(want)]]);
+        let (st, _) = e.storage().ts.stats(&name).unwrap();
+        eprintln!(
+            "temp in [{lo}, {hi}]: {want} rows, {} of {} data pages read (+{} index pages)",
+            st.page_reads,
+            pages.len(),
+            st.index_reads
+        );
+        assert_eq!(st.page_reads, overlapping, "temp in [{lo}, {hi}]");
+    }
+    // A key range reads its pages (and the spline's neighbour at most), not the series.
+    e.storage().ts.reset_stats();
+    let (k1, k2) = (w[1000].0, w[1000 + 3 * per].0);
+    let got = exec(
+        &mut e,
+        &format!("SELECT count(*) FROM w WHERE ts BETWEEN {k1} AND {k2}"),
+    )
+    .unwrap();
+    assert_eq!(got, vec![vec![Value::Integer(3 * per as i64 + 1)]]);
+    let (st, _) = e.storage().ts.stats(&name).unwrap();
+    eprintln!(
+        "key range of {} rows: {} data pages read of {}",
+        3 * per + 1,
+        st.page_reads,
+        pages.len()
+    );
+    assert!(st.page_reads <= 6, "{} pages read", st.page_reads);
+    close_engine(e).unwrap();
+}
