@@ -680,3 +680,91 @@ fn a_value_range_reads_only_the_pages_whose_bitmap_overlaps_and_a_key_range_only
     assert!(st.page_reads <= 6, "{} pages read", st.page_reads);
     close_engine(e).unwrap();
 }
+
+/// Figures (run in release: `cargo test --release -p ember --test timeseries_sql -- --ignored
+/// --nocapture`): 100,000 rows of a data set through SQL into a timeseries table, a
+/// table-engine table and SQLite (in memory; INTEGER PRIMARY KEY, an index on the value).
+#[test]
+#[ignore = "figures, run in release"]
+fn figures() {
+    use std::time::Instant;
+    let w = dataset("uwa500K_only_100K.bin", 100_000);
+    let k1 = w[40_000].0;
+    let k2 = w[45_000].0;
+    let qs = [
+        (
+            "key range 5%",
+            format!("SELECT count(*), sum(wind) FROM w WHERE ts BETWEEN {k1} AND {k2}"),
+        ),
+        (
+            "value range",
+            "SELECT count(*), sum(wind) FROM w WHERE temp BETWEEN 595 AND 602".to_string(),
+        ),
+        (
+            "group by",
+            "SELECT temp / 10, count(*), avg(wind), max(wind) FROM w GROUP BY temp / 10"
+                .to_string(),
+        ),
+    ];
+    let using =
+        " USING timeseries(key_size=4, pages=8192, index=temp, index_min=300, index_max=620)";
+    for (label, u) in [("timeseries", using), ("table", "")] {
+        let conn = Connection::open_in_memory_with(OpenOptions {
+            mode: Mode::Metadata,
+            capacity: 256 << 20,
+            ..OpenOptions::default()
+        })
+        .unwrap();
+        conn.execute_batch(&format!("{SCHEMA_W}{u}; CREATE INDEX w_temp ON w(temp);"))
+            .unwrap();
+        let t = Instant::now();
+        conn.execute_batch("BEGIN").unwrap();
+        let mut ins = conn
+            .prepare("INSERT INTO w VALUES (?1, ?2, ?3, ?4)")
+            .unwrap();
+        for r in &w {
+            ins.execute(ember::params![r.0, r.1, r.2, r.3]).unwrap();
+        }
+        conn.execute_batch("COMMIT").unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        eprintln!("{label}: insert {:.0} rows/s", w.len() as f64 / secs);
+        for (q, sql) in &qs {
+            let t = Instant::now();
+            let n = 20;
+            for _ in 0..n {
+                rows(&conn, sql);
+            }
+            eprintln!(
+                "{label}: {q} {:.3} ms",
+                t.elapsed().as_secs_f64() * 1e3 / f64::from(n)
+            );
+        }
+    }
+    let lite = rusqlite::Connection::open_in_memory().unwrap();
+    lite.execute_batch(&format!("{SCHEMA_W}; CREATE INDEX w_temp ON w(temp);"))
+        .unwrap();
+    let t = Instant::now();
+    {
+        let tx = lite.unchecked_transaction().unwrap();
+        let mut st = tx.prepare("INSERT INTO w VALUES (?1, ?2, ?3, ?4)").unwrap();
+        for r in &w {
+            st.execute([r.0, r.1, r.2, r.3]).unwrap();
+        }
+        drop(st);
+        tx.commit().unwrap();
+    }
+    eprintln!(
+        "sqlite: insert {:.0} rows/s",
+        w.len() as f64 / t.elapsed().as_secs_f64()
+    );
+    for (q, sql) in &qs {
+        let t = Instant::now();
+        for _ in 0..20 {
+            lite_rows(&lite, sql);
+        }
+        eprintln!(
+            "sqlite: {q} {:.3} ms",
+            t.elapsed().as_secs_f64() * 1e3 / 20.0
+        );
+    }
+}
