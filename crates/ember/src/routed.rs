@@ -442,8 +442,10 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
             // The table engine forgets the tree's root with the rest of the transaction.
             self.lsm = None;
         }
-        self.table.rollback()?;
-        self.ts.rolled_back()
+        // The series forget the transaction even if the table engine's rollback fails.
+        let table = self.table.rollback();
+        let ts = self.ts.rolled_back();
+        table.and(ts)
     }
     fn pragma(
         &mut self,
