@@ -491,7 +491,7 @@ fn power_cuts(mode: &'static str, keeps_commits: bool) {
     let points = std::env::var("EMBER_TS_SQL_POINTS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(400);
+        .unwrap_or(800);
     let report = CrashTest::new()
         .max_points(points)
         .run(
