@@ -772,30 +772,42 @@ impl<S: Storage> Executor<S> {
             });
         }
         Self::check_name(&ct.name)?;
-        let lsm = match &ct.using {
-            None => false,
+        // The engine: "t" (table), "l" (lsm) or "s" (timeseries), the prefix of its names.
+        let prefix = match &ct.using {
+            None => "t",
             Some(u) => {
                 let engine: String = u
                     .chars()
                     .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                     .collect();
                 if engine.eq_ignore_ascii_case("table") {
-                    false
+                    "t"
                 } else if engine.eq_ignore_ascii_case("lsm") && self.storage.supports_engine("lsm")
                 {
-                    true
+                    "l"
+                } else if engine.eq_ignore_ascii_case("timeseries")
+                    && self.storage.supports_engine("timeseries")
+                {
+                    "s"
                 } else {
-                    let have = if self.storage.supports_engine("lsm") {
-                        "table, lsm"
-                    } else {
-                        "table"
-                    };
+                    let mut have = String::from("table");
+                    for e in ["lsm", "timeseries"] {
+                        if self.storage.supports_engine(e) {
+                            have.push_str(", ");
+                            have.push_str(e);
+                        }
+                    }
                     return Err(SqlError::invalid(format!(
                         "no such storage engine: {engine} (this database has: {have})"
                     )));
                 }
             }
         };
+        if prefix == "s" && ct.as_select.is_some() {
+            return Err(SqlError::invalid(
+                "CREATE TABLE … AS SELECT cannot make a timeseries table: declare its columns",
+            ));
+        }
         if let Some(sel) = &ct.as_select {
             let (names, rows, affs) = self.query_typed(sel, None)?;
             let mut text = format!("CREATE TABLE {}(", quote_name(&ct.name));
@@ -827,7 +839,7 @@ impl<S: Storage> Executor<S> {
             }
             return Ok(Output::default());
         }
-        let engine = self.catalog.engine_name(if lsm { "l" } else { "t" });
+        let engine = self.catalog.engine_name(prefix);
         let def = table_def(ct, &engine, sql)?;
         let cols: Vec<ColumnSpec> = def
             .columns
@@ -837,7 +849,27 @@ impl<S: Storage> Executor<S> {
                 decl_type: c.decl_type.clone(),
             })
             .collect();
-        self.storage.create_table(&engine, &cols)?;
+        match (prefix, &ct.using) {
+            ("s", Some(using)) => {
+                // The key is the rowid: the first column, an INTEGER PRIMARY KEY; the engine
+                // keeps no other unique index.
+                if def.ipk != Some(0) {
+                    return Err(SqlError::invalid(format!(
+                        "a timeseries table's first column must be its INTEGER PRIMARY KEY (the timestamp): {}",
+                        def.name
+                    )));
+                }
+                if !def.uniques.is_empty() {
+                    return Err(SqlError::invalid(format!(
+                        "a timeseries table cannot have UNIQUE constraints: {}",
+                        def.name
+                    )));
+                }
+                let at = sql.find(using.as_str()).unwrap_or(0);
+                self.storage.create_table_using(&engine, &cols, using, at)?;
+            }
+            _ => self.storage.create_table(&engine, &cols)?,
+        }
         self.undo.push(Undo::CreatedTable(engine.clone()));
         for u in &def.uniques {
             self.storage.create_index(&u.engine, &engine, &u.columns)?;
@@ -937,10 +969,18 @@ impl<S: Storage> Executor<S> {
                 return Err(self.unique_error(&t, &cols));
             }
         }
-        let prefix = if crate::storage::engine_of(&t.engine) == "lsm" {
-            "li"
-        } else {
-            "i"
+        let prefix = match crate::storage::engine_of(&t.engine) {
+            "lsm" => "li",
+            "timeseries" => {
+                if ci.unique {
+                    return Err(SqlError::invalid(format!(
+                        "a timeseries table cannot have a UNIQUE index: {}",
+                        t.name
+                    )));
+                }
+                "si"
+            }
+            _ => "i",
         };
         let engine = self.catalog.engine_name(prefix);
         self.storage.create_index(&engine, &t.engine, &cols)?;
@@ -1137,6 +1177,13 @@ impl<S: Storage> Executor<S> {
         }
         if column.unique {
             return Err(SqlError::invalid("Cannot add a UNIQUE column"));
+        }
+        if crate::storage::engine_of(&t.engine) == "timeseries" {
+            // Its records have the fixed size chosen when the series was made.
+            return Err(SqlError::invalid(format!(
+                "cannot add a column to timeseries table {}: its record size is fixed",
+                t.name
+            )));
         }
         let scope = Scope::default();
         let default = match &column.default {

@@ -30,6 +30,7 @@ pub mod lsmstore;
 pub mod routed;
 pub mod shared;
 pub mod storage;
+pub mod tsstore;
 mod types;
 
 use std::cell::RefCell;
@@ -162,13 +163,14 @@ impl Default for OpenOptions {
     }
 }
 
-/// The SQL engine of one database, over any device: the executor over the table engine and
-/// (from the first `USING lsm` table on) the LSM tree in the same device. A [`Connection`]
+/// The SQL engine of one database, over any device: the executor over the table engine,
+/// (from the first `USING lsm` table on) the LSM tree and the `USING timeseries` tables'
+/// series, all in the same device. A [`Connection`]
 /// runs one over a file, a raw device or memory; tests run one over fault-injecting devices.
-pub type Engine<D> = Executor<Routed<TableStorage<D>, lsmroot::DbEnv<D>>>;
+pub type Engine<D> = Executor<Routed<TableStorage<D>, lsmroot::DbEnv<D>, tsstore::TsStore<D>>>;
 
-/// Opens the SQL engine over an open table-engine database: opens its LSM tree if it has one,
-/// loads the catalog, and removes LSM objects the catalog does not name (a crash between an
+/// Opens the SQL engine over an open table-engine database: opens its LSM tree if it has one
+/// and every series of its timeseries tables, loads the catalog, and removes LSM objects the catalog does not name (a crash between an
 /// LSM batch and the catalog's commit leaves them).
 pub fn open_engine<D: ember_device::BlockDevice>(
     db: Database<D>,
@@ -182,20 +184,28 @@ pub fn open_engine<D: ember_device::BlockDevice>(
     if let Some(l) = lsm.as_mut() {
         l.set_cache_bytes(cache);
     }
-    let routed = Routed::new(table, lsm).with_factory(Box::new(move |t| {
-        let mut l = lsmroot::create(t, lsm_opts.clone(), sync)?;
-        l.set_cache_bytes(cache);
-        Ok(l)
-    }));
+    let series = tsstore::TsStore::open(table.shared())?;
+    let routed = Routed::new(table, lsm)
+        .with_factory(Box::new(move |t| {
+            let mut l = lsmroot::create(t, lsm_opts.clone(), sync)?;
+            l.set_cache_bytes(cache);
+            Ok(l)
+        }))
+        .with_series(series);
     let mut exec = Executor::open(routed)?;
     let catalog = exec.catalog().clone();
     exec.storage().sweep(&catalog)?;
     Ok(exec)
 }
 
-/// Closes the engine: the LSM tree, then the table engine (a checkpoint); returns the device.
+/// Closes the engine: the series (writing their buffered rows), the LSM tree, then the table
+/// engine (a checkpoint); returns the device.
 pub fn close_engine<D: ember_device::BlockDevice>(exec: Engine<D>) -> Result<D> {
     let routed = exec.into_storage();
+    routed
+        .ts
+        .close()
+        .map_err(|e| Error::Open(format!("close: {e}")))?;
     if let Some(lsm) = routed.lsm {
         drop(
             lsm.into_db()

@@ -1,6 +1,12 @@
 //! Storage that routes each SQL table to its engine: names from
-//! [`ember_sql::storage::engine_of`] that say `lsm` go to an [`LsmStore`], the rest (and
-//! the catalog) to the table engine.
+//! [`ember_sql::storage::engine_of`] that say `lsm` go to an [`LsmStore`], those that say
+//! `timeseries` to a [`SeriesStore`] (the database's [`TsStore`](crate::tsstore::TsStore)),
+//! the rest (and the catalog) to the table engine.
+//!
+//! Timeseries tables hold a transaction's rows in RAM until `COMMIT`, which puts them into
+//! their series before the LSM batch and the table engine commit (a crash between leaves
+//! rows in a series whose catalog row is not yet committed only when the series was made in
+//! the same transaction, and then no catalog names it); `ROLLBACK` drops them.
 //!
 //! A statement outside a transaction is one `begin`/`commit` pair from the executor, so its
 //! KV operations become one atomic LSM batch; inside `BEGIN … COMMIT` the batch grows until
@@ -27,11 +33,104 @@ fn lsm(name: &str) -> bool {
     engine_of(name) == "lsm"
 }
 
+fn ts(name: &str) -> bool {
+    engine_of(name) == "timeseries"
+}
+
+/// The timeseries tables of a database, as the router drives them (see
+/// [`TsStore`](crate::tsstore::TsStore) for what each does).
+#[allow(missing_docs)]
+pub trait SeriesStore {
+    fn has_table(&self, t: &str) -> bool;
+    fn create_table_using(
+        &mut self,
+        t: &str,
+        columns: &[ColumnSpec],
+        using: &str,
+        at: usize,
+    ) -> Result<()>;
+    fn drop_table(&mut self, t: &str) -> Result<()>;
+    fn insert(&mut self, t: &str, rowid: i64, row: &[Value]) -> Result<()>;
+    fn delete(&mut self, t: &str, rowid: i64) -> Result<bool>;
+    fn get(&mut self, t: &str, rowid: i64) -> Result<Option<Vec<Value>>>;
+    fn scan(&mut self, t: &str, lo: Bound<i64>, hi: Bound<i64>) -> Result<Vec<Row>>;
+    fn max_rowid(&mut self, t: &str) -> Result<Option<i64>>;
+    fn create_index(&mut self, index: &str, t: &str, columns: &[usize]) -> Result<()>;
+    fn drop_index(&mut self, index: &str) -> Result<()>;
+    fn index_scan(
+        &mut self,
+        index: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+    ) -> Result<Vec<Row>>;
+    /// Before the table engine commits.
+    fn commit(&mut self) -> Result<()>;
+    /// After the table engine committed.
+    fn committed(&mut self) -> Result<()>;
+    /// After the table engine rolled back.
+    fn rolled_back(&mut self) -> Result<()>;
+}
+
+/// A database without timeseries tables.
+#[derive(Debug, Default)]
+pub struct NoSeries;
+
+fn no_series<T>() -> Result<T> {
+    Err(SqlError::Storage(
+        "this database cannot hold timeseries tables".into(),
+    ))
+}
+
+impl SeriesStore for NoSeries {
+    fn has_table(&self, _: &str) -> bool {
+        false
+    }
+    fn create_table_using(&mut self, _: &str, _: &[ColumnSpec], _: &str, _: usize) -> Result<()> {
+        no_series()
+    }
+    fn drop_table(&mut self, _: &str) -> Result<()> {
+        no_series()
+    }
+    fn insert(&mut self, _: &str, _: i64, _: &[Value]) -> Result<()> {
+        no_series()
+    }
+    fn delete(&mut self, _: &str, _: i64) -> Result<bool> {
+        no_series()
+    }
+    fn get(&mut self, _: &str, _: i64) -> Result<Option<Vec<Value>>> {
+        no_series()
+    }
+    fn scan(&mut self, _: &str, _: Bound<i64>, _: Bound<i64>) -> Result<Vec<Row>> {
+        no_series()
+    }
+    fn max_rowid(&mut self, _: &str) -> Result<Option<i64>> {
+        no_series()
+    }
+    fn create_index(&mut self, _: &str, _: &str, _: &[usize]) -> Result<()> {
+        no_series()
+    }
+    fn drop_index(&mut self, _: &str) -> Result<()> {
+        no_series()
+    }
+    fn index_scan(&mut self, _: &str, _: Bound<&[Value]>, _: Bound<&[Value]>) -> Result<Vec<Row>> {
+        no_series()
+    }
+    fn commit(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn committed(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn rolled_back(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// Makes the LSM tree for the first lsm table, given the table engine (in its transaction).
 pub type LsmFactory<S, E> = Box<dyn FnMut(&mut S) -> Result<LsmStore<E>>>;
 
-/// The table engine plus an lsm store (see the module docs).
-pub struct Routed<S: Storage, E: Env> {
+/// The table engine plus an lsm store and the timeseries tables (see the module docs).
+pub struct Routed<S: Storage, E: Env, T: SeriesStore = NoSeries> {
     /// The table engine (and the catalog).
     pub table: S,
     /// The lsm tables, once the database has any.
@@ -39,9 +138,13 @@ pub struct Routed<S: Storage, E: Env> {
     factory: Option<LsmFactory<S, E>>,
     /// The tree was made in the open transaction.
     lsm_new: bool,
+    /// The timeseries tables.
+    pub ts: T,
+    /// Whether `ts` can make tables.
+    ts_on: bool,
 }
 
-impl<S: Storage + std::fmt::Debug, E: Env> std::fmt::Debug for Routed<S, E> {
+impl<S: Storage + std::fmt::Debug, E: Env, T: SeriesStore> std::fmt::Debug for Routed<S, E, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Routed")
             .field("table", &self.table)
@@ -59,6 +162,23 @@ impl<S: Storage, E: Env> Routed<S, E> {
             lsm,
             factory: None,
             lsm_new: false,
+            ts: NoSeries,
+            ts_on: false,
+        }
+    }
+}
+
+impl<S: Storage, E: Env, T: SeriesStore> Routed<S, E, T> {
+    /// Keeps the timeseries tables in `ts` (and lets `CREATE TABLE … USING timeseries` make
+    /// them).
+    pub fn with_series<U: SeriesStore>(self, ts: U) -> Routed<S, E, U> {
+        Routed {
+            table: self.table,
+            lsm: self.lsm,
+            factory: self.factory,
+            lsm_new: self.lsm_new,
+            ts,
+            ts_on: true,
         }
     }
 
@@ -95,15 +215,19 @@ impl<S: Storage, E: Env> Routed<S, E> {
     }
 }
 
-impl<S: Storage, E: Env> Storage for Routed<S, E> {
+impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
     fn engine_name(&self) -> &str {
         self.table.engine_name()
     }
     fn supports_engine(&self, name: &str) -> bool {
         (name.eq_ignore_ascii_case("lsm") && (self.lsm.is_some() || self.factory.is_some()))
+            || (name.eq_ignore_ascii_case("timeseries") && self.ts_on)
             || self.table.supports_engine(name)
     }
     fn has_table(&mut self, t: &str) -> Result<bool> {
+        if ts(t) {
+            return Ok(self.ts.has_table(t));
+        }
         if lsm(t) {
             Ok(self.lsm.as_ref().is_some_and(|l| l.has_table(t)))
         } else {
@@ -111,6 +235,9 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         }
     }
     fn create_table(&mut self, t: &str, columns: &[ColumnSpec]) -> Result<()> {
+        if ts(t) {
+            return self.ts.create_table_using(t, columns, "timeseries", 0);
+        }
         if lsm(t) {
             if self.lsm.is_none() {
                 let f = self.factory.as_mut().ok_or_else(|| {
@@ -125,6 +252,9 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         }
     }
     fn drop_table(&mut self, t: &str) -> Result<()> {
+        if ts(t) {
+            return self.ts.drop_table(t);
+        }
         if lsm(t) {
             self.store(t)?.drop_table(t)
         } else {
@@ -132,6 +262,9 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         }
     }
     fn insert(&mut self, t: &str, rowid: i64, row: &[Value]) -> Result<()> {
+        if ts(t) {
+            return self.ts.insert(t, rowid, row);
+        }
         if lsm(t) {
             self.store(t)?.put_row(t, rowid, row)
         } else {
@@ -139,6 +272,11 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         }
     }
     fn update(&mut self, t: &str, rowid: i64, row: &[Value]) -> Result<()> {
+        if ts(t) {
+            return Err(SqlError::invalid(
+                "a timeseries table is append-only: rows cannot be updated",
+            ));
+        }
         if lsm(t) {
             self.store(t)?.put_row(t, rowid, row)
         } else {
@@ -146,6 +284,9 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         }
     }
     fn delete(&mut self, t: &str, rowid: i64) -> Result<bool> {
+        if ts(t) {
+            return self.ts.delete(t, rowid);
+        }
         if lsm(t) {
             self.store(t)?.delete(t, rowid)
         } else {
@@ -153,6 +294,9 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         }
     }
     fn get(&mut self, t: &str, rowid: i64) -> Result<Option<Vec<Value>>> {
+        if ts(t) {
+            return self.ts.get(t, rowid);
+        }
         if lsm(t) {
             self.store(t)?.get(t, rowid)
         } else {
@@ -160,6 +304,9 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         }
     }
     fn scan(&mut self, t: &str, lo: Bound<i64>, hi: Bound<i64>) -> Result<Vec<Row>> {
+        if ts(t) {
+            return self.ts.scan(t, lo, hi);
+        }
         if lsm(t) {
             self.store(t)?.scan(t, lo, hi)
         } else {
@@ -174,6 +321,14 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         desc: bool,
         limit: usize,
     ) -> Result<Vec<Row>> {
+        if ts(t) {
+            let mut rows = self.ts.scan(t, lo, hi)?;
+            if desc {
+                rows.reverse();
+            }
+            rows.truncate(limit);
+            return Ok(rows);
+        }
         if lsm(t) {
             if !desc {
                 return self.store(t)?.scan_limited(t, lo, hi, limit);
@@ -188,6 +343,9 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         }
     }
     fn max_rowid(&mut self, t: &str) -> Result<Option<i64>> {
+        if ts(t) {
+            return self.ts.max_rowid(t);
+        }
         if lsm(t) {
             self.store(t)?.max_rowid(t)
         } else {
@@ -195,6 +353,9 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         }
     }
     fn create_index(&mut self, index: &str, t: &str, columns: &[usize]) -> Result<()> {
+        if ts(t) {
+            return self.ts.create_index(index, t, columns);
+        }
         if lsm(t) {
             self.store(index)?.create_index(index, t, columns)
         } else {
@@ -202,6 +363,9 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         }
     }
     fn drop_index(&mut self, index: &str) -> Result<()> {
+        if ts(index) {
+            return self.ts.drop_index(index);
+        }
         if lsm(index) {
             self.store(index)?.drop_index(index)
         } else {
@@ -214,6 +378,9 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         lo: Bound<&[Value]>,
         hi: Bound<&[Value]>,
     ) -> Result<Vec<Row>> {
+        if ts(index) {
+            return self.ts.index_scan(index, lo, hi);
+        }
         if lsm(index) {
             self.store(index)?.index_scan(index, lo, hi)
         } else {
@@ -228,8 +395,12 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
         desc: bool,
         limit: usize,
     ) -> Result<Vec<Row>> {
-        if lsm(index) {
-            let mut rows = self.store(index)?.index_scan(index, lo, hi)?;
+        if lsm(index) || ts(index) {
+            let mut rows = if ts(index) {
+                self.ts.index_scan(index, lo, hi)?
+            } else {
+                self.store(index)?.index_scan(index, lo, hi)?
+            };
             if desc {
                 rows.reverse();
             }
@@ -242,13 +413,32 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
     fn begin(&mut self) -> Result<()> {
         self.table.begin()
     }
+    fn create_table_using(
+        &mut self,
+        t: &str,
+        columns: &[ColumnSpec],
+        using: &str,
+        at: usize,
+    ) -> Result<()> {
+        if ts(t) {
+            self.ts.create_table_using(t, columns, using, at)
+        } else {
+            self.create_table(t, columns)
+        }
+    }
     fn commit(&mut self) -> Result<()> {
+        if let Err(e) = self.ts.commit() {
+            // The executor takes a failed COMMIT as the end of the transaction: take all of
+            // it back (a full series refuses the whole transaction).
+            let _ = self.rollback();
+            return Err(e);
+        }
         if let Some(l) = self.lsm.as_mut() {
             l.commit()?;
         }
         self.table.commit()?;
         self.lsm_new = false;
-        Ok(())
+        self.ts.committed()
     }
     fn rollback(&mut self) -> Result<()> {
         if let Some(l) = self.lsm.as_mut() {
@@ -258,7 +448,10 @@ impl<S: Storage, E: Env> Storage for Routed<S, E> {
             // The table engine forgets the tree's root with the rest of the transaction.
             self.lsm = None;
         }
-        self.table.rollback()
+        // The series forget the transaction even if the table engine's rollback fails.
+        let table = self.table.rollback();
+        let ts = self.ts.rolled_back();
+        table.and(ts)
     }
     fn pragma(
         &mut self,
