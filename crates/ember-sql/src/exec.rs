@@ -133,6 +133,8 @@ pub struct Executor<S: Storage> {
     /// Each table's definition and row scope as FROM items use them, by table and alias
     /// (shared, not rebuilt per execution); emptied with the plans.
     leaf_defs: BTreeMap<(String, String), (Rc<TableDef>, Rc<Scope>)>,
+    /// Each table's definition as INSERT, UPDATE and DELETE use it; emptied with the plans.
+    write_defs: BTreeMap<String, Rc<TableDef>>,
     /// The statement running (its parse id).
     stmt_id: u64,
     /// Access paths chosen so far (cached ones not counted).
@@ -432,6 +434,7 @@ impl<S: Storage> Executor<S> {
             view_depth: 0,
             plans: BTreeMap::new(),
             leaf_defs: BTreeMap::new(),
+            write_defs: BTreeMap::new(),
             stmt_id: 0,
             plans_made: 0,
             no_subq_cache: false,
@@ -505,6 +508,7 @@ impl<S: Storage> Executor<S> {
         self.catalog = cat;
         self.plans.clear();
         self.leaf_defs.clear();
+        self.write_defs.clear();
         Ok(())
     }
 
@@ -515,6 +519,7 @@ impl<S: Storage> Executor<S> {
         if self.plans.len() > 4096 {
             self.plans.clear();
             self.leaf_defs.clear();
+            self.write_defs.clear();
         }
         self.subq_cache.clear();
         self.subq_stack.clear();
@@ -622,6 +627,7 @@ impl<S: Storage> Executor<S> {
         if !matches!(stmt, Stmt::Insert(_) | Stmt::Update(_) | Stmt::Delete(_)) {
             self.plans.clear();
             self.leaf_defs.clear();
+            self.write_defs.clear();
         }
         match stmt {
             Stmt::Insert(i) => self.insert(i),
@@ -1287,9 +1293,17 @@ impl<S: Storage> Executor<S> {
 
     // ----- DML ---------------------------------------------------------------------------
 
-    fn table_for_write(&self, name: &str) -> Result<TableDef> {
-        match self.catalog.tables.get(&key(name)) {
-            Some(t) => Ok(t.clone()),
+    fn table_for_write(&mut self, name: &str) -> Result<Rc<TableDef>> {
+        let k = key(name);
+        if let Some(t) = self.write_defs.get(&k) {
+            return Ok(t.clone());
+        }
+        match self.catalog.tables.get(&k) {
+            Some(t) => {
+                let t = Rc::new(t.clone());
+                self.write_defs.insert(k, t.clone());
+                Ok(t)
+            }
             None if self.catalog.views.contains_key(&key(name)) => Err(SqlError::invalid(format!(
                 "cannot modify {name} because it is a view"
             ))),
@@ -1407,7 +1421,7 @@ impl<S: Storage> Executor<S> {
         conflict: Conflict,
     ) -> Result<Option<Vec<i64>>> {
         let mut victims = Vec::new();
-        if old_rowid != Some(rowid) && self.storage.get(&t.engine, rowid)?.is_some() {
+        if old_rowid != Some(rowid) && self.storage.contains(&t.engine, rowid)? {
             match conflict {
                 Conflict::Ignore => return Ok(None),
                 Conflict::Replace => victims.push(rowid),

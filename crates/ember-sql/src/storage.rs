@@ -73,6 +73,10 @@ pub trait Storage {
     fn delete(&mut self, table: &str, rowid: i64) -> Result<bool>;
     /// The row under a rowid.
     fn get(&mut self, table: &str, rowid: i64) -> Result<Option<Vec<Value>>>;
+    /// Whether a row has this rowid (engines answer from their index, without the row).
+    fn contains(&mut self, table: &str, rowid: i64) -> Result<bool> {
+        Ok(self.get(table, rowid)?.is_some())
+    }
     /// The rows whose rowid lies within the bounds, in rowid order.
     fn scan(&mut self, table: &str, lo: Bound<i64>, hi: Bound<i64>) -> Result<Vec<Row>>;
     /// The largest rowid in use.

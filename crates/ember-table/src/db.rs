@@ -1755,6 +1755,14 @@ impl<D: BlockDevice> Database<D> {
         Ok(true)
     }
 
+    /// Whether a row has this primary key (the index alone; the row is not read).
+    pub fn contains(&mut self, table: &str, key: &[Value]) -> Result<bool> {
+        let id = self.table_id(table)?;
+        let mut k = Vec::new();
+        encode_key(key, &mut k);
+        Ok(self.index_get(id, &k)?.is_some())
+    }
+
     /// The row with this primary key (for a rowid table: `[Integer(rowid)]`).
     pub fn get(&mut self, table: &str, key: &[Value]) -> Result<Option<Vec<Value>>> {
         let id = self.table_id(table)?;

@@ -435,6 +435,12 @@ impl<E: Env> LsmStore<E> {
         Ok(true)
     }
 
+    /// Whether a row has this rowid (the row is not decoded).
+    pub fn contains(&mut self, table: &str, rowid: i64) -> Result<bool> {
+        let key = lsmkey::row_key(object(table)?, rowid);
+        Ok(self.read(&key)?.is_some())
+    }
+
     /// The row under a rowid.
     pub fn get(&mut self, table: &str, rowid: i64) -> Result<Option<Vec<Value>>> {
         let key = lsmkey::row_key(object(table)?, rowid);

@@ -303,6 +303,16 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
             self.table.get(t, rowid)
         }
     }
+    fn contains(&mut self, t: &str, rowid: i64) -> Result<bool> {
+        if ts(t) {
+            return Ok(self.ts.get(t, rowid)?.is_some());
+        }
+        if lsm(t) {
+            self.store(t)?.contains(t, rowid)
+        } else {
+            self.table.contains(t, rowid)
+        }
+    }
     fn scan(&mut self, t: &str, lo: Bound<i64>, hi: Bound<i64>) -> Result<Vec<Row>> {
         if ts(t) {
             return self.ts.scan(t, lo, hi);

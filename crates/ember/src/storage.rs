@@ -180,6 +180,13 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         Ok(gone)
     }
 
+    fn contains(&mut self, table: &str, rowid: i64) -> Result<bool> {
+        self.db
+            .lock()?
+            .contains(table, &[TValue::Integer(rowid)])
+            .map_err(err)
+    }
+
     fn get(&mut self, table: &str, rowid: i64) -> Result<Option<Vec<Value>>> {
         match self
             .db
