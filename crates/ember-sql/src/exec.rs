@@ -144,6 +144,16 @@ pub struct Executor<S: Storage> {
     no_subq_cache: bool,
 }
 
+/// The conjuncts of a condition, borrowed.
+fn conjuncts<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    if let Expr::Binary(BinOp::And, a, b) = e {
+        conjuncts(a, out);
+        conjuncts(b, out);
+    } else {
+        out.push(e);
+    }
+}
+
 fn split_and(e: &Expr, out: &mut Vec<Expr>) {
     if let Expr::Binary(BinOp::And, a, b) = e {
         split_and(a, out);
@@ -1629,19 +1639,28 @@ impl<S: Storage> Executor<S> {
     /// The rows of a table a WHERE clause selects, through the planner: (rowid, values).
     fn matching_rows(
         &mut self,
-        t: &TableDef,
+        t: &Rc<TableDef>,
         filter: Option<&Expr>,
     ) -> Result<Vec<(i64, Vec<Value>)>> {
+        let ck = (key(&t.name), String::new());
+        let scope = match self.leaf_defs.get(&ck) {
+            Some((_, sc)) => sc.clone(),
+            None => {
+                let sc = Rc::new(Self::table_scope(t, &t.name));
+                self.leaf_defs.insert(ck, (t.clone(), sc.clone()));
+                sc
+            }
+        };
         let leaf = Leaf {
-            scope: Rc::new(Self::table_scope(t, &t.name)),
-            src: LeafSrc::Table(Rc::new(t.clone())),
+            scope,
+            src: LeafSrc::Table(t.clone()),
             kind: JoinKind::Inner,
             on: Vec::new(),
             label: t.name.clone(),
         };
         let mut conj = Vec::new();
         if let Some(f) = filter {
-            split_and(f, &mut conj);
+            conjuncts(f, &mut conj);
         }
         let key = filter.map_or(0, |f| f as *const Expr as usize);
         let (_, rows) = self.join(&[leaf], &conj, None, key, None)?;
@@ -1970,7 +1989,6 @@ impl<S: Storage> Executor<S> {
         }
         // Result aliases may be named in WHERE, GROUP BY, HAVING and ORDER BY (SQLite's
         // extension) where no column of the FROM tables has the name.
-        let from_scope = acc_scope_of(&leaves);
         let aliases: Vec<(String, Expr)> = columns
             .iter()
             .filter_map(|c| match c {
@@ -1982,7 +2000,16 @@ impl<S: Storage> Executor<S> {
                 _ => None,
             })
             .collect();
+        // Only a query with result aliases needs the FROM scope here.
+        let from_scope = if aliases.is_empty() {
+            Scope::default()
+        } else {
+            acc_scope_of(&leaves)
+        };
         let alias_of = |t: &Option<String>, n: &str| -> Option<Expr> {
+            if aliases.is_empty() {
+                return None;
+            }
             if t.is_some() || from_scope.find(None, n).ok().flatten().is_some() {
                 return None;
             }
@@ -1992,32 +2019,46 @@ impl<S: Storage> Executor<S> {
                 .map(|(_, x)| x.clone())
         };
         let mut substituted = false;
-        let filter: Option<Cow<'_, Expr>> = filter
-            .as_ref()
-            .map(|e| with_aliases(e, &alias_of, &mut substituted));
-        let having: Option<Cow<'_, Expr>> = having
-            .as_ref()
-            .map(|e| with_aliases(e, &alias_of, &mut substituted));
-        let order_by: Vec<OrderTerm> = order_by
-            .iter()
-            .map(|t| OrderTerm {
-                expr: with_aliases(&t.expr, &alias_of, &mut substituted).into_owned(),
-                ..t.clone()
-            })
-            .collect();
+        let filter: Option<Cow<'_, Expr>> = filter.as_ref().map(|e| {
+            if aliases.is_empty() {
+                Cow::Borrowed(e)
+            } else {
+                with_aliases(e, &alias_of, &mut substituted)
+            }
+        });
+        let having: Option<Cow<'_, Expr>> = having.as_ref().map(|e| {
+            if aliases.is_empty() {
+                Cow::Borrowed(e)
+            } else {
+                with_aliases(e, &alias_of, &mut substituted)
+            }
+        });
+        let order_by: Cow<'_, [OrderTerm]> = if aliases.is_empty() {
+            Cow::Borrowed(order_by)
+        } else {
+            Cow::Owned(
+                order_by
+                    .iter()
+                    .map(|t| OrderTerm {
+                        expr: with_aliases(&t.expr, &alias_of, &mut substituted).into_owned(),
+                        ..t.clone()
+                    })
+                    .collect(),
+            )
+        };
         let order_by = &order_by[..];
         if substituted {
             // Copies of subqueries have fresh addresses: none may be cached this statement.
             self.no_subq_cache = true;
         }
-        let mut conj = Vec::new();
+        let mut conj: Vec<&Expr> = Vec::new();
         if let Some(w) = filter.as_deref() {
             if let Some(f) = first_aggregate(w) {
                 return Err(SqlError::invalid(format!(
                     "misuse of aggregate function {f}() in WHERE"
                 )));
             }
-            split_and(w, &mut conj);
+            conjuncts(w, &mut conj);
         }
         let hint = match limit {
             Some((limit, offset))
@@ -2269,7 +2310,7 @@ impl<S: Storage> Executor<S> {
                     vals.push(self.eval(e, &env)?);
                 }
                 if let Some(h) = having.as_deref() {
-                    if self.eval(h, &env)?.truth() != Some(true) {
+                    if self.cond(h, &env)? != Some(true) {
                         continue;
                     }
                 }
@@ -3123,7 +3164,7 @@ impl<S: Storage> Executor<S> {
     fn join(
         &mut self,
         leaves: &[Leaf],
-        where_conj: &[Expr],
+        where_conj: &[&Expr],
         outer: Option<&Env<'_>>,
         plan_key: usize,
         hint: Option<&OrderHint<'_>>,
@@ -3138,7 +3179,7 @@ impl<S: Storage> Executor<S> {
                 group: None,
             };
             for c in where_conj {
-                if self.eval(c, &env)?.truth() != Some(true) {
+                if self.cond(c, &env)? != Some(true) {
                     return Ok((Rc::default(), Vec::new()));
                 }
             }
@@ -3176,7 +3217,7 @@ impl<S: Storage> Executor<S> {
                 group: None,
             };
             for c in constant {
-                if self.eval(c, &env)?.truth() != Some(true) {
+                if self.cond(c, &env)? != Some(true) {
                     return Ok((acc_scope, Vec::new()));
                 }
             }
@@ -3187,7 +3228,7 @@ impl<S: Storage> Executor<S> {
             let mut cands: Vec<&Expr> = leaf.on.iter().collect();
             if leaf.kind != JoinKind::Left {
                 // WHERE conjuncts may restrict an inner join's table (not a LEFT JOIN's).
-                cands.extend(where_conj.iter());
+                cands.extend(where_conj.iter().copied());
             }
             // A prepared statement plans each FROM item once.
             let cache_key = (self.stmt_id, plan_key, k);
@@ -3284,7 +3325,7 @@ impl<S: Storage> Executor<S> {
                     };
                     let mut ok = true;
                     for c in &leaf.on {
-                        if self.eval(c, &env)?.truth() != Some(true) {
+                        if self.cond(c, &env)? != Some(true) {
                             ok = false;
                             break;
                         }
@@ -3294,7 +3335,7 @@ impl<S: Storage> Executor<S> {
                     }
                     matched = true;
                     for c in &by_level[k] {
-                        if self.eval(c, &env)?.truth() != Some(true) {
+                        if self.cond(c, &env)? != Some(true) {
                             ok = false;
                             break;
                         }
@@ -3314,7 +3355,7 @@ impl<S: Storage> Executor<S> {
                     };
                     let mut ok = true;
                     for c in &by_level[k] {
-                        if self.eval(c, &env)?.truth() != Some(true) {
+                        if self.cond(c, &env)? != Some(true) {
                             ok = false;
                             break;
                         }
