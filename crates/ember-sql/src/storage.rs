@@ -132,6 +132,11 @@ pub trait Storage {
     fn begin(&mut self) -> Result<()>;
     /// Commits it.
     fn commit(&mut self) -> Result<()>;
+    /// Whether the open transaction has changed anything yet (an engine that cannot tell
+    /// says yes).
+    fn has_changes(&mut self) -> bool {
+        true
+    }
     /// Takes it back.
     fn rollback(&mut self) -> Result<()>;
     /// An engine setting or statistic by name (`PRAGMA name`), as (column, value) rows.

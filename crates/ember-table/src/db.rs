@@ -2345,7 +2345,7 @@ fn split_tuple(t: &[u8], at: u64) -> Result<(&[u8], &[u8])> {
 
 impl<D: BlockDevice> Database<D> {
     /// Whether the open transaction (if any) has changed nothing yet.
-    fn txn_is_empty(&self) -> bool {
+    pub fn txn_is_empty(&self) -> bool {
         self.txn
             .as_ref()
             .is_none_or(|t| t.ops.is_empty() && t.marks.is_empty() && t.undo.is_empty())

@@ -184,6 +184,10 @@ pub fn open_engine<D: ember_device::BlockDevice>(
     if let Some(l) = lsm.as_mut() {
         l.set_cache_bytes(cache);
     }
+    let mut table = table;
+    if let Some(l) = lsm.as_mut() {
+        routed::replay_redo(&mut table, l)?;
+    }
     let series = tsstore::TsStore::open(table.shared())?;
     let routed = Routed::new(table, lsm)
         .with_factory(Box::new(move |t| {

@@ -19,6 +19,9 @@ use crate::coordcache::{self, CacheStats, CoordCache};
 use crate::lsmkey::{self, INDEX, ROW};
 
 const META: u8 = b'm';
+/// The key of the redo marker: the number of the last redo record applied.
+const MARKER: &[u8] = b"c";
+const REDO_VERSION: u8 = 1;
 
 fn lerr(e: ember_lsm::LsmError) -> SqlError {
     SqlError::Storage(format!("lsm engine: {e}"))
@@ -266,6 +269,97 @@ impl<E: Env> LsmStore<E> {
             };
         }
         self.db.write(b, self.sync).map_err(lerr)
+    }
+
+    /// Whether writes wait for the next commit.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// The pending writes as a redo record the table engine keeps for a transaction that
+    /// spans both engines: `version u8 = 1 | count u32 | per write: tag u8 (0 delete, 1 put) |
+    /// key length u32 | key | (put) value length u32 | value` (little-endian).
+    pub fn pending_bytes(&self) -> Vec<u8> {
+        let mut out = vec![REDO_VERSION];
+        out.extend_from_slice(&(self.pending.len() as u32).to_le_bytes());
+        for (k, v) in &self.pending {
+            out.push(u8::from(v.is_some()));
+            out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+            out.extend_from_slice(k);
+            if let Some(v) = v {
+                out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                out.extend_from_slice(v);
+            }
+        }
+        out
+    }
+
+    /// The number of the last redo record whose batch is in the tree (0: none).
+    pub fn marker(&self) -> Result<u64> {
+        match self.db.get(MARKER).map_err(lerr)? {
+            None => Ok(0),
+            Some(v) => v
+                .try_into()
+                .map(u64::from_be_bytes)
+                .map_err(|_| SqlError::Storage("lsm engine: a bad redo marker".into())),
+        }
+    }
+
+    /// Commits the pending writes with the marker of redo record `seq`, in one batch.
+    pub fn commit_marked(&mut self, seq: u64) -> Result<()> {
+        self.pending
+            .insert(MARKER.to_vec(), Some(seq.to_be_bytes().to_vec()));
+        self.commit()
+    }
+
+    /// Applies redo record `seq` (its writes and its marker, synced) — on open, when the table
+    /// engine committed a transaction whose LSM batch a crash kept out of the tree.
+    pub fn replay(&mut self, bytes: &[u8], seq: u64) -> Result<()> {
+        let bad = || SqlError::Storage("lsm engine: a redo record does not parse".into());
+        let mut at = 0usize;
+        let mut take = |n: usize| -> Result<&[u8]> {
+            let s = bytes
+                .get(at..at.checked_add(n).ok_or_else(bad)?)
+                .ok_or_else(bad)?;
+            at += n;
+            Ok(s)
+        };
+        if take(1)? != [REDO_VERSION] {
+            return Err(SqlError::Storage(
+                "lsm engine: a redo record of an unknown format version".into(),
+            ));
+        }
+        let u32_of = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+        let count = u32_of(take(4)?);
+        let mut writes = Vec::new();
+        for _ in 0..count {
+            let tag = take(1)?[0];
+            let klen = u32_of(take(4)?);
+            let key = take(klen)?.to_vec();
+            let value = match tag {
+                0 => None,
+                1 => {
+                    let vlen = u32_of(take(4)?);
+                    Some(take(vlen)?.to_vec())
+                }
+                _ => return Err(bad()),
+            };
+            writes.push((key, value));
+        }
+        for (k, v) in writes {
+            match v {
+                Some(v) => self.put(k, v),
+                None => self.del(k),
+            }
+        }
+        let sync = std::mem::replace(&mut self.sync, true);
+        let r = self.commit_marked(seq);
+        self.sync = sync;
+        let (tables, indexes) = Self::new_defs(&self.db)?;
+        self.tables = tables;
+        self.indexes = indexes;
+        self.max.clear();
+        r
     }
 
     /// Drops every table and index whose name is not in `named` (lower case), and makes

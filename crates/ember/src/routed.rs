@@ -126,6 +126,32 @@ impl SeriesStore for NoSeries {
     }
 }
 
+/// The table-engine table holding the redo record of the last transaction that wrote to both
+/// engines: `(rowid 1, seq INTEGER, batch BLOB)`, the batch in
+/// [`LsmStore::pending_bytes`]'s format.
+pub const REDO_TABLE: &str = "ember$lsmredo";
+
+/// Applies the redo record a crash kept out of the tree (if its number is above the tree's
+/// marker); called when a database opens, before anything reads the tree.
+pub fn replay_redo<S: Storage, E: Env>(table: &mut S, lsm: &mut LsmStore<E>) -> Result<()> {
+    if !table.has_table(REDO_TABLE)? {
+        return Ok(());
+    }
+    let Some(row) = table.get(REDO_TABLE, 1)? else {
+        return Ok(());
+    };
+    let (Some(Value::Integer(seq)), Some(Value::Blob(bytes))) = (row.first(), row.get(1)) else {
+        return Err(SqlError::Storage(format!(
+            "lsm engine: the redo record in {REDO_TABLE} is not (seq, batch)"
+        )));
+    };
+    let seq = u64::try_from(*seq).unwrap_or(0);
+    if lsm.marker()? < seq {
+        lsm.replay(bytes, seq)?;
+    }
+    Ok(())
+}
+
 /// Makes the LSM tree for the first lsm table, given the table engine (in its transaction).
 pub type LsmFactory<S, E> = Box<dyn FnMut(&mut S) -> Result<LsmStore<E>>>;
 
@@ -138,6 +164,8 @@ pub struct Routed<S: Storage, E: Env, T: SeriesStore = NoSeries> {
     factory: Option<LsmFactory<S, E>>,
     /// The tree was made in the open transaction.
     lsm_new: bool,
+    /// The number of the last redo record (read from the tree when first needed).
+    redo_seq: Option<u64>,
     /// The timeseries tables.
     pub ts: T,
     /// Whether `ts` can make tables.
@@ -162,6 +190,7 @@ impl<S: Storage, E: Env> Routed<S, E> {
             lsm,
             factory: None,
             lsm_new: false,
+            redo_seq: None,
             ts: NoSeries,
             ts_on: false,
         }
@@ -177,6 +206,7 @@ impl<S: Storage, E: Env, T: SeriesStore> Routed<S, E, T> {
             lsm: self.lsm,
             factory: self.factory,
             lsm_new: self.lsm_new,
+            redo_seq: self.redo_seq,
             ts,
             ts_on: true,
         }
@@ -186,6 +216,40 @@ impl<S: Storage, E: Env, T: SeriesStore> Routed<S, E, T> {
     pub fn with_factory(mut self, f: LsmFactory<S, E>) -> Self {
         self.factory = Some(f);
         self
+    }
+
+    /// Commits a transaction that wrote to both the table engine and the tree as one: the
+    /// tree's batch goes into the table engine's transaction as a redo record (the table
+    /// [`REDO_TABLE`], one row, overwritten each time), the table engine commits — the commit
+    /// point — and then the batch goes into the tree with the record's number as its marker.
+    /// A crash between the two leaves a marker older than the record, and opening applies the
+    /// record ([`replay_redo`]).
+    fn commit_both(&mut self) -> Result<()> {
+        let Some(l) = self.lsm.as_mut() else {
+            return self.table.commit();
+        };
+        let seq = match self.redo_seq {
+            Some(s) => s,
+            None => l.marker()?,
+        } + 1;
+        let bytes = l.pending_bytes();
+        if !self.table.has_table(REDO_TABLE)? {
+            let col = |n: &str, t: &str| ColumnSpec {
+                name: n.into(),
+                decl_type: t.into(),
+            };
+            self.table
+                .create_table(REDO_TABLE, &[col("seq", "INTEGER"), col("batch", "BLOB")])?;
+        }
+        let row = [Value::Integer(seq as i64), Value::Blob(bytes)];
+        if self.table.contains(REDO_TABLE, 1)? {
+            self.table.update(REDO_TABLE, 1, &row)?;
+        } else {
+            self.table.insert(REDO_TABLE, 1, &row)?;
+        }
+        self.table.commit()?;
+        self.redo_seq = Some(seq);
+        l.commit_marked(seq)
     }
 
     fn store(&mut self, name: &str) -> Result<&mut LsmStore<E>> {
@@ -443,10 +507,16 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
             let _ = self.rollback();
             return Err(e);
         }
-        if let Some(l) = self.lsm.as_mut() {
-            l.commit()?;
+        let mixed =
+            self.lsm.as_ref().is_some_and(LsmStore::has_pending) && self.table.has_changes();
+        if mixed {
+            self.commit_both()?;
+        } else {
+            if let Some(l) = self.lsm.as_mut() {
+                l.commit()?;
+            }
+            self.table.commit()?;
         }
-        self.table.commit()?;
         self.lsm_new = false;
         self.ts.committed()
     }

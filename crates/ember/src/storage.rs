@@ -335,6 +335,10 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         self.db.lock()?.begin().map_err(err)
     }
 
+    fn has_changes(&mut self) -> bool {
+        self.db.lock().map_or(true, |db| !db.txn_is_empty())
+    }
+
     fn commit(&mut self) -> Result<()> {
         self.in_txn = false;
         self.db.lock()?.commit().map_err(err)

@@ -284,17 +284,15 @@ fn workload(dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, st: &mut State) -> Result<
                     }
                 }
                 _ => {
-                    // A table-engine statement in its own transaction.
+                    // A table-engine statement in the same transaction: the commit must keep
+                    // both engines' parts or neither.
                     if next.p.is_none() {
-                        sql = "BEGIN; CREATE TABLE p(id INTEGER PRIMARY KEY, c INTEGER);".into();
-                        next = model.clone();
+                        sql += "CREATE TABLE p(id INTEGER PRIMARY KEY, c INTEGER);";
                         next.p = Some(BTreeMap::new());
                     } else {
-                        sql = format!("BEGIN; INSERT OR REPLACE INTO p VALUES ({id}, {step});");
-                        next = model.clone();
+                        sql += &format!("INSERT OR REPLACE INTO p VALUES ({id}, {step});");
                         next.p.as_mut().unwrap().insert(id, step as i64);
                     }
-                    break;
                 }
             }
         }
