@@ -286,12 +286,12 @@ fn workload(dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, st: &mut State) -> Result<
                 _ => {
                     // A table-engine statement in the same transaction: the commit must keep
                     // both engines' parts or neither.
-                    if next.p.is_none() {
+                    if let Some(p) = next.p.as_mut() {
+                        sql += &format!("INSERT OR REPLACE INTO p VALUES ({id}, {step});");
+                        p.insert(id, step as i64);
+                    } else {
                         sql += "CREATE TABLE p(id INTEGER PRIMARY KEY, c INTEGER);";
                         next.p = Some(BTreeMap::new());
-                    } else {
-                        sql += &format!("INSERT OR REPLACE INTO p VALUES ({id}, {step});");
-                        next.p.as_mut().unwrap().insert(id, step as i64);
                     }
                 }
             }
