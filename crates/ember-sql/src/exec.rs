@@ -1557,7 +1557,29 @@ impl<S: Storage> Executor<S> {
         let source: Vec<Vec<Value>> = match &ins.source {
             InsertSource::Defaults => vec![Vec::new()],
             InsertSource::Select(s) => {
-                let (_, rows) = self.query(s, None)?;
+                let rows = match s.as_ref() {
+                    // Plain VALUES rows: evaluated in place, without a query's machinery.
+                    Select {
+                        first: SelectCore::Values(vals),
+                        compounds,
+                        order_by,
+                        limit: None,
+                        offset: None,
+                    } if compounds.is_empty() && order_by.is_empty() => {
+                        let scope = Scope::default();
+                        let env = Env::empty(&scope);
+                        let mut out = Vec::with_capacity(vals.len());
+                        for r in vals {
+                            let mut row = Vec::with_capacity(r.len());
+                            for e in r {
+                                row.push(self.eval(e, &env)?);
+                            }
+                            out.push(row);
+                        }
+                        out
+                    }
+                    _ => self.query(s, None)?.1,
+                };
                 if let Some(r) = rows.first() {
                     if r.len() != targets.len() {
                         return Err(if ins.columns.is_empty() {
