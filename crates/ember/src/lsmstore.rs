@@ -13,10 +13,10 @@ use std::ops::Bound;
 
 use ember_lsm::{Db, Env, WriteBatch};
 use ember_sql::{Result, Row, SqlError, Value};
-use ember_table::Value as TValue;
 
 use crate::coordcache::{self, CacheStats, CoordCache};
 use crate::lsmkey::{self, INDEX, ROW};
+use crate::storage::{from_t, to_t};
 
 const META: u8 = b'm';
 /// The key of the redo marker: the number of the last redo record applied.
@@ -25,26 +25,6 @@ const REDO_VERSION: u8 = 1;
 
 fn lerr(e: ember_lsm::LsmError) -> SqlError {
     SqlError::Storage(format!("lsm engine: {e}"))
-}
-
-fn to_t(v: &Value) -> TValue {
-    match v {
-        Value::Null => TValue::Null,
-        Value::Integer(i) => TValue::Integer(*i),
-        Value::Real(r) => TValue::Real(*r),
-        Value::Text(t) => TValue::Text(t.clone()),
-        Value::Blob(b) => TValue::Blob(b.clone()),
-    }
-}
-
-fn from_t(v: TValue) -> Value {
-    match v {
-        TValue::Null => Value::Null,
-        TValue::Integer(i) => Value::Integer(i),
-        TValue::Real(r) => Value::Real(r),
-        TValue::Text(t) => Value::Text(t),
-        TValue::Blob(b) => Value::Blob(b),
-    }
 }
 
 fn encode_row(row: &[Value]) -> Vec<u8> {

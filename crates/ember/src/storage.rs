@@ -16,7 +16,8 @@ use crate::shared::SharedDb;
 
 const ROWID: &str = "ember$rowid";
 
-fn to_t(v: &Value) -> TValue {
+/// A SQL value as the table engine's row encoding takes it.
+pub(crate) fn to_t(v: &Value) -> TValue {
     match v {
         Value::Null => TValue::Null,
         Value::Integer(i) => TValue::Integer(*i),
@@ -26,7 +27,8 @@ fn to_t(v: &Value) -> TValue {
     }
 }
 
-fn from_t(v: TValue) -> Value {
+/// A value of the table engine's row encoding as a SQL value.
+pub(crate) fn from_t(v: TValue) -> Value {
     match v {
         TValue::Null => Value::Null,
         TValue::Integer(i) => Value::Integer(i),
