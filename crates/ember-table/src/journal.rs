@@ -198,6 +198,10 @@ impl Journal {
             let mut rec = vec![0u8; len];
             dev.read(at, &mut rec)?;
             if let Err(e) = format::check(Kind::JournalRecord, &rec, at) {
+                // A record that checks but has a newer format is not a tear: refuse it.
+                if matches!(e, TableError::Version { .. }) {
+                    return Err(e);
+                }
                 // A torn last record ends the log. A damaged record that a valid record
                 // follows (naming it as its predecessor) is corruption inside the log.
                 if self.followed_by_valid(dev, size, u32_at(&sector, 8))? {
