@@ -109,7 +109,10 @@ fn a_torn_first_write_leaves_the_block_unallocated_and_the_row_absent() {
     // The commit of row 2: header + slot + tuple in one 9-sector write, one journal sector,
     // one sync — nothing else.
     let Some((block_at, 4608)) = ops[n - 3] else {
-        panic!("the commit's first write is not the 9-sector block write: {:?}", &ops[n - 3..])
+        panic!(
+            "the commit's first write is not the 9-sector block write: {:?}",
+            &ops[n - 3..]
+        )
     };
     assert!(matches!(ops[n - 2], Some((_, 512))), "{:?}", &ops[n - 3..]);
     assert_eq!(ops[n - 1], None);
@@ -160,7 +163,8 @@ fn a_torn_first_write_leaves_the_block_unallocated_and_the_row_absent() {
                     lost_after_record += 1;
                 }
                 let ctx = format!("cut at {cut} (first {first}), seed {seed}, {landed}/9 landed");
-                let mut db = Database::open(medium, opts()).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                let mut db =
+                    Database::open(medium, opts()).unwrap_or_else(|e| panic!("{ctx}: {e}"));
                 db.verify().unwrap_or_else(|e| panic!("{ctx}: {e}"));
                 assert_eq!(db.get("t", &[Value::Integer(1)]).unwrap(), Some(row(1)));
                 match db.get("t", &[Value::Integer(2)]).unwrap() {
@@ -178,7 +182,10 @@ fn a_torn_first_write_leaves_the_block_unallocated_and_the_row_absent() {
                     }
                 }
                 if landed < 9 {
-                    assert!(db.get("t", &[Value::Integer(2)]).unwrap().is_none(), "{ctx}");
+                    assert!(
+                        db.get("t", &[Value::Integer(2)]).unwrap().is_none(),
+                        "{ctx}"
+                    );
                 }
             }
         }
@@ -187,5 +194,8 @@ fn a_torn_first_write_leaves_the_block_unallocated_and_the_row_absent() {
     // and both outcomes occurred.
     assert!(torn > 0, "no torn block write");
     assert!(lost_after_record > 0, "no block write lost from the cache");
-    assert!(present > 0 && absent > 0, "present {present}, absent {absent}");
+    assert!(
+        present > 0 && absent > 0,
+        "present {present}, absent {absent}"
+    );
 }
