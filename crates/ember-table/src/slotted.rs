@@ -89,7 +89,9 @@ impl SlottedBlock {
                 "a slotted block is 1 KiB to 64 KiB of whole sectors",
             ));
         }
-        if !(MIN_HEADER..=HEADER_SECTOR).contains(&start) || (start - SLOTS_AT) % SLOT != 0 {
+        if !(MIN_HEADER..=HEADER_SECTOR).contains(&start)
+            || !(start - SLOTS_AT).is_multiple_of(SLOT)
+        {
             return Err(TableError::Invalid(
                 "a slotted block header of a wrong length",
             ));
@@ -137,7 +139,7 @@ impl SlottedBlock {
         }
         // Version 1 covers the whole sector (59 slots); version 2 the header and its slots.
         let len = format::check(Kind::Slotted, &buf[..HEADER_SECTOR], offset)?;
-        if len < MIN_HEADER || (len - SLOTS_AT) % SLOT != 0 {
+        if len < MIN_HEADER || !(len - SLOTS_AT).is_multiple_of(SLOT) {
             return Err(corrupt(
                 "the checksum does not cover a header and its slots",
             ));
@@ -595,7 +597,7 @@ mod tests {
         assert_eq!(b.slot_capacity(), 55);
         let s = b.insert(&tuple).unwrap();
         assert_eq!(b.slot(s).offset as usize, b.start());
-        assert_eq!(b.take_dirty_fresh(), [0..9 * 512]);
+        assert_eq!(b.take_dirty_fresh(), vec![(0..9 * 512)]);
         assert!(b.is_clean());
         // Small rows keep most of the slots; a block for one sector's worth of tuple fits
         // it in sector 0.
@@ -603,7 +605,7 @@ mod tests {
         assert_eq!((small.start(), small.slot_capacity()), (408, 46));
         // The header's checksum covers the header and slots, not the tuple bytes after it.
         let bytes = b.seal().to_vec();
-        let mut back = SlottedBlock::from_bytes(bytes.clone(), 0).unwrap();
+        let back = SlottedBlock::from_bytes(bytes.clone(), 0).unwrap();
         assert_eq!(back.get(s, 0).unwrap().unwrap(), &tuple[..]);
         assert!(!back.is_fresh());
         let mut bad = bytes.clone();
