@@ -26,7 +26,7 @@
 //! last; opening takes the valid half with the higher generation whose payload matches its
 //! checksum, so a torn or reordered write falls back to the previous snapshot. (The paper keeps
 //! one 512-byte entry per table with a MetaMap; one snapshot is simpler to make atomic and is
-//! rewritten only at checkpoints. Its cost grows with the number of blocks; per-table entries
+//! rewritten only at checkpoints. Its cost grows with the number of block runs; per-table entries
 //! can replace it without changing the journal.)
 
 use ember_device::BlockDevice;
