@@ -12,6 +12,8 @@
 //!   (see [`mobibench`]).
 //! * `ifkvs`: the iFKVS evaluation on the quadtree engine — RB vs WAL vs COW under the
 //!   energy-harvesting simulator, in modeled time and energy (see [`ifkvs`]).
+//! * `embeddb`: the EmbedDB evaluation on the time-series engine — inserts, key lookups,
+//!   key and data ranges and the Table 3 queries on the sensor data sets (see [`embeddb`]).
 //! * `all`: the four paper suites.
 //!
 //! Every paper suite runs EmberDB through SQL (`ember-sql`) and through the engine API
@@ -26,6 +28,7 @@
 
 mod chart;
 mod dbbench;
+mod embeddb;
 mod ifkvs;
 mod measure;
 mod mobibench;
@@ -63,6 +66,9 @@ enum Suite {
     /// iFKVS on the quadtree engine: RB vs WAL vs COW checkpointing under simulated
     /// intermittent power (modeled time and energy), lazy split, discard vs erase undo.
     Ifkvs(ifkvs::Args),
+    /// EmbedDB on the timeseries engine against SQLite on the sensor data sets: insert,
+    /// lookup, key-range, data-range, sql-q1..sql-q5 (paper 003's Table 3).
+    Embeddb(embeddb::Args),
     /// dbbench, ycsb, mobibench and ifkvs.
     All(suite::SuiteArgs),
 }
@@ -106,6 +112,7 @@ fn main() -> ExitCode {
         Suite::Ycsb(args) => paper_suites(&["ycsb"], args),
         Suite::Mobibench(args) => paper_suites(&["mobibench"], args),
         Suite::Ifkvs(args) => ifkvs::main(args).map(|md| println!("{md}")),
+        Suite::Embeddb(args) => embeddb::main(args).map(|md| println!("{md}")),
         Suite::All(args) => paper_suites(&["dbbench", "ycsb", "mobibench"], args).and_then(|()| {
             let a = ifkvs::Args {
                 quick: args.quick,

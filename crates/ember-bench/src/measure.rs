@@ -35,6 +35,11 @@ impl Latencies {
         out
     }
 
+    /// Records a latency measured elsewhere (an amortized per-operation time of a batch).
+    pub fn record_ns(&mut self, ns: u64) {
+        self.ns.push(ns);
+    }
+
     /// The median latency of the first and of the last tenth of the operations, in
     /// microseconds (to see drift as a database grows).
     pub fn drift_us(&self) -> (f64, f64) {

@@ -199,10 +199,12 @@ impl<E: Env> Core<E> {
         m.write(&mut self.env)
     }
 
-    fn new_log(&mut self) -> Result<(Wal, LogMeta)> {
+    /// A new log blob of `log_capacity` bytes, or `at_least` if that is more (a batch larger
+    /// than a log gets a log of its own size, so it still commits as one record).
+    fn new_log(&mut self, at_least: u64) -> Result<(Wal, LogMeta)> {
         let id = self.next_blob;
         self.next_blob += 1;
-        let capacity = self.opts.log_capacity;
+        let capacity = self.opts.log_capacity.max(at_least);
         let locator = self.env.create(id, capacity)?;
         Ok((
             Wal::new(id, capacity),
@@ -324,10 +326,9 @@ impl<E: Env> Core<E> {
         let block = self.data(t, *h)?;
         let i = block.seek(key);
         Ok(block
-            .entries
-            .get(i)
-            .filter(|(k, _)| k.as_slice() == key)
-            .map(|(_, v)| v.clone()))
+            .entry(i)
+            .filter(|(k, _)| *k == key)
+            .map(|(_, v)| v.map(<[u8]>::to_vec)))
     }
 
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -358,12 +359,12 @@ impl<E: Env> Core<E> {
 
     /// Freezes the memtable and starts a new log; flushes the older immutable memtable
     /// first if there still is one.
-    fn rotate(&mut self) -> Result<()> {
+    fn rotate(&mut self, at_least: u64) -> Result<()> {
         if self.imm.is_some() {
             self.flush_imm()?;
             while self.compact_once()? {}
         }
-        let (wal, log) = self.new_log()?;
+        let (wal, log) = self.new_log(at_least)?;
         let old_log = std::mem::replace(&mut self.log, log);
         let old_mem = std::mem::replace(&mut self.mem, Arc::new(Memtable::new()));
         self.wal = wal;
@@ -500,7 +501,7 @@ impl<E: Env> Core<E> {
             if (self.mem.bytes() > 0 && self.mem.bytes() + bytes > self.opts.write_buffer)
                 || !self.wal.fits(payload.len())
             {
-                self.rotate()?;
+                self.rotate((wal::HEADER + payload.len()) as u64)?;
             }
             self.wal.append(&mut self.env, &payload)?;
             if group.iter().any(|p| p.sync) {
@@ -617,7 +618,7 @@ impl<E: Env> Db<E> {
     pub fn create(mut env: E, opts: Options) -> Result<Self> {
         env.write_root(0, &[0; 32])?;
         let mut core = Self::empty_core(env, opts);
-        let (wal, log) = core.new_log()?;
+        let (wal, log) = core.new_log(0)?;
         core.wal = wal;
         core.log = log;
         core.write_manifest()?;
@@ -657,7 +658,7 @@ impl<E: Env> Db<E> {
                 }
             }
         }
-        let (wal, log) = core.new_log()?;
+        let (wal, log) = core.new_log(0)?;
         core.wal = wal;
         core.log = log;
         if !mem.is_empty() {
@@ -687,10 +688,12 @@ impl<E: Env> Db<E> {
             batch.encode(&mut p);
             p.len()
         };
-        let limit = self.shared.log_capacity;
-        if (bytes + wal::HEADER + 16) as u64 > limit {
-            return Err(LsmError::BatchTooLarge { bytes, limit });
+        // A log record's payload length is a u32.
+        let most = u64::from(u32::MAX) - 16;
+        if bytes as u64 > most {
+            return Err(LsmError::BatchTooLarge { bytes, limit: most });
         }
+        let limit = self.shared.log_capacity;
         let ticket = {
             let mut q = lock(&self.shared.queue);
             q.next += 1;
@@ -818,7 +821,7 @@ impl<E: Env> Db<E> {
         let mut core = lock(&self.shared.core);
         let r = (|| -> Result<()> {
             if !core.mem.is_empty() {
-                core.rotate()?;
+                core.rotate(0)?;
             }
             core.flush_imm()
         })();

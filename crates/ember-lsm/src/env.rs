@@ -3,7 +3,8 @@
 //! barrier. Nothing else in the engine touches storage.
 //!
 //! * [`SpaceEnv`] (the default) keeps every blob in extents of an EmberDB database, handed
-//!   out by the table engine's [`SpaceManager`]. A blob's *locator*, which the manifest
+//!   out by its space manager through [`ExtentSpace`] (a bare `SpaceManager`, or the table
+//!   engine's `Database` whose device the tree then shares). A blob's *locator*, which the manifest
 //!   keeps, is its list of allocator blocks:
 //!
 //!   ```text
@@ -21,9 +22,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use ember_device::BlockDevice;
 use ember_table::space::Extent as SpaceExtent;
-use ember_table::{BlockRef, SpaceManager};
+use ember_table::{BlockRef, ExtentSpace};
 
 use crate::coding::Reader;
 use crate::error::{LsmError, Result};
@@ -78,18 +78,18 @@ fn encode_locator(ext: &[SpaceExtent]) -> Vec<u8> {
 
 /// Blobs in extents of a space manager (see the module docs).
 #[derive(Debug)]
-pub struct SpaceEnv<D: BlockDevice> {
-    sm: SpaceManager<D>,
+pub struct SpaceEnv<S: ExtentSpace> {
+    sm: S,
     blobs: HashMap<BlobId, Vec<SpaceExtent>>,
 }
 
-impl<D: BlockDevice> SpaceEnv<D> {
+impl<S: ExtentSpace> SpaceEnv<S> {
     /// A new environment in `sm`: allocates two root slots of `root_bytes` each (durably) and
     /// clears their headers. Keep [`root_locator`](Self::root_locator) to open it again.
-    pub fn create(mut sm: SpaceManager<D>, root_bytes: u64) -> Result<Self> {
+    pub fn create(mut sm: S, root_bytes: u64) -> Result<Self> {
         let mut blobs = HashMap::new();
         for id in ROOT_SLOTS {
-            let ext = sm.allocate(root_bytes.max(512))?;
+            let ext = sm.allocate_extents(root_bytes.max(512))?;
             blobs.insert(id, ext);
         }
         let mut env = SpaceEnv { sm, blobs };
@@ -101,7 +101,7 @@ impl<D: BlockDevice> SpaceEnv<D> {
     }
 
     /// Opens an environment from its root locator.
-    pub fn open(sm: SpaceManager<D>, root: &[u8]) -> Result<Self> {
+    pub fn open(sm: S, root: &[u8]) -> Result<Self> {
         let mut env = SpaceEnv {
             sm,
             blobs: HashMap::new(),
@@ -126,8 +126,8 @@ impl<D: BlockDevice> SpaceEnv<D> {
         v
     }
 
-    /// The space manager.
-    pub fn space(&mut self) -> &mut SpaceManager<D> {
+    /// The space the blobs live in.
+    pub fn space(&mut self) -> &mut S {
         &mut self.sm
     }
 
@@ -138,8 +138,8 @@ impl<D: BlockDevice> SpaceEnv<D> {
             .map(|v| v.iter().map(|e| (e.offset, e.len)).collect())
     }
 
-    /// Gives the space manager back.
-    pub fn into_space_manager(self) -> SpaceManager<D> {
+    /// Gives the space back.
+    pub fn into_space(self) -> S {
         self.sm
     }
 
@@ -181,9 +181,9 @@ impl<D: BlockDevice> SpaceEnv<D> {
     }
 }
 
-impl<D: BlockDevice> Env for SpaceEnv<D> {
+impl<S: ExtentSpace> Env for SpaceEnv<S> {
     fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
-        let ext = self.sm.allocate(capacity.max(1))?;
+        let ext = self.sm.allocate_extents(capacity.max(1))?;
         let loc = encode_locator(&ext);
         self.blobs.insert(id, ext);
         Ok(loc)
@@ -202,10 +202,10 @@ impl<D: BlockDevice> Env for SpaceEnv<D> {
                 chunk: r.u32()?,
                 index: r.u32()?,
             };
-            if !self.sm.allocator().is_valid(b) {
-                return Err(r.bad("names a block outside the data zone"));
-            }
-            ext.push(self.sm.extent_of(b));
+            let Some(e) = self.sm.allocated_extent(b) else {
+                return Err(r.bad("names a block outside the data zone or not allocated"));
+            };
+            ext.push(e);
         }
         self.blobs.insert(id, ext);
         Ok(())
@@ -213,14 +213,14 @@ impl<D: BlockDevice> Env for SpaceEnv<D> {
 
     fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
         for (at, r) in self.pieces(id, offset, data.len())? {
-            self.sm.device().write(at, &data[r])?;
+            self.sm.write_at(at, &data[r])?;
         }
         Ok(())
     }
 
     fn read(&mut self, id: BlobId, offset: u64, buf: &mut [u8]) -> Result<()> {
         for (at, r) in self.pieces(id, offset, buf.len())? {
-            self.sm.device().read(at, &mut buf[r])?;
+            self.sm.read_at(at, &mut buf[r])?;
         }
         Ok(())
     }
@@ -231,13 +231,13 @@ impl<D: BlockDevice> Env for SpaceEnv<D> {
     }
 
     fn sync(&mut self) -> Result<()> {
-        self.sm.sync()?;
+        self.sm.sync_space()?;
         Ok(())
     }
 
     fn remove(&mut self, id: BlobId) -> Result<()> {
         let ext = self.blobs.remove(&id).ok_or(LsmError::NoSuchBlob(id))?;
-        self.sm.free(&ext)?;
+        self.sm.free_extents(&ext)?;
         Ok(())
     }
 }

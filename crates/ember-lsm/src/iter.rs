@@ -122,7 +122,7 @@ impl Source {
                 seek,
             } => loop {
                 if let Some(b) = block {
-                    if *ei < b.entries.len() {
+                    if *ei < b.len() {
                         return Ok(());
                     }
                     *block = None;
@@ -153,10 +153,11 @@ impl Source {
         }
     }
 
-    fn current(&self) -> Option<&Entry> {
+    /// The source's current key and value (`None` value: a tombstone).
+    fn current(&self) -> Option<(&[u8], Option<&[u8]>)> {
         match self {
-            Source::Mem { buf, .. } => buf.front(),
-            Source::Tables { block, ei, .. } => block.as_ref().and_then(|b| b.entries.get(*ei)),
+            Source::Mem { buf, .. } => buf.front().map(|(k, v)| (k.as_slice(), v.as_deref())),
+            Source::Tables { block, ei, .. } => block.as_ref().and_then(|b| b.entry(*ei)),
         }
     }
 
@@ -194,18 +195,18 @@ impl Merge {
             for s in &mut self.sources {
                 s.fill(f)?;
             }
-            let mut best: Option<(usize, &Entry)> = None;
-            for (i, s) in self.sources.iter().enumerate() {
+            let mut best: Option<(&[u8], Option<&[u8]>)> = None;
+            for s in &self.sources {
                 if let Some(e) = s.current()
-                    && best.is_none_or(|(_, b)| e.0 < b.0)
+                    && best.is_none_or(|b| e.0 < b.0)
                 {
-                    best = Some((i, e));
+                    best = Some(e);
                 }
             }
-            let Some((_, e)) = best else {
+            let Some((k, v)) = best else {
                 return Ok(None);
             };
-            let entry = e.clone();
+            let entry: Entry = (k.to_vec(), v.map(<[u8]>::to_vec));
             for s in &mut self.sources {
                 if s.current().is_some_and(|c| c.0 == entry.0) {
                     s.advance();

@@ -27,7 +27,7 @@
 //! assert_eq!(db.get(b"a")?, Some(b"1".to_vec()));
 //! let keys: Vec<Vec<u8>> = db.iter().map(|r| r.map(|(k, _)| k)).collect::<Result<_, _>>()?;
 //! assert_eq!(keys, vec![b"a".to_vec(), b"b".to_vec()]);
-//! let sm = db.close()?.into_space_manager();
+//! let sm = db.close()?.into_space();
 //! let db = Db::open(SpaceEnv::open(sm, &root)?, Options::with_budget(1 << 20))?;
 //! assert_eq!(db.get(b"b")?, Some(b"2".to_vec()));
 //! # Ok::<(), Box<dyn std::error::Error>>(())

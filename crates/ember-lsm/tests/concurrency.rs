@@ -148,14 +148,22 @@ fn the_background_thread_flushes_and_compacts_while_writers_go_on() {
 }
 
 #[test]
-fn a_batch_larger_than_a_log_is_refused() {
-    let (db, _) = common::fresh(common::tiny());
+fn a_batch_larger_than_a_log_commits_whole_and_survives_reopen() {
+    let (db, root) = common::fresh(common::tiny());
     let mut b = ember_lsm::WriteBatch::new();
-    b.put(vec![1u8; 10], vec![0u8; 10_000]);
-    assert!(matches!(
-        db.write(b, true),
-        Err(ember_lsm::LsmError::BatchTooLarge { .. })
-    ));
+    for i in 0..40u32 {
+        b.put(i.to_be_bytes().to_vec(), vec![i as u8; 1_000]);
+    }
+    db.write(b, true).unwrap();
     db.put(b"ok", b"fine", true).unwrap();
+    assert_eq!(db.get(b"ok").unwrap(), Some(b"fine".to_vec()));
+    let dev = common::shut(db);
+    let db = common::open(dev, &root, common::tiny()).unwrap();
+    for i in 0..40u32 {
+        assert_eq!(
+            db.get(&i.to_be_bytes()).unwrap(),
+            Some(vec![i as u8; 1_000])
+        );
+    }
     assert_eq!(db.get(b"ok").unwrap(), Some(b"fine".to_vec()));
 }

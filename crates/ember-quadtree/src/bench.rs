@@ -47,6 +47,8 @@ pub struct Params {
     pub lazy_split: bool,
     /// Discard or erase-based undo (RB).
     pub undo: Undo,
+    /// COW compaction threshold (percent of live bytes in a full partition; 0: none).
+    pub cow_compact_percent: u8,
     /// Records to insert.
     pub records: u64,
     /// Inserts between checkpoints.
@@ -76,6 +78,7 @@ impl Params {
             distribution,
             lazy_split: true,
             undo: Undo::Discard,
+            cow_compact_percent: Config::<2>::new([1, 1]).cow_compact_percent,
             records: 20_000,
             checkpoint_every: 100,
             context_bytes: 200,
@@ -95,6 +98,7 @@ impl Params {
         c.checkpointing = self.checkpointing;
         c.undo = self.undo;
         c.lazy_split = self.lazy_split;
+        c.cow_compact_percent = self.cow_compact_percent;
         c.context_max = self.context_bytes as u16;
         c.log_units = 16;
         c

@@ -81,6 +81,14 @@ pub struct Config<const D: usize> {
     pub checkpointing: Checkpointing,
     /// How rollback undoes writes (rollback only).
     pub undo: Undo,
+    /// COW only: when the current partition is full and its live (reachable) bytes are
+    /// below this percentage of the partition, the next commit copies the live tree into a
+    /// free partition (copy-based compaction, the paper's revised BPFS) instead of moving on
+    /// to a new partition; 0 never compacts. Default 40: in the paper's workload (the sweep
+    /// in BENCHMARKS.md) the fastest setting that raises the records kept; 50, where a
+    /// compaction frees as many bytes as it copies, is slower and keeps no more, and above
+    /// 55 compactions follow each other every few dozen puts.
+    pub cow_compact_percent: u8,
 }
 
 impl<const D: usize> Config<D> {
@@ -100,6 +108,7 @@ impl<const D: usize> Config<D> {
             pivot_split: false,
             checkpointing: Checkpointing::Rollback,
             undo: Undo::Discard,
+            cow_compact_percent: 40,
         }
     }
 
@@ -154,6 +163,9 @@ impl Layout {
         let seg = geom.erase_size;
         if !(2..=MAX_PARTITIONS as u8).contains(&cfg.partitions) {
             return bad("partitions must be 2 to 8");
+        }
+        if cfg.cow_compact_percent > 100 {
+            return bad("the compaction threshold is a percentage (0 to 100)");
         }
         if cfg.log_units < 2 {
             return bad("the log needs at least 2 erase units");

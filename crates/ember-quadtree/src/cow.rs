@@ -4,13 +4,28 @@
 //! written after the checkpoint take small updates in place. The commit record names the
 //! roots; restore erases what was written after the checkpoint (copy-erase-copy-back where a
 //! unit also holds checkpointed bytes).
+//!
+//! Path copying leaves many dead nodes behind, so when the current partition fills while its
+//! live (reachable) bytes are below [`Config::cow_compact_percent`](crate::Config) of it, the
+//! revised BPFS compacts: the next commit copies the live tree, out of place, into a free
+//! partition outside the last checkpoint, and its commit record names the copy — a cut
+//! anywhere before that record restores the checkpoint, which never references the target.
 
 use ember_device::FlashDevice;
 
-use crate::config::MAX_DEPTH;
-use crate::error::{Result, Structure};
+use crate::config::{MAX_DEPTH, MAX_NODE};
+use crate::error::{Error, Result, Structure};
 use crate::format::{Record, Slot};
 use crate::store::{NodeView, Store};
+
+/// What a walk of a partition's tree finds: the node units and records a compacted copy
+/// holds, and the deepest level.
+#[derive(Debug, Clone, Copy, Default)]
+struct LiveSize {
+    units: u32,
+    records: u32,
+    depth: u32,
+}
 
 impl<F: FlashDevice, const D: usize> Store<F, D> {
     fn fresh(&self, p: u8, unit: u16) -> bool {
@@ -155,5 +170,201 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             self.revert_range(a, b, false)?;
         }
         Ok(())
+    }
+
+    // ---- compaction ---------------------------------------------------------------------
+
+    /// Partition `p` is full: whether to compact it — its live bytes are below the threshold,
+    /// and the copy leaves room for a put at the deepest level after the commit (which copies
+    /// the path again, splitting at the end). Not if the tree is within a level of
+    /// [`MAX_DEPTH`]: the put may have failed for depth, which no compaction cures (it would
+    /// compact again and again).
+    pub(crate) fn cow_should_compact(&mut self, p: u8) -> Result<bool> {
+        let t = u32::from(self.cfg.cow_compact_percent);
+        if t == 0 {
+            return Ok(false);
+        }
+        let l = self.live_size(p)?;
+        if l.depth as usize + 2 > MAX_DEPTH {
+            return Ok(false);
+        }
+        let rec = u32::from(self.lay.rec);
+        let (len, node, group) = (self.lay.part_len, self.lay.node, self.lay.group);
+        let nodes = l.units * node;
+        let records = l.records * rec;
+        if (nodes + records) * 100 >= t * len {
+            return Ok(false);
+        }
+        let need = nodes + (l.depth + 2) * group + records + rec + 2 * group;
+        Ok(need <= len)
+    }
+
+    fn live_size(&mut self, p: u8) -> Result<LiveSize> {
+        let mut l = LiveSize {
+            units: 1,
+            ..LiveSize::default()
+        };
+        let mut budget = u32::from(self.parts[p as usize].units);
+        let root = self.parts[p as usize].root;
+        self.live_walk(p, root, 0, &mut budget, &mut l)?;
+        Ok(l)
+    }
+
+    /// Guards a walk of partition `p` against a corrupt tree (shared or too deep nodes).
+    fn walk_guard(&self, p: u8, unit: u16, depth: u32, budget: &mut u32) -> Result<()> {
+        if *budget == 0 || depth as usize > MAX_DEPTH {
+            return Err(Error::Corrupt {
+                what: Structure::Node,
+                addr: self.node_addr(p, unit),
+                reason: "the tree reaches some node twice or is deeper than any the engine builds",
+            });
+        }
+        *budget -= 1;
+        Ok(())
+    }
+
+    fn live_walk(
+        &mut self,
+        p: u8,
+        unit: u16,
+        depth: u32,
+        budget: &mut u32,
+        l: &mut LiveSize,
+    ) -> Result<()> {
+        self.walk_guard(p, unit, depth, budget)?;
+        let (records, child) = self.live_in_node(p, unit)?;
+        l.records += records;
+        l.depth = l.depth.max(depth);
+        if let Some(g) = child {
+            let first = self.children(p, unit, g)?;
+            l.units += u32::from(self.group_units());
+            for c in 0..u16::from(self.lay.fanout) {
+                self.live_walk(p, first + c, depth + 1, budget, l)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The live record pointers of a node (none in a split node without lazy split: readers
+    /// skip them) and its child group.
+    #[inline(never)]
+    fn live_in_node(&mut self, p: u8, unit: u16) -> Result<(u32, Option<u16>)> {
+        let v = self.read_node(p, unit)?;
+        let child = v.child().map(|c| c.1);
+        if child.is_some() && !self.cfg.lazy_split {
+            return Ok((0, child));
+        }
+        let mut n = 0;
+        for i in 0..v.slots {
+            match v.slot(i) {
+                Slot::Free => break,
+                Slot::Record(_) => n += 1,
+                _ => {}
+            }
+        }
+        Ok((n, child))
+    }
+
+    /// Copies the live tree of the current partition `p` into free partition `q` (erased
+    /// first), then puts `q` in `p`'s place in the FIFO order and frees `p`. `q` must be the
+    /// first free partition and outside the last checkpoint, so a cut anywhere in here
+    /// leaves the checkpoint whole. `false` (nothing changed but `q`'s bytes) if the tree no
+    /// longer fits once compacted.
+    pub(crate) fn cow_compact(&mut self, p: u8, q: u8) -> Result<bool> {
+        let live = usize::from(self.live);
+        if self.committed(q) || live == usize::from(self.lay.parts) || self.order[live] != q {
+            return Err(Error::CheckpointNeeded);
+        }
+        self.erase_partition(q)?;
+        let mut budget = u32::from(self.parts[p as usize].units);
+        let root = self.parts[p as usize].root;
+        if !self.copy_tree(p, root, q, 0, 0, &mut budget)? {
+            return Ok(false);
+        }
+        self.order[live - 1] = q;
+        self.order[live] = p;
+        self.stats.compactions = self.stats.compactions.wrapping_add(1);
+        Ok(true)
+    }
+
+    /// Copies the subtree of node `from` (partition `p`) to node `to` of partition `q`.
+    fn copy_tree(
+        &mut self,
+        p: u8,
+        from: u16,
+        q: u8,
+        to: u16,
+        depth: u32,
+        budget: &mut u32,
+    ) -> Result<bool> {
+        self.walk_guard(p, from, depth, budget)?;
+        let Some((g, new_g)) = self.copy_live_node(p, from, q, to)? else {
+            return Ok(true);
+        };
+        if new_g == 0 {
+            return Ok(false);
+        }
+        let first = self.children(p, from, g)?;
+        for j in 0..self.head_units() {
+            // The pivot header of the group, as it is.
+            let v = self.read_node(p, g + j)?;
+            let len = self.lay.node as usize;
+            if v.bytes[..len].iter().any(|&b| b != 0xFF) {
+                let off = u32::from(new_g + j) * self.lay.node;
+                self.store_write(q, off, &v.bytes[..len], Structure::Node)?;
+            }
+        }
+        let new_first = new_g + self.head_units();
+        for c in 0..u16::from(self.lay.fanout) {
+            if !self.copy_tree(p, first + c, q, new_first + c, depth + 1, budget)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Copies node `from`'s live records into `q`'s record area and writes node `to` with
+    /// their new pointers, then the pointer to a newly allocated child group. Returns the old
+    /// and new child groups (the new one 0 if `q` is full).
+    #[inline(never)]
+    fn copy_live_node(&mut self, p: u8, from: u16, q: u8, to: u16) -> Result<Option<(u16, u16)>> {
+        self.stats.node_copies = self.stats.node_copies.wrapping_add(1);
+        let v = self.read_node(p, from)?;
+        let child = v.child().map(|c| c.1);
+        let mut out = [0xFFu8; MAX_NODE];
+        let mut n = 0;
+        let rec = u32::from(self.lay.rec);
+        if child.is_none() || self.cfg.lazy_split {
+            for i in 0..v.slots {
+                match v.slot(i) {
+                    Slot::Free => break,
+                    Slot::Record(r) => {
+                        if !self.fits(q, 0, rec) {
+                            return Ok(Some((0, 0)));
+                        }
+                        let record = self.read_record(p, r)?;
+                        let idx = self.add_record(q, &record)?;
+                        out[2 * n..2 * n + 2].copy_from_slice(&Slot::record(idx).to_le_bytes());
+                        n += 1;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut moved = None;
+        if let Some(g) = child {
+            if !self.fits(q, self.lay.group, 0) {
+                return Ok(Some((g, 0)));
+            }
+            let new_g = self.alloc_units(q, self.group_units())?;
+            out[2 * n..2 * n + 2].copy_from_slice(&new_g.to_le_bytes());
+            n += 1;
+            moved = Some((g, new_g));
+        }
+        if n > 0 {
+            let off = u32::from(to) * self.lay.node;
+            self.store_write(q, off, &out[..2 * n], Structure::Node)?;
+        }
+        Ok(moved)
     }
 }

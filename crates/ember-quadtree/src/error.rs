@@ -82,8 +82,10 @@ pub enum Error {
     /// The undo (or redo) log has no room until the next commit: checkpoint more often or
     /// give the log more erase units.
     LogFull,
-    /// Every partition is in use and the oldest is still part of the last checkpoint: it may
-    /// be erased only after a newer commit. Commit and retry the put.
+    /// The put needs a commit first: every partition is in use and the oldest is still part
+    /// of the last checkpoint (it may be erased only after a newer commit), or (COW) the
+    /// current partition is full and mostly dead, and the commit compacts it. Commit and
+    /// retry the put.
     CheckpointNeeded,
 }
 
@@ -106,7 +108,7 @@ impl fmt::Display for Error {
             }
             Error::LogFull => f.write_str("the undo log is full until the next commit"),
             Error::CheckpointNeeded => f.write_str(
-                "the oldest partition must be erased, and that needs a newer checkpoint: commit first",
+                "the put needs a newer checkpoint (to erase the oldest partition, or to compact the current one): commit first",
             ),
         }
     }

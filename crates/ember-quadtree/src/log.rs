@@ -9,7 +9,7 @@ use crate::format::{
     BACKUP_HEADER, COMMIT_FIXED, Mark, MarkKind, SEG_HEADER, SMALL_ENTRY, TAG_ABORT, TAG_BACKUP,
     TAG_COMMIT, TAG_MARK, TAG_REDO, crc32, le16, le32, redo_size, small_entry,
 };
-use crate::store::{MARK_SLOTS, Part, Stats, Store};
+use crate::store::{F_COMPACT, MARK_SLOTS, Part, Stats, Store};
 
 /// Where the log is written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -40,6 +40,8 @@ pub(crate) enum Entry {
         seq: u32,
         ctx_len: u16,
         state_len: u16,
+        /// Format version of the record (1: the window is a ring; 2: it is an order).
+        version: u8,
     },
     Redo {
         part: u8,
@@ -62,6 +64,10 @@ enum Step {
 }
 
 const STATE_MAX: usize = 4 + 8 * MAX_PARTITIONS;
+
+/// Format version of the commit records this engine writes (version 1 records, whose
+/// partition window is a ring, are still read).
+const COMMIT_VERSION: u8 = 2;
 
 impl<F: FlashDevice, const D: usize> Store<F, D> {
     fn seg_addr(&self, seg: u16) -> u64 {
@@ -186,7 +192,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                     total,
                 ))
             }
-            TAG_COMMIT if n == 12 && h[1] == 1 => {
+            TAG_COMMIT if n == 12 && (h[1] == 1 || h[1] == COMMIT_VERSION) => {
                 let ctx_len = le16(&h[2..]);
                 let state_len = le16(&h[8..]);
                 let total = (COMMIT_FIXED + u32::from(state_len) + u32::from(ctx_len))
@@ -218,6 +224,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                         seq: le32(&h[4..]),
                         ctx_len,
                         state_len,
+                        version: h[1],
                     },
                     total,
                 ))
@@ -255,24 +262,28 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     // ---- state -----------------------------------------------------------------------------
 
+    /// The state a commit record saves (version 2): `oldest | live | partitions | 0`, then
+    /// per partition `units u16 | records u16 | root u16 | rank u8 | 0`, where `rank` is the
+    /// partition's place in the FIFO order (`< live`: live, oldest first; the rest free).
     fn encode_state(&self, out: &mut [u8; STATE_MAX]) -> usize {
-        out[0] = self.head;
+        out[0] = self.order[0];
         out[1] = self.live;
         out[2] = self.lay.parts;
         out[3] = 0;
-        for p in 0..usize::from(self.lay.parts) {
+        for (rank, &p) in self.order[..usize::from(self.lay.parts)].iter().enumerate() {
+            let p = usize::from(p);
             let pt = self.parts[p];
             let b = &mut out[4 + 8 * p..12 + 8 * p];
             b[..2].copy_from_slice(&pt.units.to_le_bytes());
             b[2..4].copy_from_slice(&pt.records.to_le_bytes());
             b[4..6].copy_from_slice(&pt.root.to_le_bytes());
-            b[6..8].copy_from_slice(&[0, 0]);
+            b[6..8].copy_from_slice(&[rank as u8, 0]);
         }
         4 + 8 * usize::from(self.lay.parts)
     }
 
     /// Loads and checks a committed state.
-    fn decode_state(&mut self, b: &[u8], addr: u64) -> Result<()> {
+    fn decode_state(&mut self, b: &[u8], version: u8, addr: u64) -> Result<()> {
         let bad = |reason| {
             Err(Error::Corrupt {
                 what: Structure::Commit,
@@ -287,19 +298,30 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         if b[0] >= n || b[1] == 0 || b[1] > n {
             return bad("the partition window is out of range");
         }
-        self.head = b[0];
         self.live = b[1];
-        for p in 0..usize::from(n) {
-            let e = &b[4 + 8 * p..];
+        let mut seen = 0u8;
+        for p in 0..n {
+            let e = &b[4 + 8 * usize::from(p)..];
             let pt = Part {
                 units: le16(e),
                 records: le16(&e[2..]),
                 root: le16(&e[4..]),
             };
-            self.parts[p] = pt;
+            self.parts[usize::from(p)] = pt;
+            // Version 1 kept a ring from the oldest partition.
+            let rank = if version == 1 {
+                (p + n - b[0]) % n
+            } else {
+                e[6]
+            };
+            if rank >= n || seen >> rank & 1 == 1 {
+                return bad("the partition order is not a permutation");
+            }
+            seen |= 1 << rank;
+            self.order[usize::from(rank)] = p;
         }
         for i in 0..self.live {
-            let p = (self.head + i) % n;
+            let p = self.order[usize::from(i)];
             let pt = self.parts[usize::from(p)];
             if pt.units == 0 || pt.root >= pt.units || !self.fits(p, 0, 0) {
                 return bad("a partition's free-space pointers are out of range");
@@ -317,10 +339,9 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             cfg,
             lay,
             parts: [Part::default(); MAX_PARTITIONS],
-            head: 0,
+            order: [0, 1, 2, 3, 4, 5, 6, 7],
             live: 1,
-            ck_head: 0,
-            ck_live: 1,
+            ck_mask: 1,
             ck_units: 0,
             ck_records: 0,
             flags: 0,
@@ -366,6 +387,12 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     /// Commits a checkpoint: the engine's state and the caller's context blob, in one
     /// checksummed commit record. When it returns, a power failure restores exactly this.
+    ///
+    /// Under COW, after a put answered [`Error::CheckpointNeeded`] because the current
+    /// partition is full but mostly dead, the commit first compacts it: its live tree is
+    /// copied into a free partition that the last checkpoint does not hold (if the free one
+    /// is the oldest partition, just dropped, a commit record first makes the drop durable),
+    /// and the commit record then names the copy; the old partition becomes free.
     pub fn commit(&mut self, context: &[u8]) -> Result<()> {
         if context.len() > usize::from(self.cfg.context_max) {
             return Err(Error::Buffer {
@@ -373,12 +400,27 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 given: usize::from(self.cfg.context_max),
             });
         }
+        if self.cfg.checkpointing == Checkpointing::Cow
+            && self.flags & F_COMPACT != 0
+            && self.live < self.lay.parts
+        {
+            let q = self.order[usize::from(self.live)];
+            if self.committed(q) {
+                self.commit_record(context)?;
+            }
+            self.cow_compact(self.cur(), q)?;
+        }
+        self.commit_record(context)
+    }
+
+    /// Writes a commit record of the current state and `context` (checked by the caller).
+    fn commit_record(&mut self, context: &[u8]) -> Result<()> {
         let mut state = [0u8; STATE_MAX];
         let sl = self.encode_state(&mut state);
         let seq = self.seq.wrapping_add(1);
         let mut head = [0u8; 12];
         head[0] = TAG_COMMIT;
-        head[1] = 1;
+        head[1] = COMMIT_VERSION;
         head[2..4].copy_from_slice(&(context.len() as u16).to_le_bytes());
         head[4..8].copy_from_slice(&seq.to_le_bytes());
         head[8..10].copy_from_slice(&(sl as u16).to_le_bytes());
@@ -410,8 +452,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     /// RAM bookkeeping after a commit or a restore: the current state is the checkpoint.
     fn checkpointed(&mut self) {
-        self.ck_head = self.head;
-        self.ck_live = self.live;
+        self.ck_mask = self.live_mask();
         let c = self.parts[usize::from(self.cur())];
         self.ck_units = c.units;
         self.ck_records = c.records;
@@ -455,7 +496,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             pos: SEG_HEADER,
         };
         let mut bound = at;
-        let mut commit: Option<(LogAt, LogAt, u32, u16, u16, LogAt)> = None;
+        let mut commit: Option<(LogAt, LogAt, u32, u16, u16, u8, LogAt)> = None;
         let mut stale = false;
         while let Some((here, e)) = self.log_next(&mut at, last_seq)? {
             match e {
@@ -463,8 +504,9 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                     seq,
                     ctx_len,
                     state_len,
+                    version,
                 } => {
-                    commit = Some((here, at, seq, ctx_len, state_len, bound));
+                    commit = Some((here, at, seq, ctx_len, state_len, version, bound));
                     bound = at;
                     stale = false;
                 }
@@ -476,7 +518,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 Entry::Mark(_) => {}
             }
         }
-        let (c_at, c_end, seq, ctx_len, state_len, apply_from) =
+        let (c_at, c_end, seq, ctx_len, state_len, version, apply_from) =
             commit.ok_or(Error::NoCheckpoint)?;
         if context.len() < usize::from(ctx_len) {
             return Err(Error::Buffer {
@@ -498,15 +540,14 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         let mut state = [0u8; STATE_MAX];
         let sl = usize::from(state_len);
         self.read(Structure::Commit, c_addr + 12, &mut state[..sl])?;
-        self.decode_state(&state[..sl], c_addr)?;
+        self.decode_state(&state[..sl], version, c_addr)?;
         let cl = usize::from(ctx_len);
         self.read(
             Structure::Commit,
             c_addr + 12 + sl as u64,
             &mut context[..cl],
         )?;
-        self.ck_head = self.head;
-        self.ck_live = self.live;
+        self.ck_mask = self.live_mask();
         match self.cfg.checkpointing {
             Checkpointing::Rollback => {
                 let mut at = c_end;
@@ -973,5 +1014,56 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     pub fn log_usage(&self) -> u64 {
         let units = u64::from(self.log.seq.wrapping_sub(self.log.keep));
         units * u64::from(self.lay.seg) + u64::from(self.log.pos)
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use ember_device::{CostModel, FlashGeometry, SimFlash};
+
+    fn store() -> Store<SimFlash<ember_device::MemBlock<std::vec::Vec<u8>>>, 2> {
+        let cfg = Config::<2>::new([1001, 1201]);
+        let f = SimFlash::in_memory(
+            FlashGeometry::nor(cfg.flash_bytes(512), 512),
+            CostModel::MSP430_NOR,
+        )
+        .unwrap();
+        Store::format(f, cfg, b"").unwrap()
+    }
+
+    fn state(oldest: u8, live: u8, ranks: [u8; 4]) -> [u8; 36] {
+        let mut b = [0u8; 36];
+        b[..4].copy_from_slice(&[oldest, live, 4, 0]);
+        for p in 0..4 {
+            b[4 + 8 * p..6 + 8 * p].copy_from_slice(&1u16.to_le_bytes());
+            b[10 + 8 * p] = ranks[p];
+        }
+        b
+    }
+
+    #[test]
+    fn a_version_1_window_is_read_as_a_ring_and_version_2_as_an_order() {
+        let mut s = store();
+        // Version 1: oldest 2, three live: 2, 3, 0 (the ranks bytes are ignored).
+        s.decode_state(&state(2, 3, [0; 4]), 1, 0).unwrap();
+        assert_eq!((s.order[..4].to_vec(), s.live), (std::vec![2, 3, 0, 1], 3));
+        // Version 2: partition 3 oldest, then 1, then 0; 2 free.
+        s.decode_state(&state(3, 3, [2, 1, 3, 0]), 2, 0).unwrap();
+        assert_eq!(s.order[..4].to_vec(), std::vec![3, 1, 0, 2]);
+        assert_eq!(
+            s.partitions().map(|x| x.0).collect::<std::vec::Vec<_>>(),
+            [3, 1, 0]
+        );
+        // Not a permutation.
+        assert!(matches!(
+            s.decode_state(&state(0, 2, [0, 1, 1, 3]), 2, 0),
+            Err(Error::Corrupt { .. })
+        ));
+        assert!(matches!(
+            s.decode_state(&state(0, 2, [0, 1, 2, 9]), 2, 0),
+            Err(Error::Corrupt { .. })
+        ));
     }
 }

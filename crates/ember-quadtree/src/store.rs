@@ -150,6 +150,8 @@ pub struct Stats {
     pub redo_entries: u32,
     /// Nodes copied (COW path copies and compaction).
     pub node_copies: u32,
+    /// COW compactions (a partition's live tree copied into a free partition).
+    pub compactions: u32,
     /// Partitions erased for reuse.
     pub partition_erases: u32,
     /// Log erase units erased.
@@ -171,12 +173,14 @@ pub struct Store<F: FlashDevice, const D: usize> {
     pub(crate) cfg: Config<D>,
     pub(crate) lay: Layout,
     pub(crate) parts: [Part; MAX_PARTITIONS],
-    /// FIFO window in RAM: oldest live partition and the number live (the last is current).
-    pub(crate) head: u8,
+    /// The partitions in FIFO order: `order[..live]` are live, oldest first (the last is
+    /// current); `order[live..]` are free, in the order they will be taken. RB and WAL only
+    /// ever rotate it (a ring); COW compaction swaps the current partition with the first
+    /// free one.
+    pub(crate) order: [u8; MAX_PARTITIONS],
     pub(crate) live: u8,
-    /// The same window at the last checkpoint.
-    pub(crate) ck_head: u8,
-    pub(crate) ck_live: u8,
+    /// The live partitions at the last checkpoint (bit `p`: partition `p`).
+    pub(crate) ck_mask: u8,
     /// The current partition's node units and records at the last checkpoint (or restore).
     pub(crate) ck_units: u16,
     pub(crate) ck_records: u16,
@@ -193,6 +197,8 @@ pub struct Store<F: FlashDevice, const D: usize> {
 pub(crate) const F_NODE_AREA: u8 = 1;
 pub(crate) const F_REC_AREA: u8 = 2;
 pub(crate) const F_OVERFLOW: u8 = 4;
+/// COW: the current partition is full and the next commit compacts it.
+pub(crate) const F_COMPACT: u8 = 8;
 
 impl<F: FlashDevice, const D: usize> Store<F, D> {
     // ---- device access -------------------------------------------------------------------
@@ -275,22 +281,36 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         core::mem::size_of::<Self>() - core::mem::size_of::<F>()
     }
 
+    /// Whether the next [`commit`](Store::commit) compacts the current partition (COW: a put
+    /// found it full and mostly dead). Such a commit erases a partition and copies the live
+    /// tree: it takes far longer than an ordinary one.
+    pub fn compaction_pending(&self) -> bool {
+        self.flags & F_COMPACT != 0
+    }
+
     /// Live partitions, oldest first, and the records each holds (in RAM bookkeeping).
     pub fn partitions(&self) -> impl Iterator<Item = (u8, u16)> + '_ {
         (0..self.live).map(move |i| {
-            let p = (self.head + i) % self.lay.parts;
+            let p = self.order[usize::from(i)];
             (p, self.parts[p as usize].records)
         })
     }
 
     pub(crate) fn cur(&self) -> u8 {
-        (self.head + self.live - 1) % self.lay.parts
+        self.order[usize::from(self.live) - 1]
     }
 
-    /// Whether partition `p` belongs to the last checkpoint (writes to it must be undoable).
+    /// The live partitions as a bit mask.
+    pub(crate) fn live_mask(&self) -> u8 {
+        self.order[..usize::from(self.live)]
+            .iter()
+            .fold(0, |m, &p| m | 1 << p)
+    }
+
+    /// Whether partition `p` belongs to the last checkpoint (writes to it must be undoable,
+    /// and it must not be erased).
     pub(crate) fn committed(&self, p: u8) -> bool {
-        let n = self.lay.parts;
-        (p + n - self.ck_head) % n < self.ck_live
+        self.ck_mask >> p & 1 == 1
     }
 
     pub(crate) fn root_region(&self) -> Region<D> {
@@ -329,6 +349,15 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 self.stats.puts = self.stats.puts.wrapping_add(1);
                 return Ok(());
             }
+            if self.cfg.checkpointing == Checkpointing::Cow && self.cow_should_compact(p)? {
+                // The commit compacts (it holds the context a checkpoint needs); its target
+                // is the first free partition, the oldest one if none is free.
+                if self.live == self.lay.parts {
+                    self.drop_oldest();
+                }
+                self.flags |= F_COMPACT;
+                return Err(Error::CheckpointNeeded);
+            }
             self.next_partition()?;
         }
         Err(Error::Config {
@@ -338,16 +367,22 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     /// Moves to the next partition, dropping the oldest if every one is live.
     fn next_partition(&mut self) -> Result<()> {
-        let n = self.lay.parts;
-        let next = (self.cur() + 1) % n;
-        if self.live == n {
-            self.head = (self.head + 1) % n;
-            self.live -= 1;
+        if self.live == self.lay.parts {
+            self.drop_oldest();
         }
+        let next = self.order[usize::from(self.live)];
         if self.committed(next) {
             return Err(Error::CheckpointNeeded);
         }
-        let at = self.lay.part(next);
+        self.erase_partition(next)?;
+        self.live += 1;
+        self.flags &= F_OVERFLOW;
+        Ok(())
+    }
+
+    /// Erases the units of free partition `p` that are not erased, and empties its tree.
+    pub(crate) fn erase_partition(&mut self, p: u8) -> Result<()> {
+        let at = self.lay.part(p);
         let len = u64::from(self.lay.part_len);
         let seg = u64::from(self.lay.seg);
         let mut u = 0;
@@ -358,14 +393,19 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             }
             u += seg;
         }
-        self.parts[next as usize] = Part {
+        self.parts[p as usize] = Part {
             units: 1,
             records: 0,
             root: 0,
         };
-        self.live += 1;
-        self.flags &= F_OVERFLOW;
         Ok(())
+    }
+
+    /// Drops the oldest live partition from the window (it becomes the last free one).
+    pub(crate) fn drop_oldest(&mut self) {
+        let n = usize::from(self.lay.parts);
+        self.order[..n].rotate_left(1);
+        self.live -= 1;
     }
 
     /// Whether `nodes` more node bytes and `recs` more record bytes fit in partition `p`,
@@ -471,7 +511,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             if n == out.len() {
                 break;
             }
-            let p = (self.head + i) % self.lay.parts;
+            let p = self.order[usize::from(i)];
             let root = self.parts[p as usize].root;
             let region = self.root_region();
             // A tree visits each node once: a corrupt one that shares nodes cannot make the

@@ -7,6 +7,22 @@ mod common;
 use common::*;
 use ember_quadtree::{Error, Query, Record, Store};
 
+/// A put that commits (with the context of the `done` records before it) when the store
+/// asks for a checkpoint first.
+fn put<F: ember_device::FlashDevice>(
+    s: &mut Store<F, 2>,
+    r: &Record<2>,
+    done: u64,
+) -> Result<(), Error> {
+    match s.put(r) {
+        Err(Error::CheckpointNeeded) => {
+            s.commit(&ctx(done))?;
+            s.put(r)
+        }
+        other => other,
+    }
+}
+
 #[test]
 fn every_variant_returns_what_was_put_across_commits_and_reopens() {
     for (name, cfg) in variants(40) {
@@ -14,7 +30,7 @@ fn every_variant_returns_what_was_put_across_commits_and_reopens() {
         let mut model = Vec::new();
         for i in 0..600u64 {
             let r = record(7, i);
-            s.put(&r).unwrap_or_else(|e| panic!("{name}: put {i}: {e}"));
+            put(&mut s, &r, i).unwrap_or_else(|e| panic!("{name}: put {i}: {e}"));
             model.push(r);
             if i % 50 == 49 {
                 s.commit(&ctx(i + 1)).unwrap();
@@ -61,7 +77,10 @@ fn every_variant_returns_what_was_put_across_commits_and_reopens() {
         assert_eq!(all_records(&mut s), sorted(&model), "{name}");
         // Uncommitted puts vanish at the next open.
         for i in 600..640 {
-            s.put(&record(7, i)).unwrap();
+            match s.put(&record(7, i)) {
+                Err(Error::CheckpointNeeded) => break,
+                other => other.unwrap(),
+            }
         }
         let (mut s, n) = Store::open(s.into_device(), cfg, &mut c).unwrap();
         assert_eq!(parse_ctx(&c[..n]), Some(600), "{name}");
@@ -69,7 +88,7 @@ fn every_variant_returns_what_was_put_across_commits_and_reopens() {
         // And it goes on.
         for i in 600..700 {
             let r = record(7, i);
-            s.put(&r).unwrap();
+            put(&mut s, &r, i).unwrap();
             model.push(r);
         }
         s.commit(&ctx(700)).unwrap();
@@ -155,4 +174,81 @@ fn ram_of_the_engine() {
     let n = Store::<&mut Flash, 2>::ram_bytes();
     eprintln!("engine RAM: {n} bytes");
     assert!(n <= 256, "the issue allows 256 bytes, the engine keeps {n}");
+}
+
+#[test]
+fn cow_compaction_keeps_the_live_tree_for_every_split_kind() {
+    for (lazy, pivot) in [(true, false), (false, false), (true, true), (false, true)] {
+        let mut cfg = config(
+            ember_quadtree::Checkpointing::Cow,
+            ember_quadtree::Undo::Discard,
+            lazy,
+            16,
+        );
+        cfg.pivot_split = pivot;
+        let name = format!("lazy {lazy}, pivot {pivot}");
+        let mut s = Store::format(flash(&cfg), cfg, &ctx(0)).unwrap();
+        let mut i = 0u64;
+        while i < 1500 {
+            match s.put(&record(9, i)) {
+                Ok(()) => i += 1,
+                Err(Error::CheckpointNeeded) => s.commit(&ctx(i)).unwrap(),
+                Err(e) => panic!("{name}: put {i}: {e}"),
+            }
+            if i.is_multiple_of(50) {
+                s.commit(&ctx(i)).unwrap();
+            }
+        }
+        assert!(s.stats().compactions >= 2, "{name}: {:?}", s.stats());
+        // A run of the newest records, each as it was put, also after a reopen.
+        let recs = all_records(&mut s);
+        let first = 1500 - recs.len() as u64;
+        let want: Vec<_> = (first..1500).map(|i| record(9, i)).collect();
+        assert_eq!(sorted(&recs), sorted(&want), "{name}");
+        assert!(recs.len() > 500, "{name}: {} kept", recs.len());
+        let mut c = [0u8; 64];
+        let (mut s, n) = Store::open(s.into_device(), cfg, &mut c).unwrap();
+        assert_eq!(parse_ctx(&c[..n]), Some(1500), "{name}");
+        assert_eq!(all_records(&mut s), recs, "{name}");
+        for r in want.iter().step_by(41) {
+            assert!(s.get(&r.dims).unwrap().is_some(), "{name}: {r:?}");
+        }
+    }
+}
+
+#[test]
+fn cow_with_a_tree_too_deep_to_grow_moves_on_instead_of_compacting_forever() {
+    // Identical readings all go to the same leaf: the path deepens until a put cannot be
+    // placed at any depth the engine allows, however much room compaction would make.
+    let mut cfg = config(
+        ember_quadtree::Checkpointing::Cow,
+        ember_quadtree::Undo::Discard,
+        true,
+        120,
+    );
+    cfg.cow_compact_percent = 90;
+    let mut s = Store::format(flash(&cfg), cfg, &ctx(0)).unwrap();
+    let mut i = 0u64;
+    let mut commits = 0;
+    while i < 3000 {
+        let r = Record {
+            ts: i as u32,
+            dims: [500, 600],
+        };
+        match s.put(&r) {
+            Ok(()) => i += 1,
+            Err(Error::CheckpointNeeded) => {
+                commits += 1;
+                assert!(commits < 1000, "put {i} asks for a commit again and again");
+                s.commit(&ctx(i)).unwrap();
+            }
+            Err(e) => panic!("put {i}: {e}"),
+        }
+        if i.is_multiple_of(50) {
+            s.commit(&ctx(i)).unwrap();
+        }
+    }
+    let mut out = vec![Record::default(); 4000];
+    let n = s.scan(&Query::point([500, 600]), &mut out).unwrap();
+    assert!(n > 0 && out[..n].iter().all(|r| r.dims == [500, 600]));
 }

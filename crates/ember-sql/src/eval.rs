@@ -985,7 +985,7 @@ impl<S: Storage> Executor<S> {
             }
             None => {
                 for (w, t) in whens {
-                    if self.eval(w, env)?.truth() == Some(true) {
+                    if self.cond(w, env)? == Some(true) {
                         return self.eval(t, env);
                     }
                 }
@@ -1034,15 +1034,8 @@ impl<S: Storage> Executor<S> {
                 if args.len() != 3 {
                     return Err(wrong_args(name));
                 }
-                let c = self.eval(&args[0], env)?;
-                return self.eval(
-                    if c.truth() == Some(true) {
-                        &args[1]
-                    } else {
-                        &args[2]
-                    },
-                    env,
-                );
+                let c = self.cond(&args[0], env)?;
+                return self.eval(if c == Some(true) { &args[1] } else { &args[2] }, env);
             }
             _ => {}
         }
@@ -1073,6 +1066,32 @@ impl<S: Storage> Executor<S> {
                 let y = self.eval(b, env)?;
                 combine(op, &x, &y, self.max_length)
             }
+        }
+    }
+
+    /// The truth of a condition where SQLite jumps on it (WHERE, ON, HAVING, CASE WHEN):
+    /// AND, OR and NOT decide as soon as one side decides, so the other side is not
+    /// evaluated (SQLite's `sqlite3ExprIfTrue`/`IfFalse`); any other expression is its value's
+    /// truth. `None` is NULL.
+    pub(crate) fn cond(&mut self, e: &Expr, env: &Env<'_>) -> Result<Option<bool>> {
+        match e {
+            Expr::Binary(op @ (BinOp::And | BinOp::Or), a, b) => {
+                let decides = *op == BinOp::Or;
+                let x = self.cond(a, env)?;
+                if x == Some(decides) {
+                    return Ok(Some(decides));
+                }
+                let y = self.cond(b, env)?;
+                Ok(if y == Some(decides) {
+                    Some(decides)
+                } else if x.is_some() && y.is_some() {
+                    Some(!decides)
+                } else {
+                    None
+                })
+            }
+            Expr::Unary(UnOp::Not, a) => Ok(self.cond(a, env)?.map(|t| !t)),
+            _ => Ok(self.eval(e, env)?.truth()),
         }
     }
 

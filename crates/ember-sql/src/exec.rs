@@ -87,14 +87,14 @@ struct OrderHint<'a> {
 /// Where a FROM item's rows come from.
 #[derive(Debug, Clone)]
 enum LeafSrc {
-    Table(Box<TableDef>),
+    Table(Rc<TableDef>),
     Rows(Rc<Vec<Vec<Value>>>),
 }
 
 /// One FROM item after flattening the joins.
 #[derive(Debug, Clone)]
 struct Leaf {
-    scope: Scope,
+    scope: Rc<Scope>,
     src: LeafSrc,
     kind: JoinKind,
     on: Vec<Expr>,
@@ -129,7 +129,12 @@ pub struct Executor<S: Storage> {
     view_depth: u32,
     /// Access paths chosen, by (statement id, query node address, FROM item); emptied by
     /// any schema change.
-    plans: BTreeMap<(u64, usize, usize), Access>,
+    plans: BTreeMap<(u64, usize, usize), Rc<Access>>,
+    /// Each table's definition and row scope as FROM items use them, by table and alias
+    /// (shared, not rebuilt per execution); emptied with the plans.
+    leaf_defs: BTreeMap<(String, String), (Rc<TableDef>, Rc<Scope>)>,
+    /// Each table's definition as INSERT, UPDATE and DELETE use it; emptied with the plans.
+    write_defs: BTreeMap<String, Rc<TableDef>>,
     /// The statement running (its parse id).
     stmt_id: u64,
     /// Access paths chosen so far (cached ones not counted).
@@ -137,6 +142,16 @@ pub struct Executor<S: Storage> {
     /// The statement copied parts of its query (alias substitution): subquery results are
     /// not cached by address for the rest of it.
     no_subq_cache: bool,
+}
+
+/// The conjuncts of a condition, borrowed.
+fn conjuncts<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    if let Expr::Binary(BinOp::And, a, b) = e {
+        conjuncts(a, out);
+        conjuncts(b, out);
+    } else {
+        out.push(e);
+    }
 }
 
 fn split_and(e: &Expr, out: &mut Vec<Expr>) {
@@ -428,6 +443,8 @@ impl<S: Storage> Executor<S> {
             explain: None,
             view_depth: 0,
             plans: BTreeMap::new(),
+            leaf_defs: BTreeMap::new(),
+            write_defs: BTreeMap::new(),
             stmt_id: 0,
             plans_made: 0,
             no_subq_cache: false,
@@ -500,6 +517,8 @@ impl<S: Storage> Executor<S> {
         }
         self.catalog = cat;
         self.plans.clear();
+        self.leaf_defs.clear();
+        self.write_defs.clear();
         Ok(())
     }
 
@@ -509,6 +528,8 @@ impl<S: Storage> Executor<S> {
         self.stmt_id = p.id;
         if self.plans.len() > 4096 {
             self.plans.clear();
+            self.leaf_defs.clear();
+            self.write_defs.clear();
         }
         self.subq_cache.clear();
         self.subq_stack.clear();
@@ -615,6 +636,8 @@ impl<S: Storage> Executor<S> {
     fn write(&mut self, stmt: &Stmt, sql: &str) -> Result<Output> {
         if !matches!(stmt, Stmt::Insert(_) | Stmt::Update(_) | Stmt::Delete(_)) {
             self.plans.clear();
+            self.leaf_defs.clear();
+            self.write_defs.clear();
         }
         match stmt {
             Stmt::Insert(i) => self.insert(i),
@@ -765,30 +788,42 @@ impl<S: Storage> Executor<S> {
             });
         }
         Self::check_name(&ct.name)?;
-        let lsm = match &ct.using {
-            None => false,
+        // The engine: "t" (table), "l" (lsm) or "s" (timeseries), the prefix of its names.
+        let prefix = match &ct.using {
+            None => "t",
             Some(u) => {
                 let engine: String = u
                     .chars()
                     .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                     .collect();
                 if engine.eq_ignore_ascii_case("table") {
-                    false
+                    "t"
                 } else if engine.eq_ignore_ascii_case("lsm") && self.storage.supports_engine("lsm")
                 {
-                    true
+                    "l"
+                } else if engine.eq_ignore_ascii_case("timeseries")
+                    && self.storage.supports_engine("timeseries")
+                {
+                    "s"
                 } else {
-                    let have = if self.storage.supports_engine("lsm") {
-                        "table, lsm"
-                    } else {
-                        "table"
-                    };
+                    let mut have = String::from("table");
+                    for e in ["lsm", "timeseries"] {
+                        if self.storage.supports_engine(e) {
+                            have.push_str(", ");
+                            have.push_str(e);
+                        }
+                    }
                     return Err(SqlError::invalid(format!(
                         "no such storage engine: {engine} (this database has: {have})"
                     )));
                 }
             }
         };
+        if prefix == "s" && ct.as_select.is_some() {
+            return Err(SqlError::invalid(
+                "CREATE TABLE … AS SELECT cannot make a timeseries table: declare its columns",
+            ));
+        }
         if let Some(sel) = &ct.as_select {
             let (names, rows, affs) = self.query_typed(sel, None)?;
             let mut text = format!("CREATE TABLE {}(", quote_name(&ct.name));
@@ -820,7 +855,7 @@ impl<S: Storage> Executor<S> {
             }
             return Ok(Output::default());
         }
-        let engine = self.catalog.engine_name(if lsm { "l" } else { "t" });
+        let engine = self.catalog.engine_name(prefix);
         let def = table_def(ct, &engine, sql)?;
         let cols: Vec<ColumnSpec> = def
             .columns
@@ -830,7 +865,27 @@ impl<S: Storage> Executor<S> {
                 decl_type: c.decl_type.clone(),
             })
             .collect();
-        self.storage.create_table(&engine, &cols)?;
+        match (prefix, &ct.using) {
+            ("s", Some(using)) => {
+                // The key is the rowid: the first column, an INTEGER PRIMARY KEY; the engine
+                // keeps no other unique index.
+                if def.ipk != Some(0) {
+                    return Err(SqlError::invalid(format!(
+                        "a timeseries table's first column must be its INTEGER PRIMARY KEY (the timestamp): {}",
+                        def.name
+                    )));
+                }
+                if !def.uniques.is_empty() {
+                    return Err(SqlError::invalid(format!(
+                        "a timeseries table cannot have UNIQUE constraints: {}",
+                        def.name
+                    )));
+                }
+                let at = sql.find(using.as_str()).unwrap_or(0);
+                self.storage.create_table_using(&engine, &cols, using, at)?;
+            }
+            _ => self.storage.create_table(&engine, &cols)?,
+        }
         self.undo.push(Undo::CreatedTable(engine.clone()));
         for u in &def.uniques {
             self.storage.create_index(&u.engine, &engine, &u.columns)?;
@@ -930,10 +985,18 @@ impl<S: Storage> Executor<S> {
                 return Err(self.unique_error(&t, &cols));
             }
         }
-        let prefix = if crate::storage::engine_of(&t.engine) == "lsm" {
-            "li"
-        } else {
-            "i"
+        let prefix = match crate::storage::engine_of(&t.engine) {
+            "lsm" => "li",
+            "timeseries" => {
+                if ci.unique {
+                    return Err(SqlError::invalid(format!(
+                        "a timeseries table cannot have a UNIQUE index: {}",
+                        t.name
+                    )));
+                }
+                "si"
+            }
+            _ => "i",
         };
         let engine = self.catalog.engine_name(prefix);
         self.storage.create_index(&engine, &t.engine, &cols)?;
@@ -1131,6 +1194,13 @@ impl<S: Storage> Executor<S> {
         if column.unique {
             return Err(SqlError::invalid("Cannot add a UNIQUE column"));
         }
+        if crate::storage::engine_of(&t.engine) == "timeseries" {
+            // Its records have the fixed size chosen when the series was made.
+            return Err(SqlError::invalid(format!(
+                "cannot add a column to timeseries table {}: its record size is fixed",
+                t.name
+            )));
+        }
         let scope = Scope::default();
         let default = match &column.default {
             Some(e) => self.eval(e, &Env::empty(&scope))?,
@@ -1233,9 +1303,17 @@ impl<S: Storage> Executor<S> {
 
     // ----- DML ---------------------------------------------------------------------------
 
-    fn table_for_write(&self, name: &str) -> Result<TableDef> {
-        match self.catalog.tables.get(&key(name)) {
-            Some(t) => Ok(t.clone()),
+    fn table_for_write(&mut self, name: &str) -> Result<Rc<TableDef>> {
+        let k = key(name);
+        if let Some(t) = self.write_defs.get(&k) {
+            return Ok(t.clone());
+        }
+        match self.catalog.tables.get(&k) {
+            Some(t) => {
+                let t = Rc::new(t.clone());
+                self.write_defs.insert(k, t.clone());
+                Ok(t)
+            }
             None if self.catalog.views.contains_key(&key(name)) => Err(SqlError::invalid(format!(
                 "cannot modify {name} because it is a view"
             ))),
@@ -1353,7 +1431,7 @@ impl<S: Storage> Executor<S> {
         conflict: Conflict,
     ) -> Result<Option<Vec<i64>>> {
         let mut victims = Vec::new();
-        if old_rowid != Some(rowid) && self.storage.get(&t.engine, rowid)?.is_some() {
+        if old_rowid != Some(rowid) && self.storage.contains(&t.engine, rowid)? {
             match conflict {
                 Conflict::Ignore => return Ok(None),
                 Conflict::Replace => victims.push(rowid),
@@ -1561,19 +1639,28 @@ impl<S: Storage> Executor<S> {
     /// The rows of a table a WHERE clause selects, through the planner: (rowid, values).
     fn matching_rows(
         &mut self,
-        t: &TableDef,
+        t: &Rc<TableDef>,
         filter: Option<&Expr>,
     ) -> Result<Vec<(i64, Vec<Value>)>> {
+        let ck = (key(&t.name), String::new());
+        let scope = match self.leaf_defs.get(&ck) {
+            Some((_, sc)) => sc.clone(),
+            None => {
+                let sc = Rc::new(Self::table_scope(t, &t.name));
+                self.leaf_defs.insert(ck, (t.clone(), sc.clone()));
+                sc
+            }
+        };
         let leaf = Leaf {
-            scope: Self::table_scope(t, &t.name),
-            src: LeafSrc::Table(Box::new(t.clone())),
+            scope,
+            src: LeafSrc::Table(t.clone()),
             kind: JoinKind::Inner,
             on: Vec::new(),
             label: t.name.clone(),
         };
         let mut conj = Vec::new();
         if let Some(f) = filter {
-            split_and(f, &mut conj);
+            conjuncts(f, &mut conj);
         }
         let key = filter.map_or(0, |f| f as *const Expr as usize);
         let (_, rows) = self.join(&[leaf], &conj, None, key, None)?;
@@ -1902,7 +1989,6 @@ impl<S: Storage> Executor<S> {
         }
         // Result aliases may be named in WHERE, GROUP BY, HAVING and ORDER BY (SQLite's
         // extension) where no column of the FROM tables has the name.
-        let from_scope = acc_scope_of(&leaves);
         let aliases: Vec<(String, Expr)> = columns
             .iter()
             .filter_map(|c| match c {
@@ -1914,7 +2000,16 @@ impl<S: Storage> Executor<S> {
                 _ => None,
             })
             .collect();
+        // Only a query with result aliases needs the FROM scope here.
+        let from_scope = if aliases.is_empty() {
+            Scope::default()
+        } else {
+            acc_scope_of(&leaves)
+        };
         let alias_of = |t: &Option<String>, n: &str| -> Option<Expr> {
+            if aliases.is_empty() {
+                return None;
+            }
             if t.is_some() || from_scope.find(None, n).ok().flatten().is_some() {
                 return None;
             }
@@ -1924,32 +2019,46 @@ impl<S: Storage> Executor<S> {
                 .map(|(_, x)| x.clone())
         };
         let mut substituted = false;
-        let filter: Option<Cow<'_, Expr>> = filter
-            .as_ref()
-            .map(|e| with_aliases(e, &alias_of, &mut substituted));
-        let having: Option<Cow<'_, Expr>> = having
-            .as_ref()
-            .map(|e| with_aliases(e, &alias_of, &mut substituted));
-        let order_by: Vec<OrderTerm> = order_by
-            .iter()
-            .map(|t| OrderTerm {
-                expr: with_aliases(&t.expr, &alias_of, &mut substituted).into_owned(),
-                ..t.clone()
-            })
-            .collect();
+        let filter: Option<Cow<'_, Expr>> = filter.as_ref().map(|e| {
+            if aliases.is_empty() {
+                Cow::Borrowed(e)
+            } else {
+                with_aliases(e, &alias_of, &mut substituted)
+            }
+        });
+        let having: Option<Cow<'_, Expr>> = having.as_ref().map(|e| {
+            if aliases.is_empty() {
+                Cow::Borrowed(e)
+            } else {
+                with_aliases(e, &alias_of, &mut substituted)
+            }
+        });
+        let order_by: Cow<'_, [OrderTerm]> = if aliases.is_empty() {
+            Cow::Borrowed(order_by)
+        } else {
+            Cow::Owned(
+                order_by
+                    .iter()
+                    .map(|t| OrderTerm {
+                        expr: with_aliases(&t.expr, &alias_of, &mut substituted).into_owned(),
+                        ..t.clone()
+                    })
+                    .collect(),
+            )
+        };
         let order_by = &order_by[..];
         if substituted {
             // Copies of subqueries have fresh addresses: none may be cached this statement.
             self.no_subq_cache = true;
         }
-        let mut conj = Vec::new();
+        let mut conj: Vec<&Expr> = Vec::new();
         if let Some(w) = filter.as_deref() {
             if let Some(f) = first_aggregate(w) {
                 return Err(SqlError::invalid(format!(
                     "misuse of aggregate function {f}() in WHERE"
                 )));
             }
-            split_and(w, &mut conj);
+            conjuncts(w, &mut conj);
         }
         let hint = match limit {
             Some((limit, offset))
@@ -2201,7 +2310,7 @@ impl<S: Storage> Executor<S> {
                     vals.push(self.eval(e, &env)?);
                 }
                 if let Some(h) = having.as_deref() {
-                    if self.eval(h, &env)?.truth() != Some(true) {
+                    if self.cond(h, &env)? != Some(true) {
                         continue;
                     }
                 }
@@ -2332,7 +2441,7 @@ impl<S: Storage> Executor<S> {
                         ))
                     })?;
                     let right_q = right_leaf.scope.cols[ri].table.clone();
-                    right_leaf.scope.cols[ri].hidden = true;
+                    Rc::make_mut(&mut right_leaf.scope).cols[ri].hidden = true;
                     conds.push(Expr::Binary(
                         BinOp::Eq,
                         Box::new(Expr::Column {
@@ -2375,7 +2484,7 @@ impl<S: Storage> Executor<S> {
             })
             .collect();
         Leaf {
-            scope: Scope { cols },
+            scope: Rc::new(Scope { cols }),
             src: LeafSrc::Rows(Rc::new(rows)),
             kind: JoinKind::Inner,
             on: Vec::new(),
@@ -2391,14 +2500,23 @@ impl<S: Storage> Executor<S> {
     ) -> Result<Leaf> {
         let k = key(name);
         if let Some(t) = self.catalog.tables.get(&k) {
-            let t = t.clone();
+            let ck = (k.clone(), alias.map(key).unwrap_or_default());
+            let (t, scope) = match self.leaf_defs.get(&ck) {
+                Some((t, sc)) => (t.clone(), sc.clone()),
+                None => {
+                    let t = Rc::new(t.clone());
+                    let sc = Rc::new(Self::table_scope(&t, alias.unwrap_or(&t.name)));
+                    self.leaf_defs.insert(ck, (t.clone(), sc.clone()));
+                    (t, sc)
+                }
+            };
             let label = match alias {
                 Some(a) => format!("{} AS {a}", t.name),
                 None => t.name.clone(),
             };
             return Ok(Leaf {
-                scope: Self::table_scope(&t, alias.unwrap_or(&t.name)),
-                src: LeafSrc::Table(Box::new(t)),
+                scope,
+                src: LeafSrc::Table(t),
                 kind: JoinKind::Inner,
                 on: Vec::new(),
                 label,
@@ -3046,11 +3164,11 @@ impl<S: Storage> Executor<S> {
     fn join(
         &mut self,
         leaves: &[Leaf],
-        where_conj: &[Expr],
+        where_conj: &[&Expr],
         outer: Option<&Env<'_>>,
         plan_key: usize,
         hint: Option<&OrderHint<'_>>,
-    ) -> Result<(Scope, Vec<Vec<Value>>)> {
+    ) -> Result<(Rc<Scope>, Vec<Vec<Value>>)> {
         let depth_scope = Scope::default();
         if leaves.is_empty() {
             let row: Vec<Value> = Vec::new();
@@ -3061,19 +3179,26 @@ impl<S: Storage> Executor<S> {
                 group: None,
             };
             for c in where_conj {
-                if self.eval(c, &env)?.truth() != Some(true) {
-                    return Ok((Scope::default(), Vec::new()));
+                if self.cond(c, &env)? != Some(true) {
+                    return Ok((Rc::default(), Vec::new()));
                 }
             }
-            return Ok((Scope::default(), vec![Vec::new()]));
+            return Ok((Rc::default(), vec![Vec::new()]));
         }
-        // Prefix scopes: the columns of leaves 0..=k.
-        let mut prefix: Vec<Scope> = Vec::new();
-        let mut acc_scope = Scope::default();
+        // Prefix scopes: the columns of leaves 0..=k (the first is the first leaf's own).
+        let mut prefix: Vec<Rc<Scope>> = Vec::with_capacity(leaves.len());
         for l in leaves {
-            acc_scope.cols.extend(l.scope.cols.iter().cloned());
-            prefix.push(acc_scope.clone());
+            let next = match prefix.last() {
+                None => l.scope.clone(),
+                Some(p) => {
+                    let mut acc = Scope::clone(p);
+                    acc.cols.extend(l.scope.cols.iter().cloned());
+                    Rc::new(acc)
+                }
+            };
+            prefix.push(next);
         }
+        let acc_scope = prefix.last().cloned().unwrap_or_default();
         let mut by_level: Vec<Vec<&Expr>> = vec![Vec::new(); leaves.len()];
         let mut constant: Vec<&Expr> = Vec::new();
         for c in where_conj {
@@ -3092,8 +3217,8 @@ impl<S: Storage> Executor<S> {
                 group: None,
             };
             for c in constant {
-                if self.eval(c, &env)?.truth() != Some(true) {
-                    return Ok((acc_scope_of(leaves), Vec::new()));
+                if self.cond(c, &env)? != Some(true) {
+                    return Ok((acc_scope, Vec::new()));
                 }
             }
         }
@@ -3103,7 +3228,7 @@ impl<S: Storage> Executor<S> {
             let mut cands: Vec<&Expr> = leaf.on.iter().collect();
             if leaf.kind != JoinKind::Left {
                 // WHERE conjuncts may restrict an inner join's table (not a LEFT JOIN's).
-                cands.extend(where_conj.iter());
+                cands.extend(where_conj.iter().copied());
             }
             // A prepared statement plans each FROM item once.
             let cache_key = (self.stmt_id, plan_key, k);
@@ -3122,6 +3247,7 @@ impl<S: Storage> Executor<S> {
                         }
                     }
                     self.plans_made += 1;
+                    let a = Rc::new(a);
                     if plan_key != 0 && self.explain.is_none() {
                         self.plans.insert(cache_key, a.clone());
                     }
@@ -3143,7 +3269,7 @@ impl<S: Storage> Executor<S> {
             let mut next = Vec::new();
             let before = if k == 0 { &depth_scope } else { &prefix[k - 1] };
             for partial in &acc {
-                let candidates: Rc<Vec<Vec<Value>>> = match (&leaf.src, &paths[k]) {
+                let candidates: Rc<Vec<Vec<Value>>> = match (&leaf.src, &*paths[k]) {
                     (LeafSrc::Rows(r), _) => r.clone(),
                     (LeafSrc::Table(t), Access::Full) => match &full_cache[k] {
                         Some(c) => c.clone(),
@@ -3170,9 +3296,27 @@ impl<S: Storage> Executor<S> {
                     }
                 };
                 let mut matched = false;
-                for r in candidates.iter() {
-                    let mut combined = partial.clone();
-                    combined.extend(r.iter().cloned());
+                // Rows read for this partial row alone are moved, not copied, into the first
+                // level's results.
+                let mut owned = Rc::try_unwrap(candidates);
+                let n = match &owned {
+                    Ok(v) => v.len(),
+                    Err(rc) => rc.len(),
+                };
+                for i in 0..n {
+                    let combined = match &mut owned {
+                        Ok(v) if partial.is_empty() => core::mem::take(&mut v[i]),
+                        Ok(v) => {
+                            let mut c = partial.clone();
+                            c.extend(v[i].iter().cloned());
+                            c
+                        }
+                        Err(rc) => {
+                            let mut c = partial.clone();
+                            c.extend(rc[i].iter().cloned());
+                            c
+                        }
+                    };
                     let env = Env {
                         scope: &prefix[k],
                         row: &combined,
@@ -3181,7 +3325,7 @@ impl<S: Storage> Executor<S> {
                     };
                     let mut ok = true;
                     for c in &leaf.on {
-                        if self.eval(c, &env)?.truth() != Some(true) {
+                        if self.cond(c, &env)? != Some(true) {
                             ok = false;
                             break;
                         }
@@ -3191,7 +3335,7 @@ impl<S: Storage> Executor<S> {
                     }
                     matched = true;
                     for c in &by_level[k] {
-                        if self.eval(c, &env)?.truth() != Some(true) {
+                        if self.cond(c, &env)? != Some(true) {
                             ok = false;
                             break;
                         }
@@ -3211,7 +3355,7 @@ impl<S: Storage> Executor<S> {
                     };
                     let mut ok = true;
                     for c in &by_level[k] {
-                        if self.eval(c, &env)?.truth() != Some(true) {
+                        if self.cond(c, &env)? != Some(true) {
                             ok = false;
                             break;
                         }

@@ -40,10 +40,24 @@ pub trait Storage {
     fn engine_name(&self) -> &str;
     /// Whether tables can be created on the engine named in `CREATE TABLE … USING name`
     /// (`table` is always accepted). An engine other than `table` is recorded in the
-    /// engine-level names: its tables are named `l<n>` (lsm) and its indexes `li<n>`, so
+    /// engine-level names: its tables are named `l<n>` (lsm) or `s<n>` (timeseries) and its indexes `li<n>` or
+    /// `si<n>`, so
     /// the choice lives in `ember_master` and survives reopen; see [`engine_of`].
     fn supports_engine(&self, name: &str) -> bool {
         name.eq_ignore_ascii_case("table")
+    }
+    /// Creates a table on the engine a `CREATE TABLE … USING name(options)` names:
+    /// `using` is the clause's raw text (`name(options)`), which starts at byte `at` of the
+    /// statement (for errors). Engines without options create the table as usual.
+    fn create_table_using(
+        &mut self,
+        table: &str,
+        columns: &[ColumnSpec],
+        using: &str,
+        at: usize,
+    ) -> Result<()> {
+        let _ = (using, at);
+        self.create_table(table, columns)
     }
     /// Whether the table exists.
     fn has_table(&mut self, table: &str) -> Result<bool>;
@@ -59,6 +73,10 @@ pub trait Storage {
     fn delete(&mut self, table: &str, rowid: i64) -> Result<bool>;
     /// The row under a rowid.
     fn get(&mut self, table: &str, rowid: i64) -> Result<Option<Vec<Value>>>;
+    /// Whether a row has this rowid (engines answer from their index, without the row).
+    fn contains(&mut self, table: &str, rowid: i64) -> Result<bool> {
+        Ok(self.get(table, rowid)?.is_some())
+    }
     /// The rows whose rowid lies within the bounds, in rowid order.
     fn scan(&mut self, table: &str, lo: Bound<i64>, hi: Bound<i64>) -> Result<Vec<Row>>;
     /// The largest rowid in use.
@@ -114,6 +132,11 @@ pub trait Storage {
     fn begin(&mut self) -> Result<()>;
     /// Commits it.
     fn commit(&mut self) -> Result<()>;
+    /// Whether the open transaction has changed anything yet (an engine that cannot tell
+    /// says yes).
+    fn has_changes(&mut self) -> bool {
+        true
+    }
     /// Takes it back.
     fn rollback(&mut self) -> Result<()>;
     /// An engine setting or statistic by name (`PRAGMA name`), as (column, value) rows.
@@ -121,12 +144,16 @@ pub trait Storage {
     -> Result<Option<Vec<(String, Value)>>>;
 }
 
-/// The engine (`"table"` or `"lsm"`) an engine-level table or index name belongs to: names
-/// given to tables created `USING lsm` start with `l` (`l<n>`, their indexes `li<n>` and
-/// `l<n>_u<k>`), all others (`t<n>`, `i<n>`, `t<n>_u<k>`, the catalog) are the table engine's.
+/// The engine (`"table"`, `"lsm"` or `"timeseries"`) an engine-level table or index name
+/// belongs to: names given to tables created `USING lsm` start with `l` (`l<n>`, their
+/// indexes `li<n>` and `l<n>_u<k>`), those of tables created `USING timeseries` with `s`
+/// (`s<n>`, their data index `si<n>`), all others (`t<n>`, `i<n>`, `t<n>_u<k>`, the
+/// catalog) are the table engine's.
 pub fn engine_of(name: &str) -> &'static str {
     if name.starts_with('l') {
         "lsm"
+    } else if name.starts_with('s') {
+        "timeseries"
     } else {
         "table"
     }

@@ -1777,6 +1777,14 @@ impl<D: BlockDevice> Database<D> {
         Ok(true)
     }
 
+    /// Whether a row has this primary key (the index alone; the row is not read).
+    pub fn contains(&mut self, table: &str, key: &[Value]) -> Result<bool> {
+        let id = self.table_id(table)?;
+        let mut k = Vec::new();
+        encode_key(key, &mut k);
+        Ok(self.index_get(id, &k)?.is_some())
+    }
+
     /// The row with this primary key (for a rowid table: `[Integer(rowid)]`).
     pub fn get(&mut self, table: &str, key: &[Value]) -> Result<Option<Vec<Value>>> {
         let id = self.table_id(table)?;
@@ -2379,4 +2387,55 @@ fn split_tuple(t: &[u8], at: u64) -> Result<(&[u8], &[u8])> {
         return Err(bad);
     }
     Ok((&t[2..2 + n], &t[2 + n..]))
+}
+
+// ----- extents for the other engines ------------------------------------------------------
+
+impl<D: BlockDevice> Database<D> {
+    /// Whether the open transaction (if any) has changed nothing yet.
+    pub fn txn_is_empty(&self) -> bool {
+        self.txn
+            .as_ref()
+            .is_none_or(|t| t.ops.is_empty() && t.marks.is_empty() && t.undo.is_empty())
+    }
+
+    /// Makes room in the journal for a record of `marks` block marks: a full journal is
+    /// checkpointed first (the table engine's changes go home before the journal is
+    /// emptied), which cannot happen in the middle of a transaction that changed tables.
+    fn journal_room(&mut self, marks: usize) -> Result<()> {
+        if self.sm.journal_fits(marks, 0) {
+            return Ok(());
+        }
+        if !self.txn_is_empty() {
+            return Err(TableError::JournalFull {
+                needed: 5 + 10 * marks as u64,
+                capacity: self.sm.journal_capacity(),
+            });
+        }
+        self.checkpoint_now()
+    }
+}
+
+impl<D: BlockDevice> crate::space::ExtentSpace for Database<D> {
+    fn allocate_extents(&mut self, bytes: u64) -> Result<Vec<crate::space::Extent>> {
+        let max = u64::from(self.sm.allocator().config().max_block.max(512));
+        self.journal_room(bytes.div_ceil(max) as usize + 1)?;
+        self.sm.allocate(bytes)
+    }
+    fn free_extents(&mut self, extents: &[crate::space::Extent]) -> Result<()> {
+        self.journal_room(extents.len())?;
+        self.sm.free(extents)
+    }
+    fn allocated_extent(&self, block: BlockRef) -> Option<crate::space::Extent> {
+        self.sm.allocated_extent(block)
+    }
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.sm.read_at(offset, buf)
+    }
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        self.sm.write_at(offset, data)
+    }
+    fn sync_space(&mut self) -> Result<()> {
+        self.sm.sync()
+    }
 }

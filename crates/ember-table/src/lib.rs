@@ -43,5 +43,5 @@ pub use journal::{Journal, Record};
 pub use row::{RowError, Value, ValueRef};
 pub use schema::{Column, IndexDef, IndexKind, Schema};
 pub use slotted::SlottedBlock;
-pub use space::{Extent, SpaceManager};
+pub use space::{Extent, ExtentSpace, SpaceManager};
 pub use superblock::{FormatOptions, Superblock, Zone};

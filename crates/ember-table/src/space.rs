@@ -293,6 +293,51 @@ impl<D: BlockDevice> SpaceManager<D> {
     }
 }
 
+/// The database's allocator as the other engines see it (the LSM tree's blobs, a time
+/// series' pages): durable extents, raw reads and writes inside them, and a sync barrier.
+///
+/// Implemented by [`SpaceManager`] (a device of its own) and by
+/// [`Database`](crate::Database), which hands out extents of the device its tables live on
+/// and keeps its own journal consistent while doing so. An engine must only write inside
+/// extents it was given and not yet gave back.
+pub trait ExtentSpace {
+    /// Allocates room for `bytes` (one block, or several above the largest block size);
+    /// durable on return.
+    fn allocate_extents(&mut self, bytes: u64) -> Result<Vec<Extent>>;
+    /// Gives extents back; durable on return.
+    fn free_extents(&mut self, extents: &[Extent]) -> Result<()>;
+    /// The extent of an allocated block (after a restart, from a saved [`BlockRef`]);
+    /// `None` if the block is not a valid block of this device or not allocated.
+    fn allocated_extent(&self, block: BlockRef) -> Option<Extent>;
+    /// Reads device bytes.
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// Writes device bytes (durable after [`sync_space`](Self::sync_space)).
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()>;
+    /// Makes every earlier write durable; a barrier for later ones.
+    fn sync_space(&mut self) -> Result<()>;
+}
+
+impl<D: BlockDevice> ExtentSpace for SpaceManager<D> {
+    fn allocate_extents(&mut self, bytes: u64) -> Result<Vec<Extent>> {
+        self.allocate(bytes)
+    }
+    fn free_extents(&mut self, extents: &[Extent]) -> Result<()> {
+        self.free(extents)
+    }
+    fn allocated_extent(&self, block: BlockRef) -> Option<Extent> {
+        (self.alloc.is_valid(block) && self.alloc.is_allocated(block)).then(|| self.extent(block))
+    }
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        Ok(self.dev.read(offset, buf)?)
+    }
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        Ok(self.dev.write(offset, data)?)
+    }
+    fn sync_space(&mut self) -> Result<()> {
+        self.sync()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

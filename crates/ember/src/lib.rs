@@ -22,11 +22,15 @@
 
 #![forbid(unsafe_code)]
 
+pub mod coordcache;
 mod device;
 pub mod lsmkey;
+pub mod lsmroot;
 pub mod lsmstore;
 pub mod routed;
+pub mod shared;
 pub mod storage;
+pub mod tsstore;
 mod types;
 
 use std::cell::RefCell;
@@ -39,6 +43,8 @@ use ember_device::MemBlock;
 use ember_device::file::{FileBlock, RawBlock};
 use ember_sql::{Executor, Parsed};
 use ember_table::{Database, Options};
+
+use crate::routed::Routed;
 
 pub use device::AnyDevice;
 pub use ember_sql::{Output, SqlError, Value, is_blank};
@@ -136,6 +142,12 @@ pub struct OpenOptions {
     pub cache_bytes: usize,
     /// Bytes of point-query results kept (0: off).
     pub query_cache_bytes: usize,
+    /// RAM cap of the LSM engine behind `USING lsm` tables (memtables, pinned indexes and
+    /// filters, block cache).
+    pub lsm_memory_bytes: usize,
+    /// Bytes of the coordination cache in front of `USING lsm` tables: results of point and
+    /// range queries, dropped by writes to the keys they cover (0: off).
+    pub lsm_cache_bytes: usize,
 }
 
 impl Default for OpenOptions {
@@ -145,14 +157,74 @@ impl Default for OpenOptions {
             capacity: 1 << 30,
             cache_bytes: 2 << 20,
             query_cache_bytes: 256 << 10,
+            lsm_memory_bytes: 8 << 20,
+            lsm_cache_bytes: 1 << 20,
         }
     }
 }
 
-type Engine = Executor<TableStorage<AnyDevice>>;
+/// The SQL engine of one database, over any device: the executor over the table engine,
+/// (from the first `USING lsm` table on) the LSM tree and the `USING timeseries` tables'
+/// series, all in the same device. A [`Connection`]
+/// runs one over a file, a raw device or memory; tests run one over fault-injecting devices.
+pub type Engine<D> = Executor<Routed<TableStorage<D>, lsmroot::DbEnv<D>, tsstore::TsStore<D>>>;
+
+/// Opens the SQL engine over an open table-engine database: opens its LSM tree if it has one
+/// and every series of its timeseries tables, loads the catalog, and removes LSM objects the catalog does not name (a crash between an
+/// LSM batch and the catalog's commit leaves them).
+pub fn open_engine<D: ember_device::BlockDevice>(
+    db: Database<D>,
+    opts: &OpenOptions,
+) -> Result<Engine<D>> {
+    let table = TableStorage::new(db);
+    let lsm_opts = ember_lsm::Options::with_budget(opts.lsm_memory_bytes);
+    let sync = opts.mode == Mode::Full;
+    let cache = opts.lsm_cache_bytes;
+    let mut lsm = lsmroot::open(&table, lsm_opts.clone(), sync)?;
+    if let Some(l) = lsm.as_mut() {
+        l.set_cache_bytes(cache);
+    }
+    let mut table = table;
+    if let Some(l) = lsm.as_mut() {
+        routed::replay_redo(&mut table, l)?;
+    }
+    let series = tsstore::TsStore::open(table.shared())?;
+    let routed = Routed::new(table, lsm)
+        .with_factory(Box::new(move |t| {
+            let mut l = lsmroot::create(t, lsm_opts.clone(), sync)?;
+            l.set_cache_bytes(cache);
+            Ok(l)
+        }))
+        .with_series(series);
+    let mut exec = Executor::open(routed)?;
+    let catalog = exec.catalog().clone();
+    exec.storage().sweep(&catalog)?;
+    Ok(exec)
+}
+
+/// Closes the engine: the series (writing their buffered rows), the LSM tree, then the table
+/// engine (a checkpoint); returns the device.
+pub fn close_engine<D: ember_device::BlockDevice>(exec: Engine<D>) -> Result<D> {
+    let routed = exec.into_storage();
+    routed
+        .ts
+        .close()
+        .map_err(|e| Error::Open(format!("close: {e}")))?;
+    if let Some(lsm) = routed.lsm {
+        drop(
+            lsm.into_db()
+                .close()
+                .map_err(|e| Error::Open(format!("close: {e}")))?,
+        );
+    }
+    let db = routed.table.into_database().ok_or_else(|| {
+        Error::Open("close: the database is still in use by an lsm iterator".into())
+    })?;
+    db.close().map_err(|e| Error::Open(format!("close: {e}")))
+}
 
 struct Inner {
-    exec: Engine,
+    exec: Engine<AnyDevice>,
     cache: HashMap<String, Rc<Parsed>>,
 }
 
@@ -190,7 +262,7 @@ impl Connection {
     pub fn open_in_memory_with(opts: OpenOptions) -> Result<Connection> {
         let dev = AnyDevice::Memory(MemBlock::new(opts.capacity as usize));
         let db = Database::create(dev, table_options(&opts)).map_err(open_err)?;
-        Self::with_database(db)
+        Self::with_database(db, &opts)
     }
 
     /// Opens (or creates) a database with options.
@@ -229,11 +301,11 @@ impl Connection {
             let dev = AnyDevice::File(FileBlock::create(path, opts.capacity).map_err(open_err)?);
             Database::create(dev, topts).map_err(open_err)?
         };
-        Self::with_database(db)
+        Self::with_database(db, &opts)
     }
 
-    fn with_database(db: Database<AnyDevice>) -> Result<Connection> {
-        let exec = Executor::open(TableStorage::new(db))?;
+    fn with_database(db: Database<AnyDevice>, opts: &OpenOptions) -> Result<Connection> {
+        let exec = open_engine(db, opts)?;
         Ok(Connection {
             inner: RefCell::new(Some(Inner {
                 exec,
@@ -418,8 +490,7 @@ impl Connection {
         let Some(inner) = self.inner.borrow_mut().take() else {
             return Ok(());
         };
-        let db = inner.exec.into_storage().into_database();
-        db.close().map_err(|e| Error::Open(format!("close: {e}")))?;
+        close_engine(inner.exec)?;
         Ok(())
     }
 }

@@ -6,10 +6,13 @@
 
 use std::collections::HashMap;
 use std::ops::Bound;
+use std::sync::MutexGuard;
 
 use ember_device::BlockDevice;
 use ember_sql::{ColumnSpec, Result, Row, SqlError, Storage, Value};
 use ember_table::{Column, Database, IndexKind, Order, Schema, TableError, Value as TValue};
+
+use crate::shared::SharedDb;
 
 const ROWID: &str = "ember$rowid";
 
@@ -54,7 +57,7 @@ fn split(mut r: Vec<TValue>) -> Result<Row> {
 /// The table engine as SQL storage.
 #[derive(Debug)]
 pub struct TableStorage<D: BlockDevice> {
-    db: Database<D>,
+    db: SharedDb<D>,
     /// Largest rowid per table, once asked.
     max: HashMap<String, Option<i64>>,
     in_txn: bool,
@@ -64,20 +67,25 @@ impl<D: BlockDevice> TableStorage<D> {
     /// Wraps an open table-engine database.
     pub fn new(db: Database<D>) -> Self {
         TableStorage {
-            db,
+            db: SharedDb::new(db),
             max: HashMap::new(),
             in_txn: false,
         }
     }
 
-    /// The engine database.
-    pub fn database(&mut self) -> &mut Database<D> {
-        &mut self.db
+    /// The engine database (locked until the guard is dropped).
+    pub fn database(&self) -> Result<MutexGuard<'_, Database<D>>> {
+        self.db.lock()
     }
 
-    /// Gives the engine database back.
-    pub fn into_database(self) -> Database<D> {
-        self.db
+    /// A handle on the engine database, for the engines that keep their data in its space.
+    pub fn shared(&self) -> SharedDb<D> {
+        self.db.clone()
+    }
+
+    /// Gives the engine database back, if no other handle on it is left.
+    pub fn into_database(self) -> Option<Database<D>> {
+        self.db.into_inner()
     }
 
     fn row(rowid: i64, row: &[Value]) -> Vec<TValue> {
@@ -96,6 +104,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
     fn has_table(&mut self, table: &str) -> Result<bool> {
         Ok(self
             .db
+            .lock()?
             .table_names()
             .iter()
             .any(|n| n.eq_ignore_ascii_case(table)))
@@ -113,6 +122,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
             not_null: false,
         }));
         self.db
+            .lock()?
             .create_table(
                 table,
                 Schema {
@@ -128,11 +138,14 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
 
     fn drop_table(&mut self, table: &str) -> Result<()> {
         self.max.remove(&table.to_ascii_lowercase());
-        self.db.drop_table(table).map_err(err)
+        self.db.lock()?.drop_table(table).map_err(err)
     }
 
     fn insert(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<()> {
-        self.db.insert(table, &Self::row(rowid, row)).map_err(err)?;
+        self.db
+            .lock()?
+            .insert(table, &Self::row(rowid, row))
+            .map_err(err)?;
         if let Some(m) = self.max.get_mut(&table.to_ascii_lowercase()) {
             *m = Some(m.map_or(rowid, |x| x.max(rowid)));
         }
@@ -140,7 +153,12 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
     }
 
     fn update(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<()> {
-        if self.db.update(table, &Self::row(rowid, row)).map_err(err)? {
+        if self
+            .db
+            .lock()?
+            .update(table, &Self::row(rowid, row))
+            .map_err(err)?
+        {
             Ok(())
         } else {
             Err(SqlError::Storage(format!(
@@ -152,6 +170,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
     fn delete(&mut self, table: &str, rowid: i64) -> Result<bool> {
         let gone = self
             .db
+            .lock()?
             .delete(table, &[TValue::Integer(rowid)])
             .map_err(err)?;
         if gone {
@@ -161,8 +180,20 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         Ok(gone)
     }
 
+    fn contains(&mut self, table: &str, rowid: i64) -> Result<bool> {
+        self.db
+            .lock()?
+            .contains(table, &[TValue::Integer(rowid)])
+            .map_err(err)
+    }
+
     fn get(&mut self, table: &str, rowid: i64) -> Result<Option<Vec<Value>>> {
-        match self.db.get(table, &[TValue::Integer(rowid)]).map_err(err)? {
+        match self
+            .db
+            .lock()?
+            .get(table, &[TValue::Integer(rowid)])
+            .map_err(err)?
+        {
             Some(r) => Ok(Some(split(r)?.1)),
             None => Ok(None),
         }
@@ -173,6 +204,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         let (lo, hi) = (b(lo), b(hi));
         let rows = self
             .db
+            .lock()?
             .range(
                 table,
                 lo.as_ref().map(|a| &a[..]),
@@ -199,6 +231,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         };
         let rows = self
             .db
+            .lock()?
             .range_with(
                 table,
                 lo.as_ref().map(|a| &a[..]),
@@ -214,7 +247,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         if let Some(Some(m)) = self.max.get(&k) {
             return Ok(Some(*m));
         }
-        let m = match self.db.last_key(table).map_err(err)? {
+        let m = match self.db.lock()?.last_key(table).map_err(err)? {
             Some(v) => match v.first() {
                 Some(TValue::Integer(i)) => Some(*i),
                 _ => None,
@@ -226,7 +259,8 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
     }
 
     fn create_index(&mut self, index: &str, table: &str, columns: &[usize]) -> Result<()> {
-        let schema = self.db.schema(table).map_err(err)?;
+        let mut db = self.db.lock()?;
+        let schema = db.schema(table).map_err(err)?;
         let names: Vec<String> = columns
             .iter()
             .map(|&c| {
@@ -240,13 +274,12 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
             })
             .collect::<Result<_>>()?;
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        self.db
-            .create_index(index, table, &refs, IndexKind::Tree, false)
+        db.create_index(index, table, &refs, IndexKind::Tree, false)
             .map_err(err)
     }
 
     fn drop_index(&mut self, index: &str) -> Result<()> {
-        self.db.drop_index(index).map_err(err)
+        self.db.lock()?.drop_index(index).map_err(err)
     }
 
     fn index_scan(
@@ -259,6 +292,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         let (lo, hi) = (conv(lo), conv(hi));
         let rows = self
             .db
+            .lock()?
             .find_prefix(
                 index,
                 lo.as_ref().map(Vec::as_slice),
@@ -285,6 +319,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         };
         let rows = self
             .db
+            .lock()?
             .find_prefix_with(
                 index,
                 lo.as_ref().map(Vec::as_slice),
@@ -297,18 +332,22 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
 
     fn begin(&mut self) -> Result<()> {
         self.in_txn = true;
-        self.db.begin().map_err(err)
+        self.db.lock()?.begin().map_err(err)
+    }
+
+    fn has_changes(&mut self) -> bool {
+        self.db.lock().map_or(true, |db| !db.txn_is_empty())
     }
 
     fn commit(&mut self) -> Result<()> {
         self.in_txn = false;
-        self.db.commit().map_err(err)
+        self.db.lock()?.commit().map_err(err)
     }
 
     fn rollback(&mut self) -> Result<()> {
         self.in_txn = false;
         self.max.clear();
-        self.db.rollback().map_err(err)
+        self.db.lock()?.rollback().map_err(err)
     }
 
     fn pragma(
@@ -327,19 +366,22 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
                 }
                 vec![(
                     name.into(),
-                    Value::Text(format!("{:?}", self.db.mode()).to_ascii_lowercase()),
+                    Value::Text(format!("{:?}", self.db.lock()?.mode()).to_ascii_lowercase()),
                 )]
             }
-            "cache_size" => vec![("cache_size".into(), int(self.db.buffer_budget()))],
-            "page_size" | "block_size" => vec![(name.into(), int(self.db.block_size()))],
+            "cache_size" => vec![("cache_size".into(), int(self.db.lock()?.buffer_budget()))],
+            "page_size" | "block_size" => vec![(name.into(), int(self.db.lock()?.block_size()))],
             "page_stats" | "stats" => {
-                let (hits, misses) = self.db.query_cache_stats();
+                let (hits, misses) = self.db.lock()?.query_cache_stats();
                 return Ok(Some(vec![
                     (
                         "device_bytes_in_use".into(),
-                        Value::Integer(self.db.device_bytes_in_use() as i64),
+                        Value::Integer(self.db.lock()?.device_bytes_in_use() as i64),
                     ),
-                    ("buffered_bytes".into(), int(self.db.buffered_bytes())),
+                    (
+                        "buffered_bytes".into(),
+                        int(self.db.lock()?.buffered_bytes()),
+                    ),
                     ("query_cache_hits".into(), Value::Integer(hits as i64)),
                     ("query_cache_misses".into(), Value::Integer(misses as i64)),
                 ]));
@@ -350,13 +392,13 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
                         "PRAGMA integrity_check inside a transaction",
                     ));
                 }
-                match self.db.verify() {
+                match self.db.lock()?.verify() {
                     Ok(()) => vec![(name.into(), Value::Text("ok".into()))],
                     Err(e) => vec![(name.into(), Value::Text(e.to_string()))],
                 }
             }
             "checkpoint" | "wal_checkpoint" => {
-                self.db.checkpoint().map_err(err)?;
+                self.db.lock()?.checkpoint().map_err(err)?;
                 vec![("checkpoint".into(), Value::Text("ok".into()))]
             }
             _ => return Err(SqlError::invalid(format!("unknown PRAGMA {name}"))),

@@ -339,3 +339,34 @@ fn create_table_using_names_the_engine_and_unknown_engines_are_refused() {
         .to_string();
     assert!(err.contains("no such storage engine: nosuch"), "{err}");
 }
+
+/// Found by the differential test (seed 404): where SQLite jumps on a condition (WHERE, ON,
+/// HAVING, CASE WHEN, iif) AND and OR stop at the side that decides, so an error on the other
+/// side does not happen; as a value, both sides are evaluated (and the error shows).
+#[test]
+fn conditions_stop_at_the_deciding_side_as_sqlite_does() {
+    let conn = ember::Connection::open_in_memory().unwrap();
+    conn.execute_batch("CREATE TABLE t(a); INSERT INTO t VALUES(-9223372036854775808);")
+        .unwrap();
+    let one = |sql: &str| -> Result<i64, ember::Error> { conn.query_row(sql, [], |r| r.get(0)) };
+    assert_eq!(
+        one("SELECT 4 FROM t WHERE (NOT (NULL IS a)) OR abs(a)").unwrap(),
+        4
+    );
+    assert_eq!(
+        one("SELECT 5 FROM t WHERE NOT ((a IS NULL) AND abs(a))").unwrap(),
+        5
+    );
+    assert_eq!(
+        one("SELECT CASE WHEN a < 0 OR abs(a) THEN 6 END FROM t").unwrap(),
+        6
+    );
+    assert_eq!(one("SELECT iif(a < 0 OR abs(a), 7, 0) FROM t").unwrap(), 7);
+    assert_eq!(
+        one("SELECT count(*) FROM t GROUP BY a HAVING count(*) = 1 OR abs(a)").unwrap(),
+        1
+    );
+    // As a value both sides run, as in SQLite.
+    let e = one("SELECT (a < 0) OR abs(a) FROM t").unwrap_err();
+    assert!(e.to_string().contains("integer overflow"), "{e}");
+}

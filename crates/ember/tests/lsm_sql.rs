@@ -26,11 +26,7 @@ fn open(dir: &std::path::Path) -> Exec {
     let lsm = Db::create(FileEnv::new(dir).unwrap(), Options::default()).unwrap();
     let mut lsm = LsmStore::new(lsm).unwrap();
     lsm.sync = false;
-    Executor::open(Routed {
-        table: TableStorage::new(db),
-        lsm,
-    })
-    .unwrap()
+    Executor::open(Routed::new(TableStorage::new(db), Some(lsm))).unwrap()
 }
 
 fn run(e: &mut Exec, sql: &str) -> Result<Vec<Vec<Value>>, String> {

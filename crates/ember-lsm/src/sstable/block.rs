@@ -77,11 +77,23 @@ impl BlockBuilder {
     }
 }
 
-/// A decoded data block.
+/// A decoded data block: every full key and value back to back in one buffer, and per entry
+/// where its key and value are — two allocations per block, not two per entry, so loading,
+/// caching and evicting a block stay cheap.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataBlock {
-    /// Entries in key order.
-    pub entries: Vec<(Vec<u8>, Value)>,
+    buf: Vec<u8>,
+    ents: Vec<Ent>,
+}
+
+/// Where an entry's key and value lie in the block's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ent {
+    key: u32,
+    key_len: u32,
+    val: u32,
+    /// `u32::MAX`: a tombstone.
+    val_len: u32,
 }
 
 impl DataBlock {
@@ -99,8 +111,9 @@ impl DataBlock {
             .ok_or_else(|| r.bad("restart array beyond the block"))?;
         let body = &payload[..payload.len() - trailer];
         r = Reader::new(body, "data block", table, offset);
-        let mut entries: Vec<(Vec<u8>, Value)> = Vec::new();
-        let mut last: Vec<u8> = Vec::new();
+        let mut buf: Vec<u8> = Vec::with_capacity(body.len() + body.len() / 2);
+        let mut ents: Vec<Ent> = Vec::new();
+        let mut last = 0..0;
         while r.remaining() > 0 {
             let shared = r.varint()? as usize;
             let unshared = r.length()?;
@@ -108,36 +121,69 @@ impl DataBlock {
             if shared > last.len() {
                 return Err(r.bad("shared prefix longer than the previous key"));
             }
-            let mut key = last[..shared].to_vec();
-            key.extend_from_slice(r.take(unshared)?);
-            let value = match vtag {
-                0 => None,
-                n => {
-                    let n = usize::try_from(n - 1).map_err(|_| r.bad("value length"))?;
-                    Some(r.take(n)?.to_vec())
-                }
-            };
-            if entries.last().is_some_and(|(k, _)| *k >= key) {
+            let key = buf.len();
+            buf.extend_from_within(last.start..last.start + shared);
+            buf.extend_from_slice(r.take(unshared)?);
+            let key_end = buf.len();
+            if !ents.is_empty() && buf[last.clone()] >= buf[key..key_end] {
                 return Err(r.bad("keys out of order"));
             }
-            last.clone_from(&key);
-            entries.push((key, value));
+            let (val, val_len) = match vtag {
+                0 => (key_end, u32::MAX),
+                n => {
+                    let n = usize::try_from(n - 1).map_err(|_| r.bad("value length"))?;
+                    buf.extend_from_slice(r.take(n)?);
+                    (key_end, n as u32)
+                }
+            };
+            if buf.len() > u32::MAX as usize - 1 {
+                return Err(r.bad("block larger than 4 GiB"));
+            }
+            ents.push(Ent {
+                key: key as u32,
+                key_len: (key_end - key) as u32,
+                val: val as u32,
+                val_len,
+            });
+            last = key..key_end;
         }
-        Ok(DataBlock { entries })
+        if buf.capacity() > buf.len() + buf.len() / 4 {
+            buf.shrink_to_fit();
+        }
+        Ok(DataBlock { buf, ents })
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.ents.len()
+    }
+
+    /// Whether the block has no entry.
+    pub fn is_empty(&self) -> bool {
+        self.ents.is_empty()
+    }
+
+    /// Entry `i`: its key and its value (`None`: a tombstone).
+    pub fn entry(&self, i: usize) -> Option<(&[u8], Option<&[u8]>)> {
+        let e = self.ents.get(i)?;
+        let key = &self.buf[e.key as usize..(e.key + e.key_len) as usize];
+        let value = (e.val_len != u32::MAX)
+            .then(|| &self.buf[e.val as usize..e.val as usize + e.val_len as usize]);
+        Some((key, value))
+    }
+
+    fn key(&self, e: &Ent) -> &[u8] {
+        &self.buf[e.key as usize..(e.key + e.key_len) as usize]
     }
 
     /// Bytes this block is charged in a cache.
     pub fn charge(&self) -> usize {
-        64 + self
-            .entries
-            .iter()
-            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + 56)
-            .sum::<usize>()
+        64 + self.buf.capacity() + self.ents.capacity() * std::mem::size_of::<Ent>()
     }
 
     /// Index of the first entry with key ≥ `key`.
     pub fn seek(&self, key: &[u8]) -> usize {
-        self.entries.partition_point(|(k, _)| k.as_slice() < key)
+        self.ents.partition_point(|e| self.key(e) < key)
     }
 }
 
@@ -158,7 +204,14 @@ mod tests {
         }
         let p = b.finish();
         let d = DataBlock::decode(&p, 1, 0).unwrap();
-        assert_eq!(d.entries, want);
+        let got: Vec<(Vec<u8>, Value)> = (0..d.len())
+            .map(|i| {
+                let (k, v) = d.entry(i).unwrap();
+                (k.to_vec(), v.map(<[u8]>::to_vec))
+            })
+            .collect();
+        assert_eq!(got, want);
+        assert!(d.entry(d.len()).is_none());
         assert_eq!(d.seek(b"key0005"), 5);
     }
 }

@@ -22,7 +22,7 @@ pub fn tiny() -> Options {
 }
 
 /// A database on a RAM device.
-pub type MemDb = Db<SpaceEnv<MemBlock<Vec<u8>>>>;
+pub type MemDb = Db<SpaceEnv<SpaceManager<MemBlock<Vec<u8>>>>>;
 
 /// A fresh database on a RAM device; returns it with its root locator.
 pub fn fresh(opts: Options) -> (MemDb, Vec<u8>) {
@@ -42,15 +42,15 @@ pub fn open<D: BlockDevice>(
     dev: D,
     root: &[u8],
     opts: Options,
-) -> ember_lsm::Result<Db<SpaceEnv<D>>> {
+) -> ember_lsm::Result<Db<SpaceEnv<SpaceManager<D>>>> {
     let sm = SpaceManager::open(dev)?;
     Db::open(SpaceEnv::open(sm, root)?, opts)
 }
 
 /// Closes a database and the space manager under it and returns the device.
-pub fn shut<D: BlockDevice>(db: Db<SpaceEnv<D>>) -> D {
-    db.close().unwrap().into_space_manager().close().unwrap()
+pub fn shut<D: BlockDevice>(db: Db<SpaceEnv<SpaceManager<D>>>) -> D {
+    db.close().unwrap().into_space().close().unwrap()
 }
 
 /// A database on a borrowed RAM device.
-pub type MemDbOn<'a> = Db<SpaceEnv<&'a mut MemBlock<Vec<u8>>>>;
+pub type MemDbOn<'a> = Db<SpaceEnv<SpaceManager<&'a mut MemBlock<Vec<u8>>>>>;

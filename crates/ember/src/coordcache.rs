@@ -1,0 +1,468 @@
+//! The coordination cache (SQLiteKV §3.1.1.2): results of point and range queries on lsm
+//! tables kept in the front end, so a repeated query skips the LSM tree (memtables, filters,
+//! table blocks) and the KV-to-SQL work (an index range's row lookups).
+//!
+//! **Memory** is a slab allocator: the cache's byte budget is cut into pages of
+//! [`PAGE_BYTES`] (smaller when the budget is), each page serving one size class and cut into
+//! equal slots — 128, 512 or 4,096 bytes. A result goes into the smallest class that holds it;
+//! a result over 4,096 bytes takes several 4,096-byte slots. When its class has no free slot
+//! and no page is left, the class's least recently used results are evicted until one fits
+//! (so a result never fragments memory and the budget is never exceeded). A result larger
+//! than an eighth of the budget is not kept.
+//!
+//! **What a result covers.** Each entry lists the keys it depends on: key ranges of the LSM
+//! key space (a rowid range scan: its row-key range; an index range: its index-key range) and
+//! single keys (a point query: its row key; an index range: the row key of each row it
+//! returned). A write to a key drops exactly the entries that depend on it — writes to other
+//! keys leave them alone.
+//!
+//! The stored bytes are a result's rows as `count varint`, then per row `rowid i64 LE`, `len
+//! varint` and the row's encoding (`ember_table::row`), or, for a point query that found
+//! nothing, no bytes. Nothing here is on a device.
+
+use std::collections::{BTreeMap, HashMap};
+
+/// Bytes of a slab page (or the whole budget, if smaller).
+pub const PAGE_BYTES: usize = 64 << 10;
+/// The slot sizes of the classes.
+pub const CLASSES: [usize; 3] = [128, 512, 4096];
+/// Key bytes that name the object (table or index) a key belongs to.
+const GROUP: usize = 9;
+/// Most range results kept per object (the oldest goes first): a write checks each.
+pub const RANGES_PER_OBJECT: usize = 256;
+
+fn group(k: &[u8]) -> &[u8] {
+    &k[..k.len().min(GROUP)]
+}
+
+/// Where a slot is: page and slot index in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SlotRef {
+    page: u32,
+    slot: u32,
+}
+
+#[derive(Debug, Default)]
+struct Class {
+    free: Vec<SlotRef>,
+    /// Last use → entry, oldest first.
+    lru: BTreeMap<u64, usize>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    query: Vec<u8>,
+    class: usize,
+    slots: Vec<SlotRef>,
+    len: usize,
+    stamp: u64,
+    points: Vec<Vec<u8>>,
+    ranges: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+/// How the cache has done.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Lookups answered.
+    pub hits: u64,
+    /// Lookups not answered.
+    pub misses: u64,
+    /// Results dropped by a write to a key they cover.
+    pub invalidations: u64,
+    /// Results dropped for room.
+    pub evictions: u64,
+    /// Bytes of slab pages in use (never above the budget).
+    pub slab_bytes: usize,
+}
+
+/// The cache (see the module docs).
+#[derive(Debug)]
+pub struct CoordCache {
+    budget: usize,
+    page_bytes: usize,
+    pages: Vec<Box<[u8]>>,
+    classes: Vec<Class>,
+    entries: Vec<Option<Entry>>,
+    free_entries: Vec<usize>,
+    by_query: HashMap<Vec<u8>, usize>,
+    by_key: HashMap<Vec<u8>, Vec<usize>>,
+    /// Entries with range dependencies, by the object their range lies in (the key's first
+    /// [`GROUP`] bytes: kind and object number); a write checks only its object's.
+    ranged: HashMap<Vec<u8>, Vec<usize>>,
+    clock: u64,
+    stats: CacheStats,
+}
+
+impl CoordCache {
+    /// A cache of at most `budget` bytes of slab memory; `None` if `budget` is too small to
+    /// hold one page of the smallest class (0 turns the cache off).
+    pub fn new(budget: usize) -> Option<Self> {
+        if budget < CLASSES[CLASSES.len() - 1] {
+            return None;
+        }
+        Some(CoordCache {
+            budget,
+            page_bytes: PAGE_BYTES.min(budget),
+            pages: Vec::new(),
+            classes: CLASSES.iter().map(|_| Class::default()).collect(),
+            entries: Vec::new(),
+            free_entries: Vec::new(),
+            by_query: HashMap::new(),
+            by_key: HashMap::new(),
+            ranged: HashMap::new(),
+            clock: 0,
+            stats: CacheStats::default(),
+        })
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            slab_bytes: self.pages.len() * self.page_bytes,
+            ..self.stats
+        }
+    }
+
+    /// The bytes of a cached result, if there is one (and marks it used).
+    pub fn get(&mut self, query: &[u8]) -> Option<Vec<u8>> {
+        let Some(&id) = self.by_query.get(query) else {
+            self.stats.misses += 1;
+            return None;
+        };
+        self.clock += 1;
+        let stamp = self.clock;
+        let e = self.entries[id].as_mut()?;
+        let class = &mut self.classes[e.class];
+        class.lru.remove(&e.stamp);
+        class.lru.insert(stamp, id);
+        e.stamp = stamp;
+        let size = CLASSES[e.class];
+        let mut out = Vec::with_capacity(e.len);
+        let mut left = e.len;
+        for s in &e.slots {
+            let n = left.min(size);
+            let at = s.slot as usize * size;
+            out.extend_from_slice(&self.pages[s.page as usize][at..at + n]);
+            left -= n;
+        }
+        self.stats.hits += 1;
+        Some(out)
+    }
+
+    /// Keeps `bytes` as the result of `query`, depending on the single keys `points` and the
+    /// key ranges `ranges` (`[lo, hi)`, `None` = no upper end). Returns whether it was kept.
+    pub fn put(
+        &mut self,
+        query: Vec<u8>,
+        bytes: &[u8],
+        points: Vec<Vec<u8>>,
+        ranges: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    ) -> bool {
+        if bytes.len() > self.budget / 8 {
+            return false;
+        }
+        self.remove_query(&query);
+        let class = CLASSES
+            .iter()
+            .position(|&c| bytes.len() <= c)
+            .unwrap_or(CLASSES.len() - 1);
+        let size = CLASSES[class];
+        let need = bytes.len().div_ceil(size).max(1);
+        let Some(slots) = self.take_slots(class, need) else {
+            return false;
+        };
+        let mut left = bytes;
+        for s in &slots {
+            let n = left.len().min(size);
+            let at = s.slot as usize * size;
+            self.pages[s.page as usize][at..at + n].copy_from_slice(&left[..n]);
+            left = &left[n..];
+        }
+        self.clock += 1;
+        let entry = Entry {
+            query: query.clone(),
+            class,
+            slots,
+            len: bytes.len(),
+            stamp: self.clock,
+            points,
+            ranges,
+        };
+        let id = match self.free_entries.pop() {
+            Some(i) => i,
+            None => {
+                self.entries.push(None);
+                self.entries.len() - 1
+            }
+        };
+        for k in &entry.points {
+            self.by_key.entry(k.clone()).or_default().push(id);
+        }
+        let mut groups: Vec<&[u8]> = entry.ranges.iter().map(|(lo, _)| group(lo)).collect();
+        groups.dedup();
+        let mut crowded = Vec::new();
+        for g in groups {
+            let list = self.ranged.entry(g.to_vec()).or_default();
+            list.push(id);
+            if list.len() > RANGES_PER_OBJECT {
+                crowded.push(list[0]);
+            }
+        }
+        self.classes[class].lru.insert(entry.stamp, id);
+        self.by_query.insert(query, id);
+        self.entries[id] = Some(entry);
+        for old in crowded {
+            if self.remove(old) {
+                self.stats.evictions += 1;
+            }
+        }
+        true
+    }
+
+    /// Drops every result that depends on `key` (a write to it).
+    pub fn invalidate(&mut self, key: &[u8]) {
+        let mut victims = self.by_key.remove(key).unwrap_or_default();
+        for &id in self.ranged.get(group(key)).map_or(&[][..], Vec::as_slice) {
+            if let Some(e) = &self.entries[id]
+                && e.ranges
+                    .iter()
+                    .any(|(lo, hi)| key >= lo.as_slice() && hi.as_deref().is_none_or(|h| key < h))
+            {
+                victims.push(id);
+            }
+        }
+        for id in victims {
+            if self.remove(id) {
+                self.stats.invalidations += 1;
+            }
+        }
+    }
+
+    /// Drops everything.
+    pub fn clear(&mut self) {
+        let ids: Vec<usize> = self.by_query.values().copied().collect();
+        for id in ids {
+            self.remove(id);
+        }
+    }
+
+    fn remove_query(&mut self, query: &[u8]) {
+        if let Some(&id) = self.by_query.get(query) {
+            self.remove(id);
+        }
+    }
+
+    /// Frees an entry's slots and forgets it; whether it existed.
+    fn remove(&mut self, id: usize) -> bool {
+        let Some(e) = self.entries.get_mut(id).and_then(Option::take) else {
+            return false;
+        };
+        let class = &mut self.classes[e.class];
+        class.lru.remove(&e.stamp);
+        class.free.extend(e.slots);
+        self.by_query.remove(&e.query);
+        for k in &e.points {
+            if let Some(v) = self.by_key.get_mut(k) {
+                v.retain(|&x| x != id);
+                if v.is_empty() {
+                    self.by_key.remove(k);
+                }
+            }
+        }
+        for (lo, _) in &e.ranges {
+            if let Some(v) = self.ranged.get_mut(group(lo)) {
+                v.retain(|&x| x != id);
+                if v.is_empty() {
+                    self.ranged.remove(group(lo));
+                }
+            }
+        }
+        self.free_entries.push(id);
+        true
+    }
+
+    /// `need` free slots of `class`: free ones, then a new page while the budget allows, then
+    /// the class's least recently used results evicted.
+    fn take_slots(&mut self, class: usize, need: usize) -> Option<Vec<SlotRef>> {
+        let size = CLASSES[class];
+        let per_page = self.page_bytes / size;
+        loop {
+            if self.classes[class].free.len() >= need {
+                let free = &mut self.classes[class].free;
+                let at = free.len() - need;
+                return Some(free.split_off(at));
+            }
+            if (self.pages.len() + 1) * self.page_bytes <= self.budget {
+                let page = self.pages.len() as u32;
+                self.pages
+                    .push(vec![0u8; self.page_bytes].into_boxed_slice());
+                let free = &mut self.classes[class].free;
+                free.extend(
+                    (0..per_page as u32)
+                        .rev()
+                        .map(|slot| SlotRef { page, slot }),
+                );
+                continue;
+            }
+            let oldest = self.classes[class].lru.values().next().copied()?;
+            self.remove(oldest);
+            self.stats.evictions += 1;
+        }
+    }
+}
+
+/// The bytes of a result: rows as `(rowid, row encoding)`.
+pub fn encode_rows<'a>(rows: impl ExactSizeIterator<Item = (i64, &'a [u8])>) -> Vec<u8> {
+    let mut out = Vec::new();
+    varint(&mut out, rows.len() as u64);
+    for (rowid, enc) in rows {
+        out.extend_from_slice(&rowid.to_le_bytes());
+        varint(&mut out, enc.len() as u64);
+        out.extend_from_slice(enc);
+    }
+    out
+}
+
+/// The rows of a result's bytes; `None` if they do not parse (never for bytes this module
+/// wrote).
+pub fn decode_rows(bytes: &[u8]) -> Option<Vec<(i64, &[u8])>> {
+    let mut at = 0;
+    let n = read_varint(bytes, &mut at)?;
+    let mut out = Vec::with_capacity((n as usize).min(bytes.len()));
+    for _ in 0..n {
+        let id = i64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?);
+        at += 8;
+        let len = read_varint(bytes, &mut at)? as usize;
+        out.push((id, bytes.get(at..at.checked_add(len)?)?));
+        at += len;
+    }
+    Some(out)
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn read_varint(b: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*at)?;
+        *at += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row key of object 1 (kind byte, object number, then the rest).
+    fn key(i: u32) -> Vec<u8> {
+        let mut k = vec![b'r', 0, 0, 0, 0, 0, 0, 0, 1];
+        k.extend_from_slice(&i.to_be_bytes());
+        k
+    }
+
+    #[test]
+    fn a_result_comes_back_whole_from_any_class() {
+        let mut c = CoordCache::new(1 << 20).unwrap();
+        for (i, n) in [0usize, 1, 127, 128, 129, 512, 4096, 4097, 20_000]
+            .into_iter()
+            .enumerate()
+        {
+            let bytes: Vec<u8> = (0..n).map(|b| (b * 7 + i) as u8).collect();
+            assert!(c.put(key(i as u32), &bytes, vec![], vec![]));
+            assert_eq!(c.get(&key(i as u32)), Some(bytes));
+        }
+        assert_eq!(c.stats().hits, 9);
+    }
+
+    #[test]
+    fn memory_never_exceeds_the_budget_and_old_results_make_room() {
+        let budget = 256 << 10;
+        let mut c = CoordCache::new(budget).unwrap();
+        for i in 0..20_000u32 {
+            let n = [60usize, 300, 3000, 9000][i as usize % 4];
+            c.put(key(i), &vec![i as u8; n], vec![key(i)], vec![]);
+            assert!(c.stats().slab_bytes <= budget);
+        }
+        assert!(c.stats().evictions > 0);
+        // The newest of each size is there, the oldest are gone.
+        assert_eq!(c.get(&key(19_999)), Some(vec![19_999u32 as u8; 9000]));
+        assert_eq!(c.get(&key(19_996)), Some(vec![19_996u32 as u8; 60]));
+        assert_eq!(c.get(&key(0)), None);
+    }
+
+    #[test]
+    fn a_write_drops_exactly_the_results_that_cover_its_key() {
+        let mut c = CoordCache::new(1 << 20).unwrap();
+        c.put(b"p5".to_vec(), b"five", vec![key(5)], vec![]);
+        c.put(b"p6".to_vec(), b"six", vec![key(6)], vec![]);
+        c.put(
+            b"r".to_vec(),
+            b"range",
+            vec![],
+            vec![(key(10), Some(key(20)))],
+        );
+        c.put(b"open".to_vec(), b"tail", vec![], vec![(key(100), None)]);
+        c.put(
+            b"ix".to_vec(),
+            b"index",
+            vec![key(7)],
+            vec![(key(50), Some(key(60)))],
+        );
+        c.invalidate(&key(20)); // the end of a range is outside it
+        c.invalidate(&key(9));
+        c.invalidate(&key(99));
+        for q in [&b"p5"[..], b"p6", b"r", b"open", b"ix"] {
+            assert!(c.get(q).is_some(), "{q:?}");
+        }
+        c.invalidate(&key(5));
+        assert!(c.get(b"p5").is_none());
+        assert!(c.get(b"p6").is_some());
+        c.invalidate(&key(10));
+        assert!(c.get(b"r").is_none());
+        c.invalidate(&key(1_000_000));
+        assert!(c.get(b"open").is_none());
+        c.invalidate(&key(7)); // a row the index range returned
+        assert!(c.get(b"ix").is_none());
+        assert_eq!(c.stats().invalidations, 4);
+    }
+
+    #[test]
+    fn range_results_per_object_are_capped() {
+        let mut c = CoordCache::new(4 << 20).unwrap();
+        for i in 0..(RANGES_PER_OBJECT as u32 + 10) {
+            let q = format!("q{i}").into_bytes();
+            c.put(q, b"x", vec![], vec![(key(i), Some(key(i + 1)))]);
+        }
+        assert!(c.get(b"q0").is_none());
+        assert!(
+            c.get(format!("q{}", RANGES_PER_OBJECT + 9).as_bytes())
+                .is_some()
+        );
+        assert_eq!(c.stats().evictions, 10);
+    }
+
+    #[test]
+    fn rows_round_trip() {
+        let rows: Vec<(i64, &[u8])> = vec![(-5, b"abc"), (7, b""), (i64::MAX, &[0u8; 300])];
+        let b = encode_rows(rows.iter().copied());
+        assert_eq!(decode_rows(&b).unwrap(), rows);
+        assert!(decode_rows(&b[..b.len() - 1]).is_none());
+    }
+
+    #[test]
+    fn too_small_a_budget_is_off() {
+        assert!(CoordCache::new(0).is_none());
+        assert!(CoordCache::new(1000).is_none());
+    }
+}

@@ -1,0 +1,440 @@
+//! `USING lsm` tables in the database's own device, through the SQL engine a `Connection`
+//! runs: reopen, rollback of the statement that made the tree, the sweep of objects a crash
+//! left outside the catalog, and power cuts at every device operation of a mixed workload.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+
+use ember::{Connection, Engine, OpenOptions, Value, close_engine, open_engine};
+use ember_crashtest::CrashTest;
+use ember_device::{FaultyBlock, MemBlock, SplitMix64};
+use ember_sql::parse;
+use ember_table::{Database, FormatOptions, Mode, Options};
+
+fn all(conn: &Connection, sql: &str) -> Vec<Vec<Value>> {
+    let mut st = conn.prepare(sql).unwrap();
+    let mut rows = st.query([]).unwrap();
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().unwrap() {
+        out.push(r.values().to_vec());
+    }
+    out
+}
+
+#[test]
+fn lsm_tables_live_in_the_database_file_and_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.ember");
+    let opts = OpenOptions {
+        capacity: 64 << 20,
+        lsm_memory_bytes: 256 << 10, // small: flushes and compactions happen below
+        ..OpenOptions::default()
+    };
+    {
+        let conn = Connection::open_with(&path, opts).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE kv(id INTEGER PRIMARY KEY, name TEXT, n INTEGER) USING lsm;
+             CREATE INDEX kv_n ON kv(n);
+             CREATE TABLE plain(id INTEGER PRIMARY KEY, note TEXT);
+             INSERT INTO plain VALUES (1, 'table engine');",
+        )
+        .unwrap();
+        let mut ins = conn.prepare("INSERT INTO kv VALUES (?1, ?2, ?3)").unwrap();
+        conn.execute_batch("BEGIN").unwrap();
+        for i in 0..5000i64 {
+            ins.execute(ember::params![
+                i,
+                format!("row-{i:05}-{}", "x".repeat(40)),
+                i % 97
+            ])
+            .unwrap();
+        }
+        conn.execute_batch("COMMIT").unwrap();
+        conn.execute("DELETE FROM kv WHERE id % 10 = 3", [])
+            .unwrap();
+        conn.execute("UPDATE kv SET name = 'changed' WHERE n = 5", [])
+            .unwrap();
+        conn.close().unwrap();
+    }
+    // One file, no side files: the tree's blobs are extents of the database.
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let conn = Connection::open_with(&path, opts).unwrap();
+    let count = all(&conn, "SELECT count(*) FROM kv");
+    assert_eq!(count, vec![vec![Value::Integer(4500)]]);
+    let changed = all(
+        &conn,
+        "SELECT id FROM kv WHERE n = 5 AND name = 'changed' ORDER BY id",
+    );
+    let want: Vec<Vec<Value>> = (0..5000i64)
+        .filter(|i| i % 97 == 5 && i % 10 != 3)
+        .map(|i| vec![Value::Integer(i)])
+        .collect();
+    assert_eq!(changed, want);
+    assert_eq!(
+        all(&conn, "SELECT name FROM kv WHERE id = 4998"),
+        vec![vec![Value::Text(format!("row-04998-{}", "x".repeat(40)))]]
+    );
+    assert_eq!(
+        all(&conn, "SELECT note FROM plain"),
+        vec![vec![Value::Text("table engine".into())]]
+    );
+    // Writes after the reopen go on in the same tree.
+    conn.execute("INSERT INTO kv VALUES (9000, 'late', 1)", [])
+        .unwrap();
+    assert_eq!(
+        all(&conn, "SELECT max(id) FROM kv"),
+        vec![vec![Value::Integer(9000)]]
+    );
+}
+
+#[test]
+fn a_rolled_back_first_lsm_table_leaves_no_tree_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ember");
+    let opts = OpenOptions {
+        capacity: 32 << 20,
+        ..OpenOptions::default()
+    };
+    {
+        let conn = Connection::open_with(&path, opts).unwrap();
+        conn.execute_batch(
+            "BEGIN; CREATE TABLE gone(a) USING lsm; INSERT INTO gone VALUES (1); ROLLBACK;",
+        )
+        .unwrap();
+        assert!(conn.execute_batch("SELECT * FROM gone").is_err());
+        conn.execute_batch("CREATE TABLE kept(a) USING lsm; INSERT INTO kept VALUES (7);")
+            .unwrap();
+    }
+    let conn = Connection::open_with(&path, opts).unwrap();
+    assert_eq!(
+        all(&conn, "SELECT a FROM kept"),
+        vec![vec![Value::Integer(7)]]
+    );
+    assert!(conn.execute_batch("SELECT * FROM gone").is_err());
+}
+
+fn topts(mode: Mode) -> Options {
+    Options {
+        mode,
+        format: FormatOptions {
+            log_bytes: Some(64 * 1024),
+            ..FormatOptions::default()
+        },
+        ..Options::default()
+    }
+}
+
+fn eopts(mode: Mode) -> OpenOptions {
+    OpenOptions {
+        mode,
+        lsm_memory_bytes: 48 << 10, // 6 KiB memtables: flushes and compactions in the workload
+        ..OpenOptions::default()
+    }
+}
+
+fn exec<D: ember_device::BlockDevice>(
+    e: &mut Engine<D>,
+    sql: &str,
+) -> Result<Vec<Vec<Value>>, String> {
+    let mut last = Vec::new();
+    for p in parse(sql).map_err(|e| e.to_string())? {
+        last = e.execute(&p, &[]).map_err(|e| e.to_string())?.rows;
+    }
+    Ok(last)
+}
+
+#[test]
+fn objects_the_catalog_does_not_name_are_swept_on_open() {
+    let mut dev = MemBlock::new(16 << 20);
+    {
+        let db = Database::create(&mut dev, topts(Mode::Full)).unwrap();
+        let mut e = open_engine(db, &eopts(Mode::Full)).unwrap();
+        exec(
+            &mut e,
+            "CREATE TABLE a(x) USING lsm; INSERT INTO a VALUES (1)",
+        )
+        .unwrap();
+        // What a crash after the LSM batch and before the catalog's commit leaves: an
+        // lsm table (l99) with rows and an index that no catalog row names.
+        let lsm = e.storage().lsm.as_mut().unwrap();
+        lsm.create_table("l99").unwrap();
+        lsm.put_row("l99", 1, &[Value::Integer(5)]).unwrap();
+        lsm.create_index("li99", "l99", &[0]).unwrap();
+        lsm.commit().unwrap();
+        assert!(lsm.has_table("l99"));
+        close_engine(e).unwrap();
+    }
+    let db = Database::open(&mut dev, topts(Mode::Full)).unwrap();
+    let mut e = open_engine(db, &eopts(Mode::Full)).unwrap();
+    let lsm = e.storage().lsm.as_mut().unwrap();
+    assert!(!lsm.has_table("l99"));
+    assert!(!lsm.has_index("li99"));
+    assert_eq!(
+        lsm.scan(
+            "l99",
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded
+        )
+        .unwrap(),
+        vec![]
+    );
+    assert_eq!(
+        exec(&mut e, "SELECT x FROM a").unwrap(),
+        vec![vec![Value::Integer(1)]]
+    );
+}
+
+/// Rows of the lsm table `k` and of the table-engine table `p`.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Model {
+    k: Option<BTreeMap<i64, (String, i64)>>,
+    p: Option<BTreeMap<i64, i64>>,
+}
+
+#[derive(Default)]
+struct State {
+    created: bool,
+    /// The model after each commit (index 0: before the tables; the last may be in flight).
+    commits: Vec<Model>,
+    /// Commits acknowledged in full mode (durable).
+    durable: usize,
+}
+
+fn snapshot<D: ember_device::BlockDevice>(e: &mut Engine<D>) -> Result<Model, String> {
+    let mut m = Model::default();
+    if e.catalog().tables.contains_key("k") {
+        let mut rows = BTreeMap::new();
+        for r in exec(e, "SELECT id, v, n FROM k ORDER BY id")? {
+            match r.as_slice() {
+                [Value::Integer(id), Value::Text(v), Value::Integer(n)] => {
+                    rows.insert(*id, (v.clone(), *n));
+                }
+                other => return Err(format!("odd row {other:?}")),
+            }
+        }
+        // The index must agree with the rows.
+        let via_index = exec(e, "SELECT count(*) FROM k WHERE n >= 0")?;
+        if via_index != vec![vec![Value::Integer(rows.len() as i64)]] {
+            return Err(format!("index count {via_index:?} vs {} rows", rows.len()));
+        }
+        m.k = Some(rows);
+    }
+    if e.catalog().tables.contains_key("p") {
+        let mut rows = BTreeMap::new();
+        for r in exec(e, "SELECT id, c FROM p ORDER BY id")? {
+            if let [Value::Integer(id), Value::Integer(c)] = r.as_slice() {
+                rows.insert(*id, *c);
+            }
+        }
+        m.p = Some(rows);
+    }
+    Ok(m)
+}
+
+/// 240 statements: inserts, updates and deletes on an lsm table with an index, many in
+/// multi-statement transactions, some rolled back, a few on a table-engine table.
+fn workload(dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, st: &mut State) -> Result<(), String> {
+    let mut model = Model::default();
+    st.commits.push(model.clone());
+    let db = Database::create(&mut *dev, topts(Mode::Full)).map_err(|e| e.to_string())?;
+    st.created = true;
+    let mut e = open_engine(db, &eopts(Mode::Full)).map_err(|e| e.to_string())?;
+    let mut next = model.clone();
+    next.k = Some(BTreeMap::new());
+    st.commits.push(next.clone());
+    exec(
+        &mut e,
+        "CREATE TABLE k(id INTEGER PRIMARY KEY, v TEXT, n INTEGER) USING lsm",
+    )?;
+    model = next;
+    st.durable = st.commits.len() - 1;
+    let mut next = model.clone();
+    st.commits.push(next.clone());
+    exec(&mut e, "CREATE INDEX k_n ON k(n)")?;
+    st.durable = st.commits.len() - 1;
+    let mut rng = SplitMix64::new(7);
+    let mut stmts = 0;
+    let mut step = 0u64;
+    while stmts < 240 {
+        step += 1;
+        next = model.clone();
+        let n = 1 + rng.below(3);
+        let mut sql = String::from("BEGIN;");
+        for _ in 0..n {
+            stmts += 1;
+            let id = rng.below(60) as i64;
+            let rows = next.k.as_mut().unwrap();
+            match rng.below(10) {
+                0..=5 => {
+                    let v = format!("{step}-{}", "v".repeat(100 + rng.below(200) as usize));
+                    let nn = rng.below(9) as i64;
+                    sql += &format!("INSERT OR REPLACE INTO k VALUES ({id}, '{v}', {nn});");
+                    rows.insert(id, (v, nn));
+                }
+                6 | 7 => {
+                    sql += &format!("DELETE FROM k WHERE id = {id};");
+                    rows.remove(&id);
+                }
+                8 => {
+                    sql += &format!("UPDATE k SET n = n + 1 WHERE id = {id};");
+                    if let Some(r) = rows.get_mut(&id) {
+                        r.1 += 1;
+                    }
+                }
+                _ => {
+                    // A table-engine statement in the same transaction: the commit must keep
+                    // both engines' parts or neither.
+                    if let Some(p) = next.p.as_mut() {
+                        sql += &format!("INSERT OR REPLACE INTO p VALUES ({id}, {step});");
+                        p.insert(id, step as i64);
+                    } else {
+                        sql += "CREATE TABLE p(id INTEGER PRIMARY KEY, c INTEGER);";
+                        next.p = Some(BTreeMap::new());
+                    }
+                }
+            }
+        }
+        if step.is_multiple_of(11) {
+            sql += "ROLLBACK;";
+            exec(&mut e, &sql)?;
+            continue;
+        }
+        sql += "COMMIT;";
+        st.commits.push(next.clone());
+        exec(&mut e, &sql)?;
+        model = next;
+        st.durable = st.commits.len() - 1;
+    }
+    let levels = e.storage().lsm.as_ref().unwrap().db().level_counts();
+    if levels.iter().skip(1).all(|&n| n == 0) {
+        return Err(format!(
+            "no flush or compaction reached level 1: {levels:?}"
+        ));
+    }
+    close_engine(e).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+#[test]
+fn power_cuts_keep_every_acknowledged_commit_whole() {
+    let points = std::env::var("EMBER_LSM_SQL_POINTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    let report = CrashTest::new()
+        .max_points(points)
+        .run(
+            || MemBlock::new(12 << 20),
+            workload,
+            |medium, st, _| {
+                if !st.created {
+                    return Ok(());
+                }
+                let db = Database::open(medium, topts(Mode::Full))
+                    .map_err(|e| format!("reopen failed: {e}"))?;
+                let mut e = open_engine(db, &eopts(Mode::Full))
+                    .map_err(|e| format!("engine open failed: {e}"))?;
+                let got = snapshot(&mut e)?;
+                // Again after a clean close and reopen: recovery must have written home what it
+                // holds.
+                let dev = close_engine(e).map_err(|e| format!("close: {e}"))?;
+                let db = Database::open(dev, topts(Mode::Full))
+                    .map_err(|e| format!("second open: {e}"))?;
+                let mut e = open_engine(db, &eopts(Mode::Full))
+                    .map_err(|e| format!("second engine open: {e}"))?;
+                if snapshot(&mut e)? != got {
+                    return Err("a second reopen changed the rows".into());
+                }
+                match st.commits.iter().rposition(|m| *m == got) {
+                    Some(k) if k >= st.durable => Ok(()),
+                    Some(k) => Err(format!(
+                        "went back to commit {k}; commit {} was acknowledged",
+                        st.durable
+                    )),
+                    None => Err(format!("a state no sequence of commits made: {got:?}")),
+                }
+            },
+        )
+        .unwrap_or_else(|f| panic!("{f}"));
+    eprintln!("{report}");
+    assert!(report.ops >= 400, "only {} device operations", report.ops);
+}
+
+fn cache_counter(conn: &Connection, name: &str) -> i64 {
+    let rows = all(conn, "PRAGMA lsm_cache");
+    let names = ["hits", "misses", "invalidations", "evictions", "slab_bytes"];
+    let i = names.iter().position(|n| *n == name).unwrap();
+    match rows.first().and_then(|r| r.get(i)) {
+        Some(Value::Integer(v)) => *v,
+        other => panic!("PRAGMA lsm_cache gave {rows:?} ({other:?})"),
+    }
+}
+
+#[test]
+fn the_coordination_cache_answers_repeated_queries_and_writes_refresh_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = OpenOptions {
+        capacity: 32 << 20,
+        mode: Mode::Metadata,
+        ..OpenOptions::default()
+    };
+    let conn = Connection::open_with(dir.path().join("c.ember"), opts).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE kv(id INTEGER PRIMARY KEY, v TEXT, n INTEGER) USING lsm;
+         CREATE INDEX kv_n ON kv(n);",
+    )
+    .unwrap();
+    for i in 0..200i64 {
+        conn.execute(
+            "INSERT INTO kv VALUES (?1, ?2, ?3)",
+            ember::params![i, format!("v{i}"), i % 10],
+        )
+        .unwrap();
+    }
+    let point = "SELECT v FROM kv WHERE id = 42";
+    let range = "SELECT id FROM kv WHERE id BETWEEN 10 AND 19";
+    let index = "SELECT id FROM kv WHERE n = 3 ORDER BY id";
+    let first = (all(&conn, point), all(&conn, range), all(&conn, index));
+    let hits = cache_counter(&conn, "hits");
+    assert_eq!(
+        (all(&conn, point), all(&conn, range), all(&conn, index)),
+        first
+    );
+    assert!(cache_counter(&conn, "hits") >= hits + 3, "repeats must hit");
+    // A write to a row the index result returned refreshes it; one elsewhere does not.
+    conn.execute("UPDATE kv SET v = 'new' WHERE id = 13", [])
+        .unwrap();
+    assert_eq!(all(&conn, index), first.2);
+    assert_eq!(all(&conn, point), first.0);
+    conn.execute("UPDATE kv SET n = 3 WHERE id = 150", [])
+        .unwrap();
+    let mut want = first.2.clone();
+    want.push(vec![Value::Integer(150)]);
+    want.sort_by_key(|r| match r[0] {
+        Value::Integer(i) => i,
+        _ => 0,
+    });
+    assert_eq!(all(&conn, index), want);
+    conn.execute("DELETE FROM kv WHERE id = 15", []).unwrap();
+    assert_eq!(all(&conn, range).len(), 9);
+    conn.execute("UPDATE kv SET v = 'changed' WHERE id = 42", [])
+        .unwrap();
+    assert_eq!(all(&conn, point), vec![vec![Value::Text("changed".into())]]);
+    assert!(cache_counter(&conn, "invalidations") > 0);
+
+    let off = Connection::open_with(
+        dir.path().join("off.ember"),
+        OpenOptions {
+            lsm_cache_bytes: 0,
+            ..opts
+        },
+    )
+    .unwrap();
+    off.execute_batch("CREATE TABLE t(a) USING lsm").unwrap();
+    assert_eq!(
+        all(&off, "PRAGMA lsm_cache"),
+        vec![vec![Value::Text("off".into())]]
+    );
+}
