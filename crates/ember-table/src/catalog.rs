@@ -7,8 +7,10 @@
 //!   header: 16-byte block header (kind Catalog) | generation u64 | payload length u64 |
 //!           payload CRC-32 u32
 //!   payload: a row [next table id, index page marks blob] then, per table, a u32 length
-//!            and a row [id, name, schema blob, BlockSet blob (9 bytes per block: class,
-//!            chunk, index), index definitions blob (u32 length + definition row, each),
+//!            and a row [id, name, schema blob, BlockSet blob (runs of blocks that follow
+//!            one another in the list and on the device: class u8, chunk u32, first index
+//!            u32, count u32; format version 2: 9 bytes per block, class, chunk, index),
+//!            index definitions blob (u32 length + definition row, each),
 //!            primary index root blob (empty, or the root page's 9 bytes), index height,
 //!            index pages, rows, next rowid]
 //!   index page marks: runs of (class u8, chunk u32, first index u32, count u32, in use u8)
@@ -24,7 +26,7 @@
 //! last; opening takes the valid half with the higher generation whose payload matches its
 //! checksum, so a torn or reordered write falls back to the previous snapshot. (The paper keeps
 //! one 512-byte entry per table with a MetaMap; one snapshot is simpler to make atomic and is
-//! rewritten only at checkpoints. Its cost grows with the number of blocks; per-table entries
+//! rewritten only at checkpoints. Its cost grows with the number of block runs; per-table entries
 //! can replace it without changing the journal.)
 
 use ember_device::BlockDevice;
@@ -141,6 +143,52 @@ fn block_bytes(b: BlockRef) -> [u8; 9] {
     out
 }
 
+/// A BlockSet as runs of consecutive blocks (format version 3).
+fn encode_blocks(blocks: &[BlockRef]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < blocks.len() {
+        let b = blocks[i];
+        let mut n = 1u32;
+        while let Some(x) = blocks.get(i + n as usize) {
+            if x.class != b.class
+                || x.chunk != b.chunk
+                || Some(x.index) != b.index.checked_add(n)
+                || n == u32::MAX
+            {
+                break;
+            }
+            n += 1;
+        }
+        out.extend_from_slice(&block_bytes(b));
+        out.extend_from_slice(&n.to_le_bytes());
+        i += n as usize;
+    }
+    out
+}
+
+/// A BlockSet blob of a snapshot of format `version`.
+fn decode_blocks(p: &[u8], version: u16, offset: u64) -> Result<Vec<BlockRef>> {
+    if version < 3 {
+        if !p.len().is_multiple_of(9) {
+            return Err(corrupt(offset, "malformed table entry"));
+        }
+        return Ok(p.chunks_exact(9).map(block_at).collect());
+    }
+    if !p.len().is_multiple_of(13) {
+        return Err(corrupt(offset, "malformed table entry"));
+    }
+    let mut out = Vec::new();
+    for r in p.chunks_exact(13) {
+        let (b, n) = (block_at(r), u32_at(r, 9));
+        if n == 0 || n > crate::allocator::BITS_PER_CHUNK || b.index.checked_add(n).is_none() {
+            return Err(corrupt(offset, "malformed block run"));
+        }
+        out.extend((b.index..b.index + n).map(|index| BlockRef { index, ..b }));
+    }
+    Ok(out)
+}
+
 fn block_at(b: &[u8]) -> BlockRef {
     BlockRef {
         class: b[0],
@@ -182,10 +230,7 @@ impl Catalog {
         for t in &self.tables {
             let mut schema = Vec::new();
             t.schema.encode(&mut schema);
-            let mut blocks = Vec::with_capacity(9 * t.blocks.len());
-            for b in &t.blocks {
-                blocks.extend_from_slice(&block_bytes(*b));
-            }
+            let blocks = encode_blocks(&t.blocks);
             let mut defs = Vec::new();
             for d in &t.indexes {
                 let mut one = Vec::new();
@@ -217,7 +262,7 @@ impl Catalog {
         out
     }
 
-    fn decode(p: &[u8], offset: u64) -> Result<Self> {
+    fn decode(p: &[u8], offset: u64, version: u16) -> Result<Self> {
         let rows = framed(p)
             .ok_or(corrupt(offset, "truncated entry"))?
             .into_iter()
@@ -247,8 +292,7 @@ impl Catalog {
             else {
                 return Err(corrupt(offset, "malformed table entry"));
             };
-            if !blocks.len().is_multiple_of(9)
-                || *id < 0
+            if *id < 0
                 || !(root.is_empty() || root.len() == 9)
                 || !(0..=i64::from(crate::pindex::MAX_HEIGHT)).contains(height)
                 || (*height == 0) != root.is_empty()
@@ -268,7 +312,7 @@ impl Catalog {
                 name: name.clone(),
                 indexes,
                 schema,
-                blocks: blocks.chunks_exact(9).map(block_at).collect(),
+                blocks: decode_blocks(blocks, version, offset)?,
                 index_root: (root.len() == 9).then(|| block_at(root)),
                 index_height: *height as u8,
                 index_pages: *pages as u64,
@@ -346,6 +390,7 @@ impl CatalogStore {
         let mut h = [0u8; 512];
         dev.read(half.start, &mut h)?;
         format::check(Kind::Catalog, &h, half.start)?;
+        let version = u16::from_le_bytes([h[4], h[5]]);
         let generation = u64_at(&h, 16);
         let len = u64_at(&h, 24);
         if len > half.len - SECTOR {
@@ -356,7 +401,10 @@ impl CatalogStore {
         if crc32fast::hash(&p) != u32_at(&h, 32) {
             return Err(corrupt(half.start, "payload checksum mismatch"));
         }
-        Ok((generation, Catalog::decode(&p, half.start + SECTOR)?))
+        Ok((
+            generation,
+            Catalog::decode(&p, half.start + SECTOR, version)?,
+        ))
     }
 
     /// Writes `catalog` as the next generation into the other half: payload, then header.
@@ -480,5 +528,47 @@ mod tests {
             .unwrap();
         let err = CatalogStore::open(&mut dev, zone).unwrap_err();
         assert!(err.to_string().contains("catalog"), "{err}");
+    }
+
+    #[test]
+    fn a_blockset_is_stored_as_runs_and_version_2_lists_are_read() {
+        let r = |class, chunk, index| BlockRef {
+            class,
+            chunk,
+            index,
+        };
+        // Runs break at a gap, a chunk or class change, and a step back.
+        let blocks = vec![
+            r(3, 1, 7),
+            r(3, 1, 8),
+            r(3, 1, 9),
+            r(3, 1, 11),
+            r(3, 2, 12),
+            r(4, 2, 13),
+            r(4, 2, 12),
+            r(4, 2, 13),
+        ];
+        let enc = encode_blocks(&blocks);
+        assert_eq!(enc.len(), 5 * 13);
+        assert_eq!(decode_blocks(&enc, 3, 0).unwrap(), blocks);
+        let mut c = sample();
+        c.tables[0].blocks = (0..1000).map(|i| r(5, i / 400, i % 400)).collect();
+        let p = c.encode();
+        assert!(
+            p.len() < 400,
+            "1,000 contiguous blocks in {} bytes",
+            p.len()
+        );
+        assert_eq!(Catalog::decode(&p, 0, 3).unwrap(), c);
+        // Version 2: nine bytes per block.
+        let v2: Vec<u8> = blocks.iter().flat_map(|b| block_bytes(*b)).collect();
+        assert_eq!(decode_blocks(&v2, 2, 0).unwrap(), blocks);
+        // Malformed runs are errors, not panics or huge allocations.
+        let mut bad = enc.clone();
+        bad[9..13].copy_from_slice(&0u32.to_le_bytes());
+        assert!(decode_blocks(&bad, 3, 0).is_err());
+        bad[9..13].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode_blocks(&bad, 3, 0).is_err());
+        assert!(decode_blocks(&enc[1..], 3, 0).is_err());
     }
 }

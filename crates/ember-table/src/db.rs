@@ -21,6 +21,8 @@
 //! 7 drop index     table u64 | name length u16 | name
 //! 8 set slot, data set slot, then the tuple's bytes (a small transaction's tuples)
 //! 9 free slot      table u64 | block | slot u16 | key length u16 | key of the tuple it held
+//! 10 add block     table u64 | block | header length u16 (where its tuples start; code 3,
+//!                  from format version 1 records, means 512)
 //! ```
 //!
 //! Recovery replays the records after the last checkpoint in order and stops at the first
@@ -32,6 +34,13 @@
 //! sync, block headers, the catalog (naming the new index roots and carrying their pages'
 //! allocator marks), sync, then the replaced pages and freed blocks are given back, the
 //! bitmaps written and the journal emptied.
+//!
+//! A block made since the last checkpoint (*fresh*) is the exception: no durable catalog
+//! names it and replay rebuilds it from its add-block operation, never reading it, so its
+//! header goes out with its tuples, in the same write, before the record — a new block's
+//! header, slot and first tuple are one contiguous write. A crash that tears it leaves a block
+//! the allocator still has free (its mark travels in the record, which was not written yet),
+//! or a record whose tuples fail their CRCs (replay stops there).
 //!
 //! | mode | journal | commit makes durable | after a crash |
 //! |---|---|---|---|
@@ -170,6 +179,8 @@ const OP_SLOT_DATA: u8 = 8;
 /// A slot freed: table, block, slot, and the key of the tuple it held (key length u16, key),
 /// for the primary index.
 const OP_SLOT_FREE: u8 = 9;
+/// [`OP_ADD_BLOCK`] with the block's header length.
+const OP_ADD_BLOCK_AT: u8 = 10;
 
 /// Which end of a range to read from and how many rows at most (for `ORDER BY … LIMIT`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -294,7 +305,8 @@ impl<'a> Ops<'a> {
 enum Op {
     Create(u64, String, Schema),
     Drop(u64),
-    AddBlock(u64, BlockRef),
+    /// A block added, with its header length.
+    AddBlock(u64, BlockRef, usize),
     RemoveBlock(u64, BlockRef),
     /// A slot change; with the tuple's bytes when the record carries them.
     Slot(u64, BlockRef, usize, Slot, Option<Vec<u8>>),
@@ -317,7 +329,8 @@ fn decode_ops(p: &[u8], lsn: u64) -> Result<Vec<Op>> {
                 Op::Create(id, name, Schema::decode(c.take(n)?)?)
             }
             OP_DROP => Op::Drop(c.u64()?),
-            OP_ADD_BLOCK => Op::AddBlock(c.u64()?, c.block()?),
+            OP_ADD_BLOCK => Op::AddBlock(c.u64()?, c.block()?, HEADER_SECTOR),
+            OP_ADD_BLOCK_AT => Op::AddBlock(c.u64()?, c.block()?, usize::from(c.u16()?)),
             OP_REMOVE_BLOCK => Op::RemoveBlock(c.u64()?, c.block()?),
             code @ (OP_SLOT | OP_SLOT_DATA) => {
                 let (id, b, slot) = (c.u64()?, c.block()?, usize::from(c.u16()?));
@@ -569,12 +582,13 @@ impl<D: BlockDevice> Database<D> {
                     }
                 }
             }
-            Op::AddBlock(id, b) => {
+            Op::AddBlock(id, b, start) => {
                 if !self.tables.contains_key(&id) {
                     return Ok(());
                 }
                 let size = self.sm.allocator().extent(b).1 as usize;
-                self.cache.insert(b, SlottedBlock::new(size, id)?);
+                self.cache
+                    .insert(b, SlottedBlock::with_start(size, id, start)?);
                 if let Some(t) = self.tables.get_mut(&id) {
                     if !t.blocks.contains(&b) {
                         t.blocks.push(b);
@@ -1153,13 +1167,18 @@ impl<D: BlockDevice> Database<D> {
         Ok(())
     }
 
-    /// Writes a block's changed tuple sectors (never its header).
+    /// Writes a block's changed tuple sectors — and its header with them if the block is
+    /// fresh (see the module docs), else never its header.
     fn write_tuples(&mut self, b: BlockRef) -> Result<()> {
         let at = self.sm.allocator().extent(b).0;
         let Some(block) = self.cache.get_mut(&b) else {
             return Ok(());
         };
-        let runs = block.take_dirty_tuples();
+        let runs = if block.is_fresh() {
+            block.take_dirty_fresh()
+        } else {
+            block.take_dirty_tuples()
+        };
         for r in runs {
             let bytes = block.bytes(r.clone()).to_vec();
             self.sm.device().write(at + r.start as u64, &bytes)?;
@@ -1202,7 +1221,8 @@ impl<D: BlockDevice> Database<D> {
             }
             self.sm.append(marks, ops)?;
         }
-        // Tuples and records first, then the headers that point at them.
+        // Tuples and records first, then the headers that point at them (fresh blocks'
+        // headers went with their tuples).
         self.sm.sync()?;
         for b in &blocks {
             let at = self.sm.allocator().extent(*b).0;
@@ -1214,6 +1234,8 @@ impl<D: BlockDevice> Database<D> {
                 self.sm.device().write(at, &header)?;
                 block.clean();
             }
+            // The catalog written next names it: from now on its header waits for its tuples.
+            block.settle();
         }
         let catalog = Catalog {
             next_id: self.next_id,
@@ -1989,33 +2011,39 @@ impl<D: BlockDevice> Database<D> {
         let at = self.sm.allocator().extent(b).0;
         let block = self.block_mut(b)?;
         let size = block.size();
-        let dead = size - HEADER_SECTOR - block.free_space() - block.live_bytes();
-        if dead * 2 < size {
+        if block.dead_bytes() * 2 < size {
             return Ok(());
         }
-        let Some(copy) = block.compacted(size, at)? else {
+        let Some(mut copy) = block.compacted(size, at)? else {
             return Ok(());
         };
-        let nb = self.new_block(id, size - HEADER_SECTOR)?;
-        let mut keys = Vec::new();
+        let mut tuples = Vec::new();
         for slot in copy.live_slots().collect::<Vec<_>>() {
-            let s = copy.slot(slot);
-            let Some(t) = copy.get(slot, at)? else {
-                continue;
-            };
-            keys.push((split_tuple(t, at)?.0.to_vec(), slot));
+            if let Some(t) = copy.get(slot, at)? {
+                tuples.push((slot, copy.slot(slot), t.to_vec()));
+            }
+        }
+        // The copy's sectors all need writing; it becomes the cached image of the new block.
+        copy.mark_all_dirty();
+        let nb = self.add_block(id, size, move |len| {
+            if len == copy.size() {
+                Ok(copy)
+            } else {
+                Err(TableError::Invalid(
+                    "the allocator gave a block of another size",
+                ))
+            }
+        })?;
+        let mut keys = Vec::new();
+        for (slot, s, t) in tuples {
+            keys.push((split_tuple(&t, at)?.0.to_vec(), slot));
             let before = Slot {
                 offset: 0,
                 len: 0,
                 crc: 0,
             };
-            let t = t.to_vec();
             self.log_slot(id, nb, slot, before, s, &t);
         }
-        let mut fresh = copy;
-        // The copy's sectors all need writing; make it the cached image of the new block.
-        fresh.mark_all_dirty();
-        self.cache.insert(nb, fresh);
         for (key, slot) in keys {
             self.set_index(
                 id,
@@ -2157,8 +2185,20 @@ impl<D: BlockDevice> Database<D> {
         Ok(())
     }
 
+    /// A new block for table `id` whose first tuple has `tuple` bytes.
     fn new_block(&mut self, id: u64, tuple: usize) -> Result<BlockRef> {
-        let want = (tuple + HEADER_SECTOR).max(self.opts.block_size as usize);
+        let want = SlottedBlock::size_for(tuple).max(self.opts.block_size as usize);
+        self.add_block(id, want, |len| SlottedBlock::for_tuple(len, id, tuple))
+    }
+
+    /// Adds a block of at least `want` bytes to table `id`, its image made by `make` from
+    /// the size the allocator gave.
+    fn add_block(
+        &mut self,
+        id: u64,
+        want: usize,
+        make: impl FnOnce(usize) -> Result<SlottedBlock>,
+    ) -> Result<BlockRef> {
         if want > 65536 {
             return Err(TableError::Constraint(
                 "a row is larger than the largest block (64 KiB)",
@@ -2172,15 +2212,23 @@ impl<D: BlockDevice> Database<D> {
                 .unreserve(&ext.iter().map(|e| e.block).collect::<Vec<_>>())?;
             return Err(TableError::Invalid("the allocator split a block request"));
         };
-        self.cache
-            .insert(e.block, SlottedBlock::new(e.len as usize, id)?);
+        let block = match make(e.len as usize) {
+            Ok(b) => b,
+            Err(err) => {
+                self.sm.unreserve(&[e.block])?;
+                return Err(err);
+            }
+        };
+        let start = block.start() as u16;
+        self.cache.insert(e.block, block);
         if let Some(t) = self.tables.get_mut(&id) {
             t.blocks.push(e.block);
         }
         let txn = self.txn();
-        txn.ops.push(OP_ADD_BLOCK);
+        txn.ops.push(OP_ADD_BLOCK_AT);
         txn.ops.extend_from_slice(&id.to_le_bytes());
         put_block(&mut txn.ops, e.block);
+        txn.ops.extend_from_slice(&start.to_le_bytes());
         txn.marks.push((e.block, true));
         txn.undo.push(Undo::AddBlock(id, e.block));
         Ok(e.block)

@@ -71,8 +71,17 @@ impl Kind {
     pub const fn version(self) -> u16 {
         match self {
             // 2: table entries name their primary index's root; the snapshot carries the
-            // allocator marks of the index pages its checkpoint wrote and freed.
-            Kind::Catalog => 2,
+            // allocator marks of the index pages its checkpoint wrote and freed. 3: a
+            // table's BlockSet is stored as runs of consecutive blocks (version 2 catalogs,
+            // one 9-byte entry per block, are still read).
+            Kind::Catalog => 3,
+            // 2: the header covers the fixed fields and a slot array of 1 to 59 slots, and
+            // tuples may follow it in sector 0 (version 1: always 59 slots, the whole
+            // sector). Version 1 blocks are still read.
+            Kind::Slotted => 2,
+            // 2: the table engine's payloads may hold "add block" with a header length
+            // (operation 10). Version 1 records are still read.
+            Kind::JournalRecord => 2,
             _ => 1,
         }
     }

@@ -37,7 +37,9 @@
 //! end of the log — unless a valid record further on, chained to it, says it had been synced:
 //! then it is corruption inside the log, reported as an error rather than silently cutting
 //! the log short. (Without that evidence a damaged record is indistinguishable from one torn
-//! by the crash.) The chain makes a stale record from an earlier lap of the ring — or one
+//! by the crash.) A record whose checksum holds but whose format version is newer than this
+//! build is refused with a version error: it was not torn, and replaying the log without it
+//! would lose it. The chain makes a stale record from an earlier lap of the ring — or one
 //! embedded in a torn record's payload — unacceptable, since it cannot name a checksum written
 //! after it.
 
@@ -198,6 +200,10 @@ impl Journal {
             let mut rec = vec![0u8; len];
             dev.read(at, &mut rec)?;
             if let Err(e) = format::check(Kind::JournalRecord, &rec, at) {
+                // A record that checks but has a newer format is not a tear: refuse it.
+                if matches!(e, TableError::Version { .. }) {
+                    return Err(e);
+                }
                 // A torn last record ends the log. A damaged record that a valid record
                 // follows (naming it as its predecessor) is corruption inside the log.
                 if self.followed_by_valid(dev, size, u32_at(&sector, 8))? {
@@ -474,6 +480,26 @@ mod tests {
         dev.write(HEADERS + 512 + 50, &[0xEE]).unwrap();
         let (_, recs) = Journal::open(&mut dev, 0, 32 * 1024).unwrap();
         assert_eq!(recs.len(), 1);
+    }
+
+    #[test]
+    fn a_record_of_a_newer_format_is_refused_not_dropped() {
+        let mut dev = MemBlock::new(64 * 1024);
+        let mut j = Journal::format(&mut dev, 0, 32 * 1024).unwrap();
+        j.append(&mut dev, &[b"zero"]).unwrap();
+        j.append(&mut dev, &[b"one"]).unwrap();
+        // Re-seal the second record as a newer build would: version 9, a valid checksum.
+        let at = HEADERS + 512;
+        let mut rec = [0u8; 512];
+        dev.read(at, &mut rec).unwrap();
+        let len = format::sealed_len(&rec).unwrap();
+        rec[4..6].copy_from_slice(&9u16.to_le_bytes());
+        rec[8..12].fill(0);
+        let crc = crc32fast::hash(&rec[..len]);
+        rec[8..12].copy_from_slice(&crc.to_le_bytes());
+        dev.write(at, &rec).unwrap();
+        let err = Journal::open(&mut dev, 0, 32 * 1024).unwrap_err();
+        assert!(matches!(err, TableError::Version { found: 9, .. }), "{err}");
     }
 
     #[test]

@@ -1,25 +1,37 @@
 //! Slotted data blocks (LUNAR §3.2.3), laid out so that no live byte is ever overwritten.
 //!
 //! ```text
-//! sector 0: the header sector — written as one atomic sector
-//!    0 16  block header (kind Slotted; the checksum covers this sector)
+//! sector 0 starts with the header — header and slots always lie in sector 0, which is
+//! written as one atomic sector
+//!    0 16  block header (kind Slotted, format version 2; the checksum covers the header
+//!          and the slot array: `len` = 40 + 8 × slot capacity, at most 512)
 //!   16  8  owner             id of the table the block belongs to
 //!   24  1  next present      1 if the table's next block follows
 //!   25  9  next block        class u8, chunk u32, index u32 (an allocator BlockRef)
 //!   34  2  slot count
 //!   36  2  free offset       where the next tuple goes (tuples are appended upward)
 //!   38  2  reserved
-//!   40 472 slots             59 × (offset u16, length u16, CRC-32 of the tuple u32);
+//!   40  …  slots             capacity × (offset u16, length u16, CRC-32 of the tuple u32);
 //!                            offset 0 marks a free slot
-//! sectors 1…: tuples, appended from byte 512 on
+//! `len`…: tuples, appended; the first ones may share sector 0 with the header
 //! ```
+//!
+//! The slot capacity (1 to 59) is chosen when the block is made: a block made for a first
+//! tuple gets as many slots as leave that tuple in the fewest sectors (a 4 KiB row and its
+//! header then take 9 sectors, not 10), other blocks get 59 (the header fills sector 0).
+//! Format version 1 blocks are the 59-slot case (`len` = 512) and are read as such.
 //!
 //! A tuple is written into free space first and becomes live only when the header sector
 //! that points at it is written, so a crash at any moment leaves each block's header either
-//! old or new and every tuple it names intact. A tuple whose checksum fails is reported, never
-//! returned. Space left by deleted or replaced tuples is reclaimed by copying the live tuples
-//! into a fresh block ([`SlottedBlock::compacted`]) with the same slot numbers, so the primary
-//! index's (block, slot) locations only change block.
+//! old or new and every tuple it names intact. While a block is *fresh* — made since the last
+//! checkpoint, so that no durable catalog names it and recovery rebuilds it from the journal
+//! instead of reading it — its header may go out with its tuples in one write (see `db`).
+//! Once it is not, tuples are appended from byte 512 on only: sector 0, rewritten whole with
+//! every header change, then holds only bytes that never change again (the header is
+//! replaced, the tuple bytes after it are rewritten as they were). A tuple whose checksum
+//! fails is reported, never returned. Space left by deleted or replaced tuples is reclaimed by
+//! copying the live tuples into a fresh block ([`SlottedBlock::compacted`]) with the same slot
+//! numbers, so the primary index's (block, slot) locations only change block.
 
 use crate::allocator::BlockRef;
 use crate::error::{Result, TableError};
@@ -31,6 +43,8 @@ const SLOTS_AT: usize = 40;
 const SLOT: usize = 8;
 /// Slots one block can have.
 pub const MAX_SLOTS: usize = (HEADER_SECTOR - SLOTS_AT) / SLOT;
+/// The smallest header: the fixed fields and one slot.
+pub const MIN_HEADER: usize = SLOTS_AT + SLOT;
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
@@ -53,21 +67,63 @@ pub struct SlottedBlock {
     buf: Vec<u8>,
     /// Sector `i` changed: bit `i` (blocks have at most 128 sectors).
     dirty: u128,
+    /// Where the tuple area starts: the header's length, 40 + 8 × slot capacity.
+    start: usize,
+    /// Made since the last checkpoint (see the module docs); blocks read from the device
+    /// never are.
+    fresh: bool,
 }
 
 impl SlottedBlock {
-    /// An empty block of `size` bytes (1 KiB to 64 KiB, whole sectors) owned by table `owner`.
+    /// An empty, fresh block of `size` bytes (1 KiB to 64 KiB, whole sectors) owned by table
+    /// `owner`, with 59 slots.
     pub fn new(size: usize, owner: u64) -> Result<Self> {
+        Self::with_start(size, owner, HEADER_SECTOR)
+    }
+
+    /// An empty, fresh block whose tuple area starts at `start` (40 + 8 × the slot capacity:
+    /// 48 to 512), as the journal names it.
+    pub fn with_start(size: usize, owner: u64, start: usize) -> Result<Self> {
         if !(1024..=65536).contains(&size) || !size.is_multiple_of(512) {
             return Err(TableError::Invalid(
                 "a slotted block is 1 KiB to 64 KiB of whole sectors",
             ));
         }
+        if !(MIN_HEADER..=HEADER_SECTOR).contains(&start)
+            || !(start - SLOTS_AT).is_multiple_of(SLOT)
+        {
+            return Err(TableError::Invalid(
+                "a slotted block header of a wrong length",
+            ));
+        }
         let mut buf = vec![0u8; size];
         buf[16..24].copy_from_slice(&owner.to_le_bytes());
-        let mut b = SlottedBlock { buf, dirty: 1 };
-        b.set_free_at(HEADER_SECTOR);
+        let mut b = SlottedBlock {
+            buf,
+            dirty: 1,
+            start,
+            fresh: true,
+        };
+        b.set_free_at(start);
         Ok(b)
+    }
+
+    /// An empty, fresh block of `size` bytes for a first tuple of `tuple` bytes: as many
+    /// slots (up to 59) as leave header and tuple in the fewest sectors.
+    pub fn for_tuple(size: usize, owner: u64, tuple: usize) -> Result<Self> {
+        let sectors = (MIN_HEADER + tuple).div_ceil(512);
+        let room = (sectors * 512).min(size);
+        let slots = room
+            .checked_sub(SLOTS_AT + tuple)
+            .map(|r| (r / SLOT).min(MAX_SLOTS))
+            .filter(|&n| n >= 1)
+            .ok_or(TableError::Invalid("a tuple does not fit a fresh block"))?;
+        Self::with_start(size, owner, SLOTS_AT + SLOT * slots)
+    }
+
+    /// Bytes a block needs to hold one tuple of `tuple` bytes (see [`for_tuple`](Self::for_tuple)).
+    pub fn size_for(tuple: usize) -> usize {
+        MIN_HEADER + tuple
     }
 
     /// A block read from byte `offset` of the device: checks the header sector. Tuples are
@@ -81,31 +137,81 @@ impl SlottedBlock {
         if !(1024..=65536).contains(&buf.len()) || !buf.len().is_multiple_of(512) {
             return Err(corrupt("block size out of range"));
         }
+        // Version 1 covers the whole sector (59 slots); version 2 the header and its slots.
         let len = format::check(Kind::Slotted, &buf[..HEADER_SECTOR], offset)?;
-        if len != HEADER_SECTOR {
-            return Err(corrupt("the checksum does not cover the header sector"));
+        if len < MIN_HEADER || !(len - SLOTS_AT).is_multiple_of(SLOT) {
+            return Err(corrupt(
+                "the checksum does not cover a header and its slots",
+            ));
         }
-        let b = SlottedBlock { buf, dirty: 0 };
-        if b.slot_count() > MAX_SLOTS {
+        let b = SlottedBlock {
+            buf,
+            dirty: 0,
+            start: len,
+            fresh: false,
+        };
+        if b.slot_count() > b.slot_capacity() {
             return Err(corrupt("too many slots"));
         }
-        if b.free_at() < HEADER_SECTOR || b.free_at() > b.buf.len() {
+        if b.free_at() < b.start || b.free_at() > b.buf.len() {
             return Err(corrupt("free offset out of range"));
         }
         for i in 0..b.slot_count() {
             let s = b.slot(i);
             let end = usize::from(s.offset) + usize::from(s.len);
-            if s.offset != 0 && (usize::from(s.offset) < HEADER_SECTOR || end > b.free_at()) {
+            if s.offset != 0 && (usize::from(s.offset) < b.start || end > b.free_at()) {
                 return Err(corrupt("a slot points outside the tuple area"));
             }
         }
         Ok(b)
     }
 
-    /// The block's bytes, with the header sector sealed, for writing.
+    /// The block's bytes, with the header sealed, for writing.
     pub fn seal(&mut self) -> &[u8] {
-        format::seal(Kind::Slotted, &mut self.buf[..HEADER_SECTOR], HEADER_SECTOR);
+        format::seal(Kind::Slotted, &mut self.buf[..HEADER_SECTOR], self.start);
         &self.buf
+    }
+
+    /// Where the tuple area starts (the header's length).
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Slots the block can have.
+    pub fn slot_capacity(&self) -> usize {
+        (self.start - SLOTS_AT) / SLOT
+    }
+
+    /// Whether the block was made since the last checkpoint (see the module docs).
+    pub fn is_fresh(&self) -> bool {
+        self.fresh
+    }
+
+    /// The block is named by a durable catalog now: its header may only be written after
+    /// the tuples it points at are durable, and new tuples go after sector 0.
+    pub fn settle(&mut self) {
+        self.fresh = false;
+    }
+
+    /// A fresh block's changed sectors, header sealed and included, as byte ranges (runs
+    /// of consecutive sectors merged), and forgets them. Only for a fresh block: its header
+    /// may reach the device before the tuples and the record (see the module docs).
+    pub fn take_dirty_fresh(&mut self) -> Vec<core::ops::Range<usize>> {
+        if self.header_dirty() {
+            format::seal(Kind::Slotted, &mut self.buf[..HEADER_SECTOR], self.start);
+        }
+        let mut runs: Vec<core::ops::Range<usize>> = Vec::new();
+        for s in 0..self.buf.len() / 512 {
+            if self.dirty & (1 << s) == 0 {
+                continue;
+            }
+            match runs.last_mut() {
+                Some(r) if r.end == s * 512 => r.end += 512,
+                _ => runs.push(s * 512..(s + 1) * 512),
+            }
+        }
+        self.dirty = 0;
+        runs
     }
 
     /// Size of the block in bytes.
@@ -177,7 +283,7 @@ impl SlottedBlock {
     pub fn load_tuple(&mut self, at: usize, bytes: &[u8]) -> Result<()> {
         let end = at
             .checked_add(bytes.len())
-            .filter(|&e| at >= HEADER_SECTOR && e <= self.buf.len())
+            .filter(|&e| at >= self.start && e <= self.buf.len())
             .ok_or(TableError::Invalid("tuple outside its block"))?;
         self.buf[at..end].copy_from_slice(bytes);
         Ok(())
@@ -261,7 +367,7 @@ impl SlottedBlock {
 
     /// Sets slot `i` (journal replay of a slot change, or the engine's own updates).
     pub fn set_slot(&mut self, i: usize, s: Slot) -> Result<()> {
-        if i >= MAX_SLOTS {
+        if i >= self.slot_capacity() {
             return Err(TableError::Invalid("slot number out of range"));
         }
         let at = SLOTS_AT + i * SLOT;
@@ -275,9 +381,19 @@ impl SlottedBlock {
         Ok(())
     }
 
+    /// Where the next tuple goes: the free offset, but past sector 0 once the block is not
+    /// fresh.
+    fn append_at(&self) -> usize {
+        if self.fresh {
+            self.free_at()
+        } else {
+            self.free_at().max(HEADER_SECTOR)
+        }
+    }
+
     /// Bytes still free at the end of the tuple area.
     pub fn free_space(&self) -> usize {
-        self.buf.len() - self.free_at()
+        self.buf.len() - self.append_at()
     }
 
     /// Bytes held by live tuples.
@@ -291,7 +407,13 @@ impl SlottedBlock {
 
     /// The largest tuple a fresh block of `size` bytes holds.
     pub fn capacity(size: usize) -> usize {
-        size.saturating_sub(HEADER_SECTOR)
+        size.saturating_sub(MIN_HEADER)
+    }
+
+    /// Bytes neither live nor free: dead tuples, and the end of sector 0 once the block is
+    /// not fresh.
+    pub fn dead_bytes(&self) -> usize {
+        self.buf.len() - self.start - self.free_space() - self.live_bytes()
     }
 
     /// The tuple in slot `i`, checked against its checksum; `Ok(None)` for a free slot.
@@ -323,10 +445,10 @@ impl SlottedBlock {
     /// Appends `tuple` to the free space and returns the slot it would occupy, without making
     /// it live (see [`put`](Self::put)). `None` if it does not fit or no slot is free.
     fn append(&mut self, slot: usize, tuple: &[u8]) -> Option<Slot> {
-        if tuple.is_empty() || tuple.len() > self.free_space() || slot >= MAX_SLOTS {
+        if tuple.is_empty() || tuple.len() > self.free_space() || slot >= self.slot_capacity() {
             return None;
         }
-        let at = self.free_at();
+        let at = self.append_at();
         self.buf[at..at + tuple.len()].copy_from_slice(tuple);
         self.touch(at, at + tuple.len());
         self.set_free_at(at + tuple.len());
@@ -341,7 +463,7 @@ impl SlottedBlock {
     pub fn free_slot(&self) -> Option<usize> {
         (0..self.slot_count())
             .find(|&i| self.slot(i).offset == 0)
-            .or_else(|| (self.slot_count() < MAX_SLOTS).then_some(self.slot_count()))
+            .or_else(|| (self.slot_count() < self.slot_capacity()).then_some(self.slot_count()))
     }
 
     /// Stores `tuple` in slot `i` (new or replacing): appends it and points the slot at it.
@@ -380,9 +502,9 @@ impl SlottedBlock {
     }
 
     /// A copy of the live tuples in a fresh block of `size` bytes with the same slot
-    /// numbers, owner and next block; `None` if they do not fit.
+    /// numbers and capacity, owner and next block; `None` if they do not fit.
     pub fn compacted(&self, size: usize, offset: u64) -> Result<Option<SlottedBlock>> {
-        let mut b = SlottedBlock::new(size, self.owner())?;
+        let mut b = SlottedBlock::with_start(size, self.owner(), self.start)?;
         b.set_next(self.next());
         for i in self.live_slots().collect::<Vec<_>>() {
             let Some(t) = self.get(i, offset)? else {
@@ -458,10 +580,83 @@ mod tests {
         }
         assert!(b.insert(&[1]).is_none());
         let big = SlottedBlock::capacity(65536);
-        let mut c = SlottedBlock::new(65536, 1).unwrap();
+        let mut c = SlottedBlock::for_tuple(65536, 1, big).unwrap();
         assert!(c.insert(&vec![0; big]).is_some());
+        assert!(c.insert(&[1]).is_none(), "one slot, no room");
         let bytes = c.seal().to_vec();
         SlottedBlock::from_bytes(bytes, 0).unwrap();
+        assert!(SlottedBlock::for_tuple(65536, 1, big + 1).is_err());
+    }
+
+    #[test]
+    fn a_first_tuple_shares_sector_0_with_the_header() {
+        // A 4 KiB row's tuple: header, slot and tuple in 9 sectors, one contiguous write.
+        let tuple = vec![7u8; 4125];
+        let mut b = SlottedBlock::for_tuple(8192, 5, tuple.len()).unwrap();
+        assert_eq!(b.start(), 40 + 8 * 55);
+        assert_eq!(b.slot_capacity(), 55);
+        let s = b.insert(&tuple).unwrap();
+        assert_eq!(b.slot(s).offset as usize, b.start());
+        assert_eq!(b.take_dirty_fresh(), vec![(0..9 * 512)]);
+        assert!(b.is_clean());
+        // Small rows keep most of the slots; a block for one sector's worth of tuple fits
+        // it in sector 0.
+        let small = SlottedBlock::for_tuple(4096, 5, 100).unwrap();
+        assert_eq!((small.start(), small.slot_capacity()), (408, 46));
+        // The header's checksum covers the header and slots, not the tuple bytes after it.
+        let bytes = b.seal().to_vec();
+        let back = SlottedBlock::from_bytes(bytes.clone(), 0).unwrap();
+        assert_eq!(back.get(s, 0).unwrap().unwrap(), &tuple[..]);
+        assert!(!back.is_fresh());
+        let mut bad = bytes.clone();
+        bad[b.start() + 3] ^= 1;
+        let back2 = SlottedBlock::from_bytes(bad, 0).unwrap();
+        assert!(back2.get(s, 0).is_err(), "caught by the tuple's CRC");
+        let mut bad = bytes;
+        bad[b.start() - 1] ^= 1;
+        assert!(
+            SlottedBlock::from_bytes(bad, 0).is_err(),
+            "caught by the header's"
+        );
+        // Once the block is not fresh, new tuples go past sector 0, which then holds bytes
+        // that never change.
+        let mut c = SlottedBlock::for_tuple(4096, 5, 100).unwrap();
+        c.insert(&[1; 100]).unwrap();
+        let fresh_second = c.clone().insert(&[2; 100]).unwrap();
+        c.settle();
+        c.clean();
+        let before = c.bytes(0..512)[c.start()..].to_vec();
+        let t = c.insert(&[2; 100]).unwrap();
+        assert_eq!(t, fresh_second);
+        assert_eq!(c.slot(t).offset, 512);
+        assert_eq!(&c.bytes(0..512)[c.start()..], &before[..]);
+        assert_eq!(c.dirty_sectors().collect::<Vec<_>>(), [1, 0]);
+        assert_eq!(c.dead_bytes(), 512 - (c.start() + 100));
+    }
+
+    #[test]
+    fn version_1_blocks_are_read_as_59_slot_blocks() {
+        let mut b = SlottedBlock::new(2048, 9).unwrap();
+        let s = b.insert(&[3; 300]).unwrap();
+        let mut bytes = b.seal().to_vec();
+        // Re-seal as version 1 wrote it: version 1, the checksum over the whole sector.
+        bytes[4..6].copy_from_slice(&1u16.to_le_bytes());
+        bytes[8..12].fill(0);
+        let crc = crc32fast::hash(&bytes[..512]);
+        bytes[8..12].copy_from_slice(&crc.to_le_bytes());
+        let back = SlottedBlock::from_bytes(bytes, 0).unwrap();
+        assert_eq!((back.start(), back.slot_capacity()), (512, MAX_SLOTS));
+        assert_eq!(back.get(s, 0).unwrap().unwrap(), &[3; 300][..]);
+        // A newer version than this build is refused by name.
+        let mut newer = b.seal().to_vec();
+        newer[4..6].copy_from_slice(&3u16.to_le_bytes());
+        newer[8..12].fill(0);
+        let crc = crc32fast::hash(&newer[..512]);
+        newer[8..12].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(
+            SlottedBlock::from_bytes(newer, 0),
+            Err(TableError::Version { found: 3, .. })
+        ));
     }
 
     proptest! {

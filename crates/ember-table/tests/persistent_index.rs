@@ -46,7 +46,9 @@ fn open_reads_far_fewer_bytes_than_the_data() {
     db.create_table("t", schema(IndexKind::Hash, false))
         .unwrap();
     let mut rng = SplitMix64::new(1);
-    let n = 20_000;
+    // Enough rows that the data outweighs the allocator's bitmaps of the 64 MiB device
+    // (which open reads) well over twenty times.
+    let n = 30_000;
     for chunk in 0..n / 1000 {
         db.begin().unwrap();
         for i in chunk * 1000..(chunk + 1) * 1000 {
