@@ -30,6 +30,7 @@ mod ifkvs;
 mod measure;
 mod mobibench;
 mod report;
+mod sqlitekv;
 mod stores;
 mod suite;
 mod table;
@@ -63,6 +64,9 @@ enum Suite {
     /// iFKVS on the quadtree engine: RB vs WAL vs COW checkpointing under simulated
     /// intermittent power (modeled time and energy), lazy split, discard vs erase undo.
     Ifkvs(ifkvs::Args),
+    /// SQLiteKV: update-heavy, read-most, read-heavy, read-latest, insert-seq/rand,
+    /// query-seq/rand × item sizes, lsm and table through SQL, SQLite, the LSM API, fjall.
+    Sqlitekv(sqlitekv::Args),
     /// dbbench, ycsb, mobibench and ifkvs.
     All(suite::SuiteArgs),
 }
@@ -106,6 +110,7 @@ fn main() -> ExitCode {
         Suite::Ycsb(args) => paper_suites(&["ycsb"], args),
         Suite::Mobibench(args) => paper_suites(&["mobibench"], args),
         Suite::Ifkvs(args) => ifkvs::main(args).map(|md| println!("{md}")),
+        Suite::Sqlitekv(args) => sqlitekv::main(args).map(|md| println!("{md}")),
         Suite::All(args) => paper_suites(&["dbbench", "ycsb", "mobibench"], args).and_then(|()| {
             let a = ifkvs::Args {
                 quick: args.quick,
