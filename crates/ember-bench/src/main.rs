@@ -14,14 +14,16 @@
 //!   energy-harvesting simulator, in modeled time and energy (see [`ifkvs`]).
 //! * `embeddb`: the EmbedDB evaluation on the time-series engine — inserts, key lookups,
 //!   key and data ranges and the Table 3 queries on the sensor data sets (see [`embeddb`]).
+//! * `sqlitekv`: the SQLiteKV evaluation — its four mixes and sequential/random inserts and
+//!   queries over item sizes, lsm and table tables through SQL, the LSM API, SQLite and fjall
+//!   (see [`sqlitekv`]).
 //! * `all`: the four paper suites.
 //!
 //! Every paper suite runs EmberDB through SQL (`ember-sql`) and through the engine API
 //! (`ember-api`) and SQLite, each at `sync` and `async` durability ([`stores`]), and writes
 //! `DIR/<suite>.json`, `DIR/<suite>.md` and `DIR/<suite>-*.svg` ([`suite`], [`chart`]).
 //! A suite is a small module that lists its jobs and runs one; [`measure`] has the timing,
-//! percentiles, `/proc/self/io` and scratch directories they share. To come: the SQLiteKV,
-//! EmbedDB and iFKVS workloads, as their engines land.
+//! percentiles, `/proc/self/io` and scratch directories they share.
 //!
 //! Must not touch: engine internals beyond their public APIs. Micro-benchmarks of a single
 //! crate (such as `ember-device`'s wrapper overhead) live in that crate's `benches/`.
@@ -33,6 +35,7 @@ mod ifkvs;
 mod measure;
 mod mobibench;
 mod report;
+mod sqlitekv;
 mod stores;
 mod suite;
 mod table;
@@ -69,6 +72,9 @@ enum Suite {
     /// EmbedDB on the timeseries engine against SQLite on the sensor data sets: insert,
     /// lookup, key-range, data-range, sql-q1..sql-q5 (paper 003's Table 3).
     Embeddb(embeddb::Args),
+    /// SQLiteKV: update-heavy, read-most, read-heavy, read-latest, insert-seq/rand,
+    /// query-seq/rand × item sizes, lsm and table through SQL, SQLite, the LSM API, fjall.
+    Sqlitekv(sqlitekv::Args),
     /// dbbench, ycsb, mobibench and ifkvs.
     All(suite::SuiteArgs),
 }
@@ -113,6 +119,7 @@ fn main() -> ExitCode {
         Suite::Mobibench(args) => paper_suites(&["mobibench"], args),
         Suite::Ifkvs(args) => ifkvs::main(args).map(|md| println!("{md}")),
         Suite::Embeddb(args) => embeddb::main(args).map(|md| println!("{md}")),
+        Suite::Sqlitekv(args) => sqlitekv::main(args).map(|md| println!("{md}")),
         Suite::All(args) => paper_suites(&["dbbench", "ycsb", "mobibench"], args).and_then(|()| {
             let a = ifkvs::Args {
                 quick: args.quick,
