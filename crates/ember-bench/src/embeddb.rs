@@ -971,6 +971,227 @@ impl Bench for Sqlite {
     }
 }
 
+/// EmberDB through SQL: `ember::Connection` on a file database, the series as
+/// `USING timeseries(...)` tables set up as [`EmberApi`]'s (page size, erase unit, data and
+/// index pages, a 64-bit bitmap on the same column), statements prepared once (the
+/// connection's statement cache), all inserts in one transaction.
+pub struct EmberSql {
+    conn: ember::Connection,
+    value_col: usize,
+    page: usize,
+    index_range: (i64, i64),
+    in_tx: bool,
+}
+
+fn ember_f64(v: &ember::Value) -> f64 {
+    match v {
+        ember::Value::Integer(i) => *i as f64,
+        ember::Value::Real(r) => *r,
+        _ => f64::NAN,
+    }
+}
+
+fn ember_i32(v: &ember::Value) -> Result<i32> {
+    match v {
+        ember::Value::Integer(i) => {
+            Ok(i32::try_from(*i).map_err(|_| "ember-sql: value out of range")?)
+        }
+        other => Err(format!("ember-sql: not an integer: {other:?}").into()),
+    }
+}
+
+impl EmberSql {
+    /// Bytes of the database file (sparse where the file system allows).
+    const CAPACITY: u64 = 1 << 30;
+
+    /// A database `ember-sql.db` in `dir` with series `t` for `recs` (its bitmap on
+    /// `value_col` over the column's range), in a transaction.
+    pub fn create(dir: &Path, page: usize, recs: &[Rec], value_col: usize) -> Result<Self> {
+        let opts = ember::OpenOptions {
+            mode: ember::Mode::Metadata,
+            capacity: Self::CAPACITY,
+            ..ember::OpenOptions::default()
+        };
+        let conn = ember::Connection::open_with(dir.join("ember-sql.db"), opts)?;
+        let col = COLS.get(value_col).ok_or("no such column")?;
+        let lo = recs
+            .iter()
+            .map(|r| i64::from(r.1[value_col]))
+            .min()
+            .unwrap_or(0);
+        let hi = recs
+            .iter()
+            .map(|r| i64::from(r.1[value_col]))
+            .max()
+            .unwrap_or(0)
+            .max(lo + 1);
+        let dp = data_pages(recs.len(), page);
+        let ip = index_pages(dp, BUCKETS.div_ceil(8), page);
+        conn.execute_batch(&format!(
+            "CREATE TABLE t(key INTEGER PRIMARY KEY, a INT4, b INT4, c INT4) USING timeseries(\
+             key_size=4, page_size={page}, erase_pages={UNIT}, pages={dp}, full=refuse, \
+             durable=page, index={col}, index_min={lo}, index_max={hi}, index_bits={BUCKETS}, \
+             index_pages={ip}); CREATE INDEX t_{col} ON t({col}); BEGIN;"
+        ))?;
+        Ok(EmberSql {
+            conn,
+            value_col,
+            page,
+            index_range: (lo, hi),
+            in_tx: true,
+        })
+    }
+
+    fn rows(
+        &mut self,
+        sql: &str,
+        p: Vec<ember::Value>,
+        f: &mut dyn FnMut(u64, [i32; 3]),
+    ) -> Result<()> {
+        let mut st = self.conn.prepare(sql)?;
+        let mut rows = st.query(p)?;
+        while let Some(r) = rows.next()? {
+            let v = r.values();
+            let [k, a, b, c] = v else {
+                return Err(format!("ember-sql: {} columns, not 4", v.len()).into());
+            };
+            let k = match k {
+                ember::Value::Integer(k) => *k as u64,
+                other => return Err(format!("ember-sql: key {other:?}").into()),
+            };
+            f(k, [ember_i32(a)?, ember_i32(b)?, ember_i32(c)?]);
+        }
+        Ok(())
+    }
+}
+
+impl Bench for EmberSql {
+    fn name(&self) -> &'static str {
+        "ember-sql"
+    }
+    fn engine(&self) -> &'static str {
+        "timeseries"
+    }
+    fn params(&self) -> Map<String, Json> {
+        let p = json!({
+            "api": "ember::Connection, prepared statements (statement cache)",
+            "schema": "t(key INTEGER PRIMARY KEY, a INT4, b INT4, c INT4) USING timeseries(...)",
+            "device": "file database (ember_device::FileBlock), mode Metadata",
+            "page_bytes": self.page,
+            "erase_unit_pages": UNIT,
+            "durable": "page (EmbedDB's default: rows reach the device a page at a time)",
+            "bitmap_bits": BUCKETS,
+            "bitmap_column": self.value_col,
+            "bitmap_buckets": format!("linear over [{}, {}]", self.index_range.0, self.index_range.1),
+            "inserts": "one transaction",
+        });
+        match p {
+            Json::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+    fn insert(&mut self, recs: &[Rec]) -> Result<()> {
+        let mut st = self
+            .conn
+            .prepare("INSERT INTO t(key, a, b, c) VALUES (?1, ?2, ?3, ?4)")?;
+        for (k, v) in recs {
+            st.execute([*k as i64, i64::from(v[0]), i64::from(v[1]), i64::from(v[2])])?;
+        }
+        Ok(())
+    }
+    fn finish_insert(&mut self) -> Result<()> {
+        if self.in_tx {
+            self.conn.execute_batch("COMMIT")?;
+            self.in_tx = false;
+        }
+        Ok(())
+    }
+    fn lookup(&mut self, key: u64) -> Result<Option<[i32; 3]>> {
+        let mut st = self.conn.prepare("SELECT a, b, c FROM t WHERE key = ?1")?;
+        let mut rows = st.query([key as i64])?;
+        let Some(r) = rows.next()? else {
+            return Ok(None);
+        };
+        let v = r.values();
+        let [a, b, c] = v else {
+            return Err(format!("ember-sql: {} columns, not 3", v.len()).into());
+        };
+        Ok(Some([ember_i32(a)?, ember_i32(b)?, ember_i32(c)?]))
+    }
+    fn key_range(&mut self, lo: u64, hi: u64, f: &mut dyn FnMut(u64, [i32; 3])) -> Result<()> {
+        self.rows(
+            "SELECT key, a, b, c FROM t WHERE key BETWEEN ?1 AND ?2",
+            vec![
+                ember::Value::Integer(lo as i64),
+                ember::Value::Integer(hi as i64),
+            ],
+            f,
+        )
+    }
+    fn data_range(
+        &mut self,
+        col: usize,
+        lo: i32,
+        hi: i32,
+        f: &mut dyn FnMut(u64, [i32; 3]),
+    ) -> Result<()> {
+        let c = COLS.get(col).ok_or("no such column")?;
+        self.rows(
+            &format!("SELECT key, a, b, c FROM t WHERE {c} BETWEEN ?1 AND ?2"),
+            vec![
+                ember::Value::Integer(i64::from(lo)),
+                ember::Value::Integer(i64::from(hi)),
+            ],
+            f,
+        )
+    }
+    fn load_second_station(&mut self, recs: &[Rec]) -> Result<()> {
+        let dp = data_pages(recs.len(), self.page);
+        let page = self.page;
+        self.conn.execute_batch(&format!(
+            "BEGIN; CREATE TABLE sea(key INTEGER PRIMARY KEY, a INT4, b INT4, c INT4) \
+             USING timeseries(key_size=4, page_size={page}, erase_pages={UNIT}, pages={dp}, \
+             full=refuse, durable=page);"
+        ))?;
+        {
+            let mut st = self
+                .conn
+                .prepare("INSERT INTO sea(key, a, b, c) VALUES (?1, ?2, ?3, ?4)")?;
+            for (k, v) in recs {
+                st.execute([*k as i64, i64::from(v[0]), i64::from(v[1]), i64::from(v[2])])?;
+            }
+        }
+        self.conn.execute_batch("COMMIT")?;
+        Ok(())
+    }
+    fn query(&mut self, q: Q) -> Result<Answer> {
+        // Query 4 as a join of the two series with the first one's key looked up from the
+        // second's (the same rows as SQLite's text, whose derived-table join the executor
+        // runs as a nested loop over all rows).
+        let sql = match q {
+            Q::Stations => format!(
+                "SELECT s.key, s.a AS temp_sea, u.a AS temp_uwa FROM sea s JOIN t u \
+                 ON u.key = s.key - {STATION_SHIFT} \
+                 WHERE s.key >= {Q4_FROM} AND s.key < {Q4_TO}"
+            ),
+            _ => q.sql(),
+        };
+        let mut st = self.conn.prepare(&sql)?;
+        let mut rows = st.query(())?;
+        let mut ans = Vec::new();
+        while let Some(r) = rows.next()? {
+            ans.push(r.values().iter().map(ember_f64).collect());
+        }
+        Ok(ans)
+    }
+    fn io(&mut self) -> Option<IoStats> {
+        None
+    }
+    fn state(&self) -> Map<String, Json> {
+        Map::new()
+    }
+}
+
 // ----- the driver -----------------------------------------------------------------------
 
 /// How much of each workload to run.
@@ -1510,8 +1731,8 @@ fn run_system(
 
 // ----- the suite ------------------------------------------------------------------------
 
-/// The systems, in run order. `ember-sql` joins them as one more [`Bench`].
-pub const SYSTEMS: [&str; 2] = ["ember-api", "sqlite"];
+/// The systems, in run order (SQLite last: the others' answers are checked against its).
+pub const SYSTEMS: [&str; 3] = ["ember-api", "ember-sql", "sqlite"];
 
 /// Runs one system on one data set's work in `dir`.
 fn run_named(
@@ -1537,6 +1758,10 @@ fn run_named(
                 &mut arena,
                 &mut sea_arena,
             )?;
+            run_system(&mut sys, w, bw, &wants)
+        }
+        "ember-sql" => {
+            let mut sys = EmberSql::create(dir, args.page_bytes, &w.ds.records, w.value_col)?;
             run_system(&mut sys, w, bw, &wants)
         }
         "sqlite" => {
@@ -1780,7 +2005,12 @@ fn ratio(results: &[RunResult], ds: &str, w: &str) -> Option<f64> {
     param(find(results, ds, w, "ember-api"), "ratio_to_sqlite")
 }
 
-/// Puts into every ember-api result's params the median over runs of its ops/s ÷ SQLite's
+/// [`ratio`] for `ember-sql`.
+fn ratio_sql(results: &[RunResult], ds: &str, w: &str) -> Option<f64> {
+    param(find(results, ds, w, "ember-sql"), "ratio_to_sqlite")
+}
+
+/// Puts into every ember-api and ember-sql result's params the median over runs of its ops/s ÷ SQLite's
 /// in the same run (`ratio_to_sqlite`), with every run's ratio.
 fn paired_ratios(results: &mut [RunResult]) {
     let sqlite: Vec<(String, Option<Json>, Vec<f64>)> = results
@@ -1794,7 +2024,7 @@ fn paired_ratios(results: &mut [RunResult]) {
             )
         })
         .collect();
-    for r in results.iter_mut().filter(|r| r.system == "ember-api") {
+    for r in results.iter_mut().filter(|r| r.system != "sqlite") {
         let Some((_, _, base)) = sqlite
             .iter()
             .find(|(w, d, _)| *w == r.workload && d.as_ref() == r.params.get("dataset"))
@@ -1879,9 +2109,10 @@ fn markdown(
         s,
         "## embeddb{}\n\n{} cores, {}; SQLite {}; {} build. Device (a file, 512-byte pages, no \
          sync): sequential write {:.0} MB/s, sequential read {:.0} MB/s, random read {:.0} MB/s \
-         ({} pages). Ratios are ember-api ops/s ÷ SQLite ops/s (above 1: EmberDB is faster): \
-         the median over runs of the two systems' ops/s in the same run (run back to back), \
-         and the ratio of each system's median run; goals are judged on the first.\n",
+         ({} pages). Ratios are ember-api (or ember-sql) ops/s ÷ SQLite ops/s (above 1: \
+         EmberDB is faster): the median over runs of the two systems' ops/s in the same run \
+         (run back to back), and the ratio of each system's median run; goals are judged on \
+         ember-api's first.\n",
         if args.quick { " (--quick)" } else { "" },
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         std::env::consts::OS,
@@ -1897,14 +2128,16 @@ fn markdown(
         bw.pages
     );
     s.push_str(
-        "| data set | workload | ember-api ops/s | sqlite ops/s | ratio (median of runs) \
-         | ratio of medians | p50 µs ember / sqlite | goal | met |\n\
-         |---|---|---:|---:|---:|---:|---:|---|---|\n",
+        "| data set | workload | ember-api ops/s | ember-sql ops/s | sqlite ops/s \
+         | ratio (median of runs) | ratio of medians | ember-sql ratio | p50 µs ember / sql / sqlite \
+         | goal | met |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
     );
     for d in datasets {
         for w in WORKLOADS {
-            let (a, b) = (
+            let (a, e, b) = (
                 find(results, &d.name, w, "ember-api"),
+                find(results, &d.name, w, "ember-sql"),
                 find(results, &d.name, w, "sqlite"),
             );
             if a.is_none() && b.is_none() {
@@ -1941,13 +2174,16 @@ fn markdown(
             };
             let _ = writeln!(
                 s,
-                "| {} | {w} | {} | {} | {} | {} | {} / {} | {gtext} | {met} |",
+                "| {} | {w} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {gtext} | {met} |",
                 d.name,
                 ops(a),
+                ops(e),
                 ops(b),
                 ra.map_or("–".into(), num),
                 ratio_of_medians(results, &d.name, w).map_or("–".into(), num),
+                ratio_sql(results, &d.name, w).map_or("–".into(), num),
                 p50(a),
+                p50(e),
                 p50(b),
             );
         }
@@ -2195,7 +2431,7 @@ mod tests {
             assert_eq!(r["params"]["dataset"], "uwa500K_only_100K");
             assert_eq!(r["params"]["records"], 3_000);
             let sys = r["system"].as_str().ok_or("system")?;
-            let engine = if sys == "ember-api" {
+            let engine = if sys == "ember-api" || sys == "ember-sql" {
                 "timeseries"
             } else {
                 "sqlite"
@@ -2207,6 +2443,8 @@ mod tests {
             );
             if sys == "ember-api" {
                 assert!(r["params"]["ram_bytes"].as_u64().is_some_and(|x| x > 0));
+            }
+            if sys != "sqlite" {
                 // Two runs, two paired ratios, and their median.
                 let per_run = r["params"]["ratio_to_sqlite_per_run"].as_array();
                 assert_eq!(per_run.map(Vec::len), Some(2), "{r}");
@@ -2243,6 +2481,7 @@ mod tests {
         );
         assert!(args.out.join("embeddb-vs-sqlite.svg").exists());
         assert!(args.out.join("embeddb.md").exists());
+        assert!(md.contains("ember-sql ops/s"), "{md}");
         Ok(())
     }
 }

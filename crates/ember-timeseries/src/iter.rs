@@ -109,6 +109,8 @@ pub struct Iter<'s, 'a, S: Storage> {
     header_filter: bool,
     qbm: [u8; MAX_BITMAP],
     cur: Cur,
+    /// The current record's key (read once when the record is found; `row` returns it).
+    cur_key: u64,
 }
 
 impl<'a, S: Storage> Series<'a, S> {
@@ -143,6 +145,7 @@ impl<'a, S: Storage> Series<'a, S> {
             header_filter,
             qbm,
             cur: Cur::None,
+            cur_key: 0,
             q,
             db: self,
         };
@@ -168,6 +171,7 @@ impl<'a, S: Storage> Series<'a, S> {
 }
 
 impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
+    #[inline]
     fn data_ok(&self, d: &[u8]) -> bool {
         let cfg = &self.db.cfg;
         if let Some(m) = self.q.min_data
@@ -206,6 +210,7 @@ impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
     }
 
     /// Whether `key` is in range: `Some(false)` below, `None` past the end.
+    #[inline]
     fn key_ok(&self, key: u64) -> Option<bool> {
         if let Some(m) = self.q.max_key
             && key > m
@@ -225,7 +230,8 @@ impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
                         while self.rec < self.count {
                             let i = self.rec;
                             self.rec += 1;
-                            match self.key_ok(lay.key(self.db.rbuf, i)) {
+                            let key = lay.key(self.db.rbuf, i);
+                            match self.key_ok(key) {
                                 None => {
                                     self.stage = Stage::Done;
                                     self.in_page = false;
@@ -238,6 +244,7 @@ impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
                                 continue;
                             }
                             self.cur = Cur::Page(i);
+                            self.cur_key = key;
                             return Ok(true);
                         }
                         self.in_page = false;
@@ -293,7 +300,8 @@ impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
                     while self.rec < self.db.wcount {
                         let i = self.rec;
                         self.rec += 1;
-                        match self.key_ok(lay.key(self.db.wbuf, i)) {
+                        let key = lay.key(self.db.wbuf, i);
+                        match self.key_ok(key) {
                             None => {
                                 self.stage = Stage::Done;
                                 return Ok(false);
@@ -305,6 +313,7 @@ impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
                             continue;
                         }
                         self.cur = Cur::Buffer(i);
+                        self.cur_key = key;
                         return Ok(true);
                     }
                     self.stage = Stage::Done;
@@ -362,11 +371,11 @@ impl<S: Storage> Source for Iter<'_, '_, S> {
         let lay = self.db.lay;
         match self.cur {
             Cur::Page(i) => Row {
-                key: lay.key(self.db.rbuf, i),
+                key: self.cur_key,
                 data: lay.data(self.db.rbuf, i),
             },
             Cur::Buffer(i) => Row {
-                key: lay.key(self.db.wbuf, i),
+                key: self.cur_key,
                 data: lay.data(self.db.wbuf, i),
             },
             Cur::None => Row { key: 0, data: &[] },

@@ -75,6 +75,7 @@ pub struct VarRef {
     pub offset: u32,
 }
 
+#[inline]
 pub(crate) fn get_u16(b: &[u8], at: usize) -> u16 {
     match b.get(at..at + 2) {
         Some(s) => u16::from_le_bytes([s[0], s[1]]),
@@ -82,6 +83,7 @@ pub(crate) fn get_u16(b: &[u8], at: usize) -> u16 {
     }
 }
 
+#[inline]
 pub(crate) fn get_u32(b: &[u8], at: usize) -> u32 {
     match b.get(at..at + 4) {
         Some(s) => u32::from_le_bytes([s[0], s[1], s[2], s[3]]),
@@ -89,12 +91,14 @@ pub(crate) fn get_u32(b: &[u8], at: usize) -> u32 {
     }
 }
 
+#[inline]
 pub(crate) fn put_u16(b: &mut [u8], at: usize, v: u16) {
     if let Some(s) = b.get_mut(at..at + 2) {
         s.copy_from_slice(&v.to_le_bytes());
     }
 }
 
+#[inline]
 pub(crate) fn put_u32(b: &mut [u8], at: usize, v: u32) {
     if let Some(s) = b.get_mut(at..at + 4) {
         s.copy_from_slice(&v.to_le_bytes());
@@ -102,6 +106,7 @@ pub(crate) fn put_u32(b: &mut [u8], at: usize, v: u32) {
 }
 
 /// Reads a `ks`-byte little-endian key.
+#[inline]
 pub(crate) fn get_key(b: &[u8], at: usize, ks: usize) -> u64 {
     let mut w = [0u8; 8];
     if let Some(s) = b.get(at..at + ks) {
@@ -111,6 +116,7 @@ pub(crate) fn get_key(b: &[u8], at: usize, ks: usize) -> u64 {
 }
 
 /// Writes a `ks`-byte little-endian key (the key was checked to fit).
+#[inline]
 pub(crate) fn put_key(b: &mut [u8], at: usize, ks: usize, key: u64) {
     if let Some(s) = b.get_mut(at..at + ks) {
         s.copy_from_slice(&key.to_le_bytes()[..ks]);
@@ -280,41 +286,50 @@ impl Layout {
 
     // ----- data pages ---------------------------------------------------------------------
 
+    #[inline]
     pub fn min_key(&self, b: &[u8]) -> u64 {
         get_key(b, COMMON, self.ks)
     }
 
+    #[inline]
     pub fn max_key(&self, b: &[u8]) -> u64 {
         get_key(b, COMMON + self.ks, self.ks)
     }
 
+    #[inline]
     pub fn set_min_key(&self, b: &mut [u8], k: u64) {
         put_key(b, COMMON, self.ks, k);
     }
 
+    #[inline]
     pub fn set_max_key(&self, b: &mut [u8], k: u64) {
         put_key(b, COMMON + self.ks, self.ks, k);
     }
 
+    #[inline]
     pub fn bitmap_off(&self) -> usize {
         COMMON + 2 * self.ks
     }
 
     /// The page's bitmap (empty without a data index).
+    #[inline]
     pub fn bitmap<'b>(&self, b: &'b [u8]) -> &'b [u8] {
         let o = self.bitmap_off();
         b.get(o..o + self.bm).unwrap_or(&[])
     }
 
+    #[inline]
     pub fn dmin_off(&self) -> usize {
         self.bitmap_off() + self.bm
     }
 
+    #[inline]
     pub fn dmax_off(&self) -> usize {
         self.dmin_off() + self.ds
     }
 
     /// The page's smallest data value (empty without data min/max).
+    #[inline]
     pub fn dmin<'b>(&self, b: &'b [u8]) -> &'b [u8] {
         if !self.minmax {
             return &[];
@@ -324,6 +339,7 @@ impl Layout {
     }
 
     /// The page's largest data value (empty without data min/max).
+    #[inline]
     pub fn dmax<'b>(&self, b: &'b [u8]) -> &'b [u8] {
         if !self.minmax {
             return &[];
@@ -332,14 +348,17 @@ impl Layout {
         b.get(o..o + self.ds).unwrap_or(&[])
     }
 
+    #[inline]
     pub fn rec_off(&self, i: usize) -> usize {
         self.hdr + i * self.rec
     }
 
+    #[inline]
     pub fn key(&self, b: &[u8], i: usize) -> u64 {
         get_key(b, self.rec_off(i), self.ks)
     }
 
+    #[inline]
     pub fn data<'b>(&self, b: &'b [u8], i: usize) -> &'b [u8] {
         let o = self.rec_off(i) + self.ks;
         b.get(o..o + self.ds).unwrap_or(&[])
@@ -360,6 +379,7 @@ impl Layout {
     }
 
     /// Writes record `i`.
+    #[inline]
     pub fn set_record(&self, b: &mut [u8], i: usize, key: u64, data: &[u8], var: Option<VarRef>) {
         let o = self.rec_off(i);
         put_key(b, o, self.ks, key);
@@ -377,6 +397,7 @@ impl Layout {
     }
 
     /// Index of the first record of a page with `count` records whose key is at least `key`.
+    #[inline]
     pub fn lower_bound(&self, b: &[u8], count: usize, key: u64) -> usize {
         let (mut lo, mut hi) = (0, count);
         while lo < hi {
