@@ -2418,16 +2418,7 @@ mod tests {
         let results = doc["results"].as_array().ok_or("no results")?;
         let mut seen = HashSet::new();
         for r in results {
-            for f in ["workload", "system", "engine"] {
-                assert!(r[f].is_string(), "{f} in {r}");
-            }
-            for f in ["ops", "seconds", "ops_per_sec", "p50_us", "p99_us"] {
-                assert!(r[f].is_number(), "{f} in {r}");
-            }
-            for f in ["app_bytes", "device_bytes"] {
-                assert!(r.get(f).is_some(), "{f} in {r}");
-            }
-            assert!(r["ops"].as_u64().is_some_and(|x| x > 0), "{r}");
+            crate::report::assert_result_fields(r);
             assert_eq!(r["params"]["dataset"], "uwa500K_only_100K");
             assert_eq!(r["params"]["records"], 3_000);
             let sys = r["system"].as_str().ok_or("system")?;

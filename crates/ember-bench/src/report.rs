@@ -241,6 +241,22 @@ pub fn ratio_table(results: &[RunResult], ours: &[&str], theirs: &[&str]) -> Str
     s
 }
 
+/// Test support: a result row has every field of the harness's JSON format, and at least one
+/// operation.
+#[cfg(test)]
+pub fn assert_result_fields(r: &Value) {
+    for f in ["workload", "system", "engine"] {
+        assert!(r[f].is_string(), "{f} in {r}");
+    }
+    for f in ["ops", "seconds", "ops_per_sec", "p50_us", "p99_us"] {
+        assert!(r[f].is_number(), "{f} in {r}");
+    }
+    for f in ["app_bytes", "device_bytes"] {
+        assert!(r.get(f).is_some(), "{f} in {r}");
+    }
+    assert!(r["ops"].as_u64().is_some_and(|x| x > 0), "{r}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

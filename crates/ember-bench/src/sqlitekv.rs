@@ -467,20 +467,7 @@ struct Sqlite {
 
 impl Sqlite {
     fn create(d: Durability, dir: &Path) -> Result<Sqlite> {
-        let conn = rusqlite::Connection::open(dir.join("sqlite.db"))?;
-        let got: String = conn.query_row("PRAGMA journal_mode=wal", [], |r| r.get(0))?;
-        if !got.eq_ignore_ascii_case("wal") {
-            return Err(format!("SQLite refused journal_mode=wal (got {got})").into());
-        }
-        let (want, code) = match d {
-            Durability::Sync => ("FULL", 2),
-            Durability::Async => ("OFF", 0),
-        };
-        conn.pragma_update(None, "synchronous", want)?;
-        let sync: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0))?;
-        if sync != code {
-            return Err(format!("SQLite synchronous is {sync}, not {want}").into());
-        }
+        let conn = crate::stores::open_sqlite(dir, d)?;
         // A negative cache_size is KiB.
         conn.pragma_update(None, "cache_size", -((RAM_BYTES >> 10) as i64))?;
         conn.execute_batch("CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB)")?;
@@ -1075,16 +1062,7 @@ mod tests {
         let results = doc["results"].as_array().ok_or("no results")?;
         let mut seen = BTreeSet::new();
         for r in results {
-            for f in ["workload", "system", "engine"] {
-                assert!(r[f].is_string(), "{f} in {r}");
-            }
-            for f in ["ops", "seconds", "ops_per_sec", "p50_us", "p99_us"] {
-                assert!(r[f].is_number(), "{f} in {r}");
-            }
-            for f in ["app_bytes", "device_bytes"] {
-                assert!(r.get(f).is_some(), "{f} in {r}");
-            }
-            assert!(r["ops"].as_u64().is_some_and(|x| x > 0));
+            crate::report::assert_result_fields(r);
             let p = &r["params"];
             assert_eq!(p["item_size"], 64);
             let cache = p["cache"].as_str().ok_or("cache")?;

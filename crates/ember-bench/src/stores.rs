@@ -481,22 +481,29 @@ struct Sqlite {
     sql: [String; 4],
 }
 
+/// SQLite at a durability level as every suite runs it: `dir/sqlite.db` in WAL mode with
+/// `synchronous` FULL (sync) or OFF (async), both checked after they are set.
+pub fn open_sqlite(dir: &Path, d: Durability) -> Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open(dir.join("sqlite.db"))?;
+    let got: String = conn.query_row("PRAGMA journal_mode=wal", [], |r| r.get(0))?;
+    if !got.eq_ignore_ascii_case("wal") {
+        return Err(format!("SQLite refused journal_mode=wal (got {got})").into());
+    }
+    let (want, code) = match d {
+        Durability::Sync => ("FULL", 2),
+        Durability::Async => ("OFF", 0),
+    };
+    conn.pragma_update(None, "synchronous", want)?;
+    let sync: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0))?;
+    if sync != code {
+        return Err(format!("SQLite synchronous is {sync}, not {want}").into());
+    }
+    Ok(conn)
+}
+
 impl Sqlite {
     fn create(dir: &Path, d: Durability, layout: Layout) -> Result<Sqlite> {
-        let conn = rusqlite::Connection::open(dir.join("sqlite.db"))?;
-        let got: String = conn.query_row("PRAGMA journal_mode=wal", [], |r| r.get(0))?;
-        if !got.eq_ignore_ascii_case("wal") {
-            return Err(format!("SQLite refused journal_mode=wal (got {got})").into());
-        }
-        let (want, code) = match d {
-            Durability::Sync => ("FULL", 2),
-            Durability::Async => ("OFF", 0),
-        };
-        conn.pragma_update(None, "synchronous", want)?;
-        let sync: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0))?;
-        if sync != code {
-            return Err(format!("SQLite synchronous is {sync}, not {want}").into());
-        }
+        let conn = open_sqlite(dir, d)?;
         conn.execute_batch(&layout.create_sql())?;
         let sql = [
             layout.insert_sql(),

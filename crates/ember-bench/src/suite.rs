@@ -508,16 +508,7 @@ mod e2e {
         assert_eq!(results.len(), rows, "{suite}");
         let mut seen = BTreeSet::new();
         for r in results {
-            for f in ["workload", "system", "engine"] {
-                assert!(r[f].is_string(), "{f} in {r}");
-            }
-            for f in ["ops", "seconds", "ops_per_sec", "p50_us", "p99_us"] {
-                assert!(r[f].is_number(), "{f} in {r}");
-            }
-            assert!(r["ops"].as_u64().is_some_and(|x| x > 0));
-            for f in ["app_bytes", "device_bytes"] {
-                assert!(r.get(f).is_some(), "{f} in {r}");
-            }
+            crate::report::assert_result_fields(r);
             let d = r["params"]["durability"].as_str().ok_or("durability")?;
             assert!(d == "sync" || d == "async");
             let sys = r["system"].as_str().ok_or("system")?;
