@@ -14,7 +14,7 @@ use std::vec::Vec;
 
 use ember_device::{FlashGeometry, MemBlock, SimFlash, SplitMix64};
 
-use crate::energy::{EnergyModel, Harvested};
+use crate::energy::{EnergyModel, EnergyStats, Harvested};
 use crate::{Checkpointing, Config, Error, Query, Record, Store, Undo};
 
 /// The data distribution.
@@ -114,13 +114,19 @@ pub struct Latency {
     pub total_s: f64,
     /// The slowest.
     pub max_s: f64,
+    /// Of `total_s`, seconds of flash reads, writes and erases (each with the CPU time
+    /// charged around a flash operation).
+    pub flash_s: [f64; 3],
 }
 
 impl Latency {
-    fn add(&mut self, s: f64) {
+    fn add(&mut self, s: f64, before: &EnergyStats, after: &EnergyStats) {
         self.count += 1;
         self.total_s += s;
         self.max_s = self.max_s.max(s);
+        self.flash_s[0] += after.read_s - before.read_s;
+        self.flash_s[1] += after.write_s - before.write_s;
+        self.flash_s[2] += after.erase_s - before.erase_s;
     }
 
     /// Average seconds.
@@ -166,6 +172,8 @@ pub struct Outcome {
     pub records_kept: u64,
     /// Engine RAM in bytes.
     pub ram_bytes: usize,
+    /// The simulator's own figures (flash time per operation kind, counts, bytes).
+    pub sim: EnergyStats,
 }
 
 type Dev = Harvested<SimFlash<MemBlock<Vec<u8>>>>;
@@ -240,6 +248,7 @@ pub fn run(p: &Params) -> Result<Outcome, String> {
         }
         dev.cpu(p.cpu_per_call_s);
         let t0 = now(&dev);
+        let s0 = dev.stats();
         let opened = if formatted {
             Store::open(&mut dev, cfg, &mut buf).map(|(s, n)| (s, progress(&buf[..n])))
         } else {
@@ -252,18 +261,20 @@ pub fn run(p: &Params) -> Result<Outcome, String> {
         };
         if formatted {
             let t = now(s.device()) - t0;
-            out.restore.add(t);
+            out.restore.add(t, &s0, &s.device().stats());
         }
         formatted = true;
         let mut i = done.ok_or("the restored context is not one the workload wrote")?;
         while i < p.records {
             s.device_mut().cpu(p.cpu_per_call_s);
             let t0 = now(s.device());
+            let s0 = s.device().stats();
             // A checkpoint every `checkpoint_every` inserts, and when the partition ring
             // needs one to free its oldest partition.
             let due = match s.put(&data[i as usize]) {
                 Ok(()) => {
-                    out.insert.add(now(s.device()) - t0);
+                    out.insert
+                        .add(now(s.device()) - t0, &s0, &s.device().stats());
                     i += 1;
                     i.is_multiple_of(p.checkpoint_every) || i == p.records
                 }
@@ -275,8 +286,11 @@ pub fn run(p: &Params) -> Result<Outcome, String> {
             if due {
                 s.device_mut().cpu(p.cpu_per_call_s);
                 let t0 = now(s.device());
+                let s0 = s.device().stats();
                 match s.commit(&context(i, p.context_bytes)) {
-                    Ok(()) => out.commit.add(now(s.device()) - t0),
+                    Ok(()) => out
+                        .commit
+                        .add(now(s.device()) - t0, &s0, &s.device().stats()),
                     Err(e) if e.is_power_loss() => continue 'life,
                     Err(e) => return Err(format!("commit at {i}: {e}")),
                 }
@@ -296,8 +310,9 @@ pub fn run(p: &Params) -> Result<Outcome, String> {
             }
             s.device_mut().cpu(p.cpu_per_call_s);
             let t0 = now(s.device());
+            let s0 = s.device().stats();
             match s.scan(&q, &mut got) {
-                Ok(_) => out.scan.add(now(s.device()) - t0),
+                Ok(_) => out.scan.add(now(s.device()) - t0, &s0, &s.device().stats()),
                 Err(e) if e.is_power_loss() => continue 'life,
                 Err(e) => return Err(format!("scan: {e}")),
             }
@@ -316,6 +331,7 @@ pub fn run(p: &Params) -> Result<Outcome, String> {
     out.power_failures = st.failures;
     out.energy_j = st.energy_j;
     out.flash_energy_j = st.flash_j;
+    out.sim = st;
     let wear = dev.inner().wear();
     let first = usize::from(cfg.log_units) + 2;
     let per = usize::from(cfg.partition_units);

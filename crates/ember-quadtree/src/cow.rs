@@ -43,8 +43,9 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         let mut region = self.root_region();
         loop {
             path[k] = (unit, group);
-            let v = self.read_node(p, unit)?;
-            let Some((_, g)) = v.child() else { break };
+            let Some((_, g)) = self.node_log(p, unit)?.child else {
+                break;
+            };
             if k == MAX_DEPTH {
                 return Ok(false);
             }
@@ -77,9 +78,10 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 break;
             }
             if self.fresh(p, unit) {
-                let v = self.read_node(p, unit)?;
+                let log = self.node_log(p, unit)?;
+                let slots = usize::from(self.lay.slots);
                 if let (Some((old, _)), Some(free), Some((_, new))) =
-                    (v.child(), v.first_free(), redirect)
+                    (log.child, log.first_free(slots), redirect)
                 {
                     // In place: neutralize the old pointer, append the new one.
                     let off = u32::from(unit) * self.lay.node + 2 * old as u32;
@@ -124,18 +126,14 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     fn copy_node(&mut self, p: u8, from: u16, to: u16, redirect: Option<(u16, u16)>) -> Result<()> {
         self.stats.node_copies = self.stats.node_copies.wrapping_add(1);
         let v: NodeView = self.read_node(p, from)?;
+        let log = v.log();
         let mut out = [0xFFu8; crate::config::MAX_NODE];
         let mut n = 0;
-        let mut child = None;
-        for i in 0..v.slots {
-            match v.slot(i) {
-                Slot::Record(r) => {
-                    out[2 * n..2 * n + 2].copy_from_slice(&Slot::record(r).to_le_bytes());
-                    n += 1;
-                }
-                Slot::Child(c) => child = Some(c),
-                Slot::Free => break,
-                Slot::Dead => {}
+        let child = log.child.map(|c| c.1);
+        for i in 0..log.len {
+            if let Slot::Record(r) = v.slot(i) {
+                out[2 * n..2 * n + 2].copy_from_slice(&Slot::record(r).to_le_bytes());
+                n += 1;
             }
         }
         if let Some(c) = child {
@@ -250,18 +248,14 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     #[inline(never)]
     fn live_in_node(&mut self, p: u8, unit: u16) -> Result<(u32, Option<u16>)> {
         let v = self.read_node(p, unit)?;
-        let child = v.child().map(|c| c.1);
+        let log = v.log();
+        let child = log.child.map(|c| c.1);
         if child.is_some() && !self.cfg.lazy_split {
             return Ok((0, child));
         }
-        let mut n = 0;
-        for i in 0..v.slots {
-            match v.slot(i) {
-                Slot::Free => break,
-                Slot::Record(_) => n += 1,
-                _ => {}
-            }
-        }
+        let n = (0..log.len)
+            .filter(|&i| matches!(v.slot(i), Slot::Record(_)))
+            .count() as u32;
         Ok((n, child))
     }
 
@@ -330,24 +324,21 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     fn copy_live_node(&mut self, p: u8, from: u16, q: u8, to: u16) -> Result<Option<(u16, u16)>> {
         self.stats.node_copies = self.stats.node_copies.wrapping_add(1);
         let v = self.read_node(p, from)?;
-        let child = v.child().map(|c| c.1);
+        let log = v.log();
+        let child = log.child.map(|c| c.1);
         let mut out = [0xFFu8; MAX_NODE];
         let mut n = 0;
         let rec = u32::from(self.lay.rec);
         if child.is_none() || self.cfg.lazy_split {
-            for i in 0..v.slots {
-                match v.slot(i) {
-                    Slot::Free => break,
-                    Slot::Record(r) => {
-                        if !self.fits(q, 0, rec) {
-                            return Ok(Some((0, 0)));
-                        }
-                        let record = self.read_record(p, r)?;
-                        let idx = self.add_record(q, &record)?;
-                        out[2 * n..2 * n + 2].copy_from_slice(&Slot::record(idx).to_le_bytes());
-                        n += 1;
+            for i in 0..log.len {
+                if let Slot::Record(r) = v.slot(i) {
+                    if !self.fits(q, 0, rec) {
+                        return Ok(Some((0, 0)));
                     }
-                    _ => {}
+                    let record = self.read_record(p, r)?;
+                    let idx = self.add_record(q, &record)?;
+                    out[2 * n..2 * n + 2].copy_from_slice(&Slot::record(idx).to_le_bytes());
+                    n += 1;
                 }
             }
         }

@@ -124,6 +124,17 @@ pub struct EnergyStats {
     pub energy_j: f64,
     /// Joules drawn by flash operations alone.
     pub flash_j: f64,
+    /// Modeled seconds of flash reads, writes and erases (with the CPU time charged around
+    /// each operation), and how many of each.
+    pub read_s: f64,
+    /// See `read_s`.
+    pub write_s: f64,
+    /// See `read_s`.
+    pub erase_s: f64,
+    /// Read, write and erase operations charged.
+    pub ops: [u64; 3],
+    /// Bytes read, written and erased.
+    pub bytes: [u64; 3],
 }
 
 /// A flash device powered by a harvester.
@@ -283,7 +294,17 @@ impl<F: FlashDevice> Harvested<F> {
         };
         let t = (c.ns_per_op + ns * bytes) as f64 * 1e-9 + self.model.cpu_per_flash_op;
         let e = (c.pj_per_op + pj * bytes) as f64 * 1e-12;
-        Ok(self.spend(t, e))
+        let frac = self.spend(t, e);
+        let k = match op {
+            Op::Read => 0,
+            Op::Erase => 2,
+            _ => 1,
+        };
+        let st = &mut self.stats;
+        st.ops[k] += 1;
+        st.bytes[k] += bytes;
+        *[&mut st.read_s, &mut st.write_s, &mut st.erase_s][k] += t * frac;
+        Ok(frac)
     }
 }
 

@@ -116,9 +116,17 @@ pub const SEG_HEADER: u32 = 12;
 /// (the CRC-32 after the padded body is counted separately).
 pub const COMMIT_FIXED: u32 = 12;
 
-/// Tag of a write mark (version 1): `0xA1 | partition | kind | 0 | object u16 | position u16 |
-/// crc32` (12 bytes).
-pub const TAG_MARK: u8 = 0xA1;
+/// Tag of a write mark (format version 2, 8 bytes): `0xA2 | kind << 4 | partition |
+/// value u16 | slot u8 | crc32 & 0xFFFFFF` (the CRC-32 of the first five bytes, its low three
+/// bytes). `value` is a node mark's unit or an area mark's position; `slot` a node mark's
+/// first post-checkpoint slot (0 for area marks). A third smaller than version 1: marks are
+/// most of what the undo log holds, and every 512 bytes of log costs an erase.
+pub const TAG_MARK: u8 = 0xA2;
+/// Tag of a version 1 write mark (still read): `0xA1 | partition | kind | 0 | object u16 |
+/// position u16 | crc32` (12 bytes).
+pub const TAG_MARK_V1: u8 = 0xA1;
+/// Bytes of a (version 2) write mark.
+pub const MARK_ENTRY: u32 = 8;
 /// Tag of a commit record (version 1).
 pub const TAG_COMMIT: u8 = 0xC1;
 /// Tag of a redo entry (WAL, version 1): `0xD1 | partition | length | 0 | offset u32 | data,
@@ -127,7 +135,7 @@ pub const TAG_REDO: u8 = 0xD1;
 /// Tag of an abort entry (WAL, version 1): redo entries before it and after the last commit
 /// belong to a run that lost power. `0xE1 | 0 0 0 | seq u32 | crc32` (12 bytes).
 pub const TAG_ABORT: u8 = 0xE1;
-/// Bytes of a mark or abort entry.
+/// Bytes of an abort entry (and of a version 1 mark).
 pub const SMALL_ENTRY: u32 = 12;
 /// Tag of a backup header (version 1): `0xBA | 1 | 0 0 | target u32 | image crc32 | crc32`.
 pub const TAG_BACKUP: u8 = 0xBA;
@@ -158,17 +166,74 @@ pub struct Mark {
     pub pos: u16,
 }
 
-impl Mark {
-    /// Encodes the 12-byte entry.
-    pub fn encode(&self) -> [u8; 12] {
-        let mut b = [0u8; 12];
-        b[0] = TAG_MARK;
-        b[1] = self.part;
-        b[2] = match self.kind {
+impl MarkKind {
+    fn code(self) -> u8 {
+        match self {
             MarkKind::NodeArea => 0,
             MarkKind::RecordArea => 1,
             MarkKind::Node => 2,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<Self> {
+        match c {
+            0 => Some(MarkKind::NodeArea),
+            1 => Some(MarkKind::RecordArea),
+            2 => Some(MarkKind::Node),
+            _ => None,
+        }
+    }
+}
+
+impl Mark {
+    /// Encodes the 8-byte (version 2) entry; `None` if a field does not fit it (a partition
+    /// above 15, a node slot above 255, an area mark's object not 0).
+    pub fn encode(&self) -> Option<[u8; 8]> {
+        let (value, slot) = match self.kind {
+            MarkKind::Node => (self.obj, u8::try_from(self.pos).ok()?),
+            _ if self.obj == 0 => (self.pos, 0),
+            _ => return None,
         };
+        if self.part > 0x0F {
+            return None;
+        }
+        let mut b = [0u8; 8];
+        b[0] = TAG_MARK;
+        b[1] = self.kind.code() << 4 | self.part;
+        b[2..4].copy_from_slice(&value.to_le_bytes());
+        b[4] = slot;
+        let c = crc32(&b[..5]).to_le_bytes();
+        b[5..8].copy_from_slice(&c[..3]);
+        Some(b)
+    }
+
+    /// Decodes a version 2 mark entry (`None` if its checksum or fields are bad).
+    pub fn decode(b: &[u8; 8]) -> Option<Mark> {
+        if b[0] != TAG_MARK || b[5..8] != crc32(&b[..5]).to_le_bytes()[..3] {
+            return None;
+        }
+        let kind = MarkKind::from_code(b[1] >> 4)?;
+        let (obj, pos) = match kind {
+            MarkKind::Node => (le16(&b[2..]), u16::from(b[4])),
+            _ if b[4] == 0 => (0, le16(&b[2..])),
+            _ => return None,
+        };
+        Some(Mark {
+            part: b[1] & 0x0F,
+            kind,
+            obj,
+            pos,
+        })
+    }
+
+    /// Encodes the 12-byte version 1 entry (the engine writes version 2; this one is for
+    /// the tests that check old logs are still read).
+    #[cfg(test)]
+    pub fn encode_v1(&self) -> [u8; 12] {
+        let mut b = [0u8; 12];
+        b[0] = TAG_MARK_V1;
+        b[1] = self.part;
+        b[2] = self.kind.code();
         b[4..6].copy_from_slice(&self.obj.to_le_bytes());
         b[6..8].copy_from_slice(&self.pos.to_le_bytes());
         let c = crc32(&b[..8]);
@@ -176,20 +241,14 @@ impl Mark {
         b
     }
 
-    /// Decodes a mark entry (`None` if its checksum or fields are bad).
-    pub fn decode(b: &[u8; 12]) -> Option<Mark> {
-        if b[0] != TAG_MARK || b[3] != 0 || le32(&b[8..]) != crc32(&b[..8]) {
+    /// Decodes a version 1 mark entry (`None` if its checksum or fields are bad).
+    pub fn decode_v1(b: &[u8; 12]) -> Option<Mark> {
+        if b[0] != TAG_MARK_V1 || b[3] != 0 || le32(&b[8..]) != crc32(&b[..8]) {
             return None;
         }
-        let kind = match b[2] {
-            0 => MarkKind::NodeArea,
-            1 => MarkKind::RecordArea,
-            2 => MarkKind::Node,
-            _ => return None,
-        };
         Some(Mark {
             part: b[1],
-            kind,
+            kind: MarkKind::from_code(b[2])?,
             obj: le16(&b[4..]),
             pos: le16(&b[6..]),
         })
@@ -250,11 +309,36 @@ mod tests {
             obj: 77,
             pos: 5,
         };
-        let mut b = m.encode();
+        let b = m.encode().unwrap();
         assert_eq!(Mark::decode(&b), Some(m));
-        b[11] |= 0x01;
-        b[11] = !b[11];
-        assert_eq!(Mark::decode(&b), None);
+        // Torn: any prefix of the bytes landed, the rest still erased.
+        for k in 0..8 {
+            let mut t = [0xFFu8; 8];
+            t[..k].copy_from_slice(&b[..k]);
+            assert_eq!(Mark::decode(&t), None, "{k} bytes");
+        }
+        // Every single-bit flip is caught.
+        for bit in 0..64 {
+            let mut t = b;
+            t[bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(Mark::decode(&t), None, "bit {bit}");
+        }
+        let area = Mark {
+            part: 1,
+            kind: MarkKind::RecordArea,
+            obj: 0,
+            pos: 0x7FFE,
+        };
+        assert_eq!(Mark::decode(&area.encode().unwrap()), Some(area));
+        // What the 8 bytes cannot say is refused, not truncated.
+        assert_eq!(Mark { pos: 256, ..m }.encode(), None);
+        assert_eq!(Mark { part: 16, ..m }.encode(), None);
+        assert_eq!(Mark { obj: 1, ..area }.encode(), None);
+        // Version 1 (12 bytes) is still read.
+        let mut v1 = m.encode_v1();
+        assert_eq!(Mark::decode_v1(&v1), Some(m));
+        v1[11] = !v1[11];
+        assert_eq!(Mark::decode_v1(&v1), None);
         assert_eq!(Slot::decode(Slot::record(5)), Slot::Record(5));
         assert_eq!(Slot::decode(9), Slot::Child(9));
         assert_eq!(Slot::decode(0), Slot::Dead);

@@ -4,7 +4,7 @@ use ember_device::FlashDevice;
 
 use crate::config::{Checkpointing, Config, Layout, MAX_DEPTH, MAX_NODE, MAX_PARTITIONS};
 use crate::error::{Error, Result, Structure};
-use crate::format::{MAX_RECORD, Mark, MarkKind, Record, Slot, le16, record_size};
+use crate::format::{MAX_RECORD, Mark, MarkKind, Record, SLOT_FREE, Slot, le16, record_size};
 use crate::log::LogPos;
 
 /// Node-mark table slots (RB: which nodes have a write mark since the checkpoint; WAL: which
@@ -123,18 +123,80 @@ impl NodeView {
         Slot::decode(le16(&self.bytes[2 * i..]))
     }
 
-    /// The first free slot.
-    pub fn first_free(&self) -> Option<usize> {
-        (0..self.slots).find(|&i| self.slot(i) == Slot::Free)
-    }
-
-    /// The child pointer (the last one, should there be several) and its slot.
-    pub fn child(&self) -> Option<(usize, u16)> {
-        (0..self.slots).rev().find_map(|i| match self.slot(i) {
-            Slot::Child(c) => Some((i, c)),
-            _ => None,
+    /// Where the node's log ends and its child pointer (see [`NodeLog`]).
+    pub fn log(&self) -> NodeLog {
+        let r: Result<NodeLog> = locate(self.slots, |i| Ok(le16(&self.bytes[2 * i..])));
+        // Reading from RAM cannot fail.
+        r.unwrap_or(NodeLog {
+            len: self.slots,
+            child: None,
         })
     }
+}
+
+/// A node is a tiny log of pointer slots: the written ones (records, a neutralized `0`,
+/// the child pointer) come first, the free (erased) ones after them, and a node's child
+/// pointer is its last written slot — every way the engine writes a node keeps this
+/// (appends at the first free slot; a split takes the last slot; COW copies put the child
+/// pointer after the records, and its in-place redirect appends the new one; undo zeroes or
+/// erases a suffix). So a put's descent needs only a few slots of each node: the last slot
+/// (a split node's child pointer under RB and WAL), else a binary search for the first free
+/// one — a fraction of the bytes of reading the whole node (Table I charges reads per byte).
+/// Readers that want the records (scans, COW copies) read the whole node and find the same
+/// answer with the same search ([`NodeView::log`]), so a damaged node that breaks the
+/// layout still reads alike through every path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NodeLog {
+    /// Written slots: `len` is the first free slot (the slot count if none is free).
+    pub len: usize,
+    /// The child pointer and its slot, if the last written slot is one.
+    pub child: Option<(usize, u16)>,
+}
+
+impl NodeLog {
+    /// The first free slot, if any.
+    pub fn first_free(&self, slots: usize) -> Option<usize> {
+        (self.len < slots).then_some(self.len)
+    }
+}
+
+fn child_of(i: usize, v: u16) -> Option<(usize, u16)> {
+    match Slot::decode(v) {
+        Slot::Child(c) => Some((i, c)),
+        _ => None,
+    }
+}
+
+/// Finds a node's [`NodeLog`] from its slot values (`get(i)`: slot `i`), reading the last
+/// slot, then binary-searching for the first free one: at most `1 + log2(slots)` reads.
+pub(crate) fn locate(slots: usize, mut get: impl FnMut(usize) -> Result<u16>) -> Result<NodeLog> {
+    let last = slots - 1;
+    let v = get(last)?;
+    if v != SLOT_FREE {
+        return Ok(NodeLog {
+            len: slots,
+            child: child_of(last, v),
+        });
+    }
+    // Slot `hi` is free; every slot below `lo` that was read is written.
+    let (mut lo, mut hi) = (0, last);
+    let mut below = None;
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let v = get(mid)?;
+        if v == SLOT_FREE {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+            below = Some((mid, v));
+        }
+    }
+    // `lo` last moved past slot `hi - 1`, so that is the last written slot `below` holds.
+    let child = match below {
+        Some((i, v)) if i + 1 == hi => child_of(i, v),
+        _ => None,
+    };
+    Ok(NodeLog { len: hi, child })
 }
 
 /// Counters for the benchmark and the tests (not persistent).
@@ -426,28 +488,53 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 
     /// Reads node `unit` of partition `p` (with the redo log's newer bytes under WAL).
     pub(crate) fn read_node(&mut self, p: u8, unit: u16) -> Result<NodeView> {
-        let addr = self.node_addr(p, unit);
-        if unit >= self.parts[p as usize].units {
+        let n = self.lay.node as usize;
+        let mut v = NodeView {
+            bytes: [0xFF; MAX_NODE],
+            slots: usize::from(self.lay.slots),
+        };
+        self.read_node_bytes(p, unit, 0, &mut v.bytes[..n])?;
+        Ok(v)
+    }
+
+    /// Under WAL, whether node `unit` may have newer bytes in the redo log.
+    fn wal_dirty(&self, p: u8, unit: u16) -> bool {
+        self.cfg.checkpointing == Checkpointing::Wal
+            && self.committed(p)
+            && (self.flags & F_OVERFLOW != 0 || self.table_has(key(p, unit)))
+    }
+
+    /// Reads `buf.len()` bytes of node `unit` from its byte `at` (with the redo log's newer
+    /// bytes under WAL).
+    fn read_node_bytes(&mut self, p: u8, unit: u16, at: u32, buf: &mut [u8]) -> Result<()> {
+        let addr = self.node_addr(p, unit) + u64::from(at);
+        if unit >= self.parts[p as usize].units || at + buf.len() as u32 > self.lay.node {
             return Err(Error::Corrupt {
                 what: Structure::Node,
                 addr,
                 reason: "a pointer leads past the node area",
             });
         }
-        let n = self.lay.node as usize;
-        let mut v = NodeView {
-            bytes: [0xFF; MAX_NODE],
-            slots: usize::from(self.lay.slots),
-        };
-        self.read(Structure::Node, addr, &mut v.bytes[..n])?;
-        if self.cfg.checkpointing == Checkpointing::Wal
-            && self.committed(p)
-            && (self.flags & F_OVERFLOW != 0 || self.table_has(key(p, unit)))
-        {
-            let off = u32::from(unit) * self.lay.node;
-            self.wal_overlay(p, off, &mut v.bytes[..n])?;
+        self.read(Structure::Node, addr, buf)?;
+        if self.wal_dirty(p, unit) {
+            let off = u32::from(unit) * self.lay.node + at;
+            self.wal_overlay(p, off, buf)?;
         }
-        Ok(v)
+        Ok(())
+    }
+
+    /// Where node `unit`'s log ends and its child pointer, reading as few slots as the
+    /// layout allows ([`NodeLog`]). Under WAL a node with redo entries is read whole, once:
+    /// each read of it walks the interval's redo log.
+    pub(crate) fn node_log(&mut self, p: u8, unit: u16) -> Result<NodeLog> {
+        if self.wal_dirty(p, unit) {
+            return Ok(self.read_node(p, unit)?.log());
+        }
+        locate(usize::from(self.lay.slots), |i| {
+            let mut b = [0u8; 2];
+            self.read_node_bytes(p, unit, 2 * i as u32, &mut b)?;
+            Ok(le16(&b))
+        })
     }
 
     /// Reads record `r` of partition `p`.
@@ -483,10 +570,11 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         if !self.cfg.pivot_split {
             return Ok(None);
         }
-        let v = self.read_node(p, group)?;
+        let mut b = [0u8; 2 * 4];
+        self.read_node_bytes(p, group, 0, &mut b[..2 * D])?;
         let mut piv = [0u16; D];
         for (k, x) in piv.iter_mut().enumerate() {
-            *x = le16(&v.bytes[2 * k..]);
+            *x = le16(&b[2 * k..]);
         }
         Ok(Some(piv))
     }
@@ -584,24 +672,21 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         n: &mut usize,
     ) -> Result<Option<u16>> {
         let v = self.read_node(p, unit)?;
-        let child = v.child().map(|c| c.1);
+        let log = v.log();
+        let child = log.child.map(|c| c.1);
         if child.is_some() && !self.cfg.lazy_split {
             return Ok(child);
         }
-        for i in 0..v.slots {
+        for i in 0..log.len {
             if *n == out.len() {
                 break;
             }
-            match v.slot(i) {
-                Slot::Free => break,
-                Slot::Record(r) => {
-                    let rec = self.read_record(p, r)?;
-                    if q.matches(&rec) {
-                        out[*n] = rec;
-                        *n += 1;
-                    }
+            if let Slot::Record(r) = v.slot(i) {
+                let rec = self.read_record(p, r)?;
+                if q.matches(&rec) {
+                    out[*n] = rec;
+                    *n += 1;
                 }
-                _ => {}
             }
         }
         Ok(child)
@@ -675,7 +760,11 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
     }
 
     fn write_mark(&mut self, m: Mark) -> Result<()> {
-        self.log_append(&[&m.encode()])?;
+        // Partitions (at most 8) and slots (at most 64) always fit a mark.
+        let b = m.encode().ok_or(Error::Config {
+            reason: "a write mark's fields do not fit its format",
+        })?;
+        self.log_append(&[&b])?;
         self.stats.marks = self.stats.marks.wrapping_add(1);
         Ok(())
     }
@@ -754,8 +843,8 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         let mut region = self.root_region();
         let slots = usize::from(self.lay.slots);
         for depth in 0..=MAX_DEPTH {
-            let v = self.read_node(p, unit)?;
-            if let Some((_, g)) = v.child() {
+            let log = self.node_log(p, unit)?;
+            if let Some((_, g)) = log.child {
                 let first = self.children(p, unit, g)?;
                 let pivot = self.pivot(p, g)?;
                 let c = region.child_index(pivot, &r.dims);
@@ -763,7 +852,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
                 unit = first + c as u16;
                 continue;
             }
-            let Some(free) = v.first_free() else {
+            let Some(free) = log.first_free(slots) else {
                 // Undo neutralized the slot a split needs: the partition takes no more.
                 return Ok(false);
             };
@@ -779,22 +868,22 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             if depth == MAX_DEPTH || !self.fits(p, self.lay.group, u32::from(self.lay.rec)) {
                 return Ok(false);
             }
-            self.split(p, unit, &v, free, region)?;
+            self.split(p, unit, free, region)?;
         }
         Ok(false)
     }
 
     /// Splits leaf `unit` (whose last free slot is `free`): allocates its children
     /// contiguously, and points to them with one slot.
-    fn split(
-        &mut self,
-        p: u8,
-        unit: u16,
-        v: &NodeView,
-        free: usize,
-        region: Region<D>,
-    ) -> Result<()> {
+    fn split(&mut self, p: u8, unit: u16, free: usize, region: Region<D>) -> Result<()> {
         self.stats.splits = self.stats.splits.wrapping_add(1);
+        // The node's record pointers, for a pivot or an eager split (a lazy equal split
+        // needs none of them).
+        let v = if self.cfg.pivot_split || !self.cfg.lazy_split {
+            Some(self.read_node(p, unit)?)
+        } else {
+            None
+        };
         let g = self.alloc_units(p, self.group_units())?;
         let first = g + self.head_units();
         let mut pivot = None;
@@ -803,7 +892,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             let mut sum = [0u64; D];
             let mut cnt = 0u64;
             for i in 0..free {
-                if let Slot::Record(r) = v.slot(i) {
+                if let Some(Slot::Record(r)) = v.as_ref().map(|v| v.slot(i)) {
                     let rec = self.read_record(p, r)?;
                     for (s, &d) in sum.iter_mut().zip(rec.dims.iter()) {
                         *s += u64::from(d);
@@ -834,7 +923,7 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
             // readers skip them once the child pointer is there).
             let mut fill = [0usize; 16];
             for i in 0..free {
-                if let Slot::Record(r) = v.slot(i) {
+                if let Some(Slot::Record(r)) = v.as_ref().map(|v| v.slot(i)) {
                     let rec = self.read_record(p, r)?;
                     let c = region.child_index(pivot, &rec.dims);
                     self.set_slot(p, first + c as u16, fill[c], Slot::record(r))?;
@@ -850,4 +939,77 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
 /// and only a checkpointed one needs marks (or redo entries): the unit alone names the node.
 pub(crate) fn key(_p: u8, unit: u16) -> u16 {
     unit.wrapping_add(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every node layout the engine writes — `k` written slots (records, neutralized ones,
+    /// the child pointer last or not), the rest free — for every slot count: the search
+    /// finds what a scan of every slot finds, within `1 + ceil(log2(slots))` reads.
+    #[test]
+    fn locate_finds_the_log_end_and_child_of_every_layout() {
+        for slots in [4usize, 5, 8, 32, 64] {
+            for k in 0..=slots {
+                for last in [Slot::record(3), 0, 0x0042] {
+                    let mut node = [SLOT_FREE; 64];
+                    for (i, v) in node[..k].iter_mut().enumerate() {
+                        *v = if i % 3 == 2 {
+                            0
+                        } else {
+                            Slot::record(i as u16)
+                        };
+                    }
+                    if k > 0 {
+                        node[k - 1] = last;
+                    }
+                    let mut reads = 0;
+                    let log: Result<NodeLog> = locate(slots, |i| {
+                        reads += 1;
+                        Ok(node[i])
+                    });
+                    let log = log.ok();
+                    let child = (k > 0 && last == 0x0042).then(|| (k - 1, 0x0042));
+                    assert_eq!(
+                        log,
+                        Some(NodeLog { len: k, child }),
+                        "{slots} slots, {k} written"
+                    );
+                    let bound = 1 + (usize::BITS - (slots - 1).leading_zeros()) as usize;
+                    assert!(reads <= bound, "{slots} slots, {k} written: {reads} reads");
+                    // The whole-node view agrees.
+                    let mut v = NodeView {
+                        bytes: [0xFF; MAX_NODE],
+                        slots,
+                    };
+                    for (i, x) in node[..slots].iter().enumerate() {
+                        v.bytes[2 * i..2 * i + 2].copy_from_slice(&x.to_le_bytes());
+                    }
+                    assert_eq!(Some(v.log()), log);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_failing_read_is_passed_on() {
+        let r = locate(8, |i| {
+            if i == 3 {
+                Err(Error::LogFull)
+            } else {
+                Ok(Slot::record(1))
+            }
+        });
+        // Slot 7 is written: the search stops there without reading slot 3.
+        assert_eq!(r.ok().map(|l| l.len), Some(8));
+        let r = locate(8, |i| {
+            if i == 7 {
+                Ok(SLOT_FREE)
+            } else {
+                Err(Error::LogFull)
+            }
+        });
+        assert!(matches!(r, Err(Error::LogFull)));
+    }
 }

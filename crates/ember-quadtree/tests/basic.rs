@@ -252,3 +252,38 @@ fn cow_with_a_tree_too_deep_to_grow_moves_on_instead_of_compacting_forever() {
     let n = s.scan(&Query::point([500, 600]), &mut out).unwrap();
     assert!(n > 0 && out[..n].iter().all(|r| r.dims == [500, 600]));
 }
+
+/// A put descends reading a few slots of each node, not whole nodes: the last slot of a
+/// split node (its child pointer), and a binary search for the leaf's first free slot.
+#[test]
+fn a_put_reads_a_few_slots_per_level_not_whole_nodes() {
+    for (name, cfg) in variants(40) {
+        if !name.starts_with("rb") {
+            continue;
+        }
+        let mut s = Store::format(flash(&cfg), cfg, &ctx(0)).unwrap();
+        for i in 0..1500u64 {
+            put(&mut s, &record(3, i), i).unwrap();
+        }
+        s.commit(&ctx(1500)).unwrap();
+        // At least two levels of splits under the root: whole-node reads would cost 3 or
+        // more nodes (192 bytes) per put.
+        assert!(s.stats().splits > 4, "{name}: {:?}", s.stats());
+        let read =
+            |s: &Store<Flash, 2>| -> u64 { s.device().wear().iter().map(|w| w.read_bytes).sum() };
+        let before = read(&s);
+        let n = 100u64;
+        for i in 1500..1500 + n {
+            put(&mut s, &record(3, i), i).unwrap();
+        }
+        // Slots read per put, plus the odd split (eager and pivot splits read the node; a
+        // lazy equal one reads nothing) and log switch (a look at the next unit).
+        let avg = (read(&s) - before) / n;
+        let limit = if name == "rb-eager-split" || name == "rb-pivot" {
+            u64::from(cfg.node_size)
+        } else {
+            u64::from(cfg.node_size) / 2
+        };
+        assert!(avg < limit, "{name}: {avg} bytes read per put");
+    }
+}
