@@ -302,7 +302,7 @@ impl<S: Storage> Series<'_, S> {
         }
         match self.load_header(id)? {
             Ok(_) => {
-                out[..n].copy_from_slice(self.lay.bitmap(self.rbuf));
+                out[..n].copy_from_slice(self.lay.bitmap(self.rpage()));
                 Ok(true)
             }
             Err(_) => Ok(false),

@@ -26,8 +26,10 @@ pub struct Stats {
     pub records: u64,
     /// Key lookups (`get`, `get_var`).
     pub lookups: u64,
-    /// Data pages read whole.
+    /// Data pages read whole (a read-ahead counts every page it read).
     pub page_reads: u64,
+    /// Device read calls that read whole data pages (one read-ahead of several pages is one).
+    pub read_calls: u64,
     /// Data pages of which only the header was read.
     pub header_reads: u64,
     /// Index pages read.
@@ -90,8 +92,16 @@ pub struct Series<'a, S: Storage> {
     /// Records in the write buffer.
     pub(crate) wcount: usize,
     pub(crate) temp: TempPos,
-    /// The data page the read buffer holds (verified whole), with its header.
+    /// The data page the read buffer holds (verified whole), with its header; it starts at
+    /// byte `roff` of the read buffer.
     pub(crate) rcache: Option<Header>,
+    /// Byte offset in the read buffer of the page `rcache` describes (or whose header
+    /// `load_header` read).
+    pub(crate) roff: usize,
+    /// Read-ahead window: data pages `first .. first + n` were read, in one device call, into
+    /// the read buffer's page slots `0 .. n` (each is checked when it is used). Only an
+    /// iterator walking pages in order fills it; any write to the data area empties it.
+    pub(crate) ahead: Option<(u32, u32)>,
     /// The index page the index read buffer holds.
     pub(crate) icache: Option<Header>,
     /// The variable-data page the variable read buffer holds.
@@ -176,7 +186,10 @@ impl<'a, S: Storage> Series<'a, S> {
         let ps = cfg.page_size;
         let mut rest = arena;
         let wbuf = take(&mut rest, ps);
-        let rbuf = take(&mut rest, ps);
+        // The data read buffer takes the buffers beyond those needed: an iterator walking
+        // pages in order reads that many consecutive pages in one device call.
+        let extra = cfg.buffers - cfg.buffers_needed();
+        let rbuf = take(&mut rest, ps * (1 + extra));
         let (iwbuf, irbuf) = if cfg.has_index() {
             (take(&mut rest, ps), take(&mut rest, ps))
         } else {
@@ -187,9 +200,6 @@ impl<'a, S: Storage> Series<'a, S> {
         } else {
             (take(&mut rest, 0), take(&mut rest, 0))
         };
-        // Buffers beyond those needed are left unused.
-        let extra = cfg.buffers - cfg.buffers_needed();
-        let _ = take(&mut rest, extra * ps);
         let spline = Spline::new(
             rest,
             cfg.key_size,
@@ -230,6 +240,8 @@ impl<'a, S: Storage> Series<'a, S> {
                 k: cfg.erase_pages,
             },
             rcache: None,
+            roff: 0,
+            ahead: None,
             icache: None,
             vcache: None,
             idx_first: 0,
@@ -406,9 +418,8 @@ impl<'a, S: Storage> Series<'a, S> {
         self.ring_mut(area).oldest = oldest;
         if area == AreaKind::Data {
             self.spline.expire(oldest);
-            if matches!(self.rcache, Some(h) if h.id < oldest) {
-                self.rcache = None;
-            }
+            // Slots of the unit are about to be rewritten.
+            self.drop_read_cache();
         }
         let addr = ring.unit_addr(u);
         self.store
@@ -431,11 +442,57 @@ impl<'a, S: Storage> Series<'a, S> {
         }
     }
 
+    /// Forgets what the read buffer holds (the current page and the read-ahead window): for
+    /// code about to use it as scratch space, and after writes to the data area.
+    #[inline]
+    pub(crate) fn drop_read_cache(&mut self) {
+        self.rcache = None;
+        self.ahead = None;
+        self.roff = 0;
+    }
+
+    /// Page slots of the read buffer (1 without read-ahead buffers).
+    #[inline]
+    pub(crate) fn read_slots(&self) -> u32 {
+        (self.rbuf.len() / self.lay.page.max(1)).max(1) as u32
+    }
+
+    /// The data page `load_page` (or `load_header`, its header part) last loaded.
+    #[inline]
+    pub(crate) fn rpage(&self) -> &[u8] {
+        let ps = self.lay.page;
+        self.rbuf.get(self.roff..self.roff + ps).unwrap_or(&[])
+    }
+
+    /// Where data page `id` is in the read-ahead window, if it is there.
+    #[inline]
+    fn in_window(&self, id: u32) -> Option<usize> {
+        match self.ahead {
+            Some((first, n)) if id >= first && id - first < n => {
+                Some((id - first) as usize * self.lay.page)
+            }
+            _ => None,
+        }
+    }
+
     /// Reads data page `id` whole into the read buffer and checks it. `Ok(Err(reason))`: the
     /// slot does not hold a valid data page with that id.
     pub(crate) fn load_page(
         &mut self,
         id: u32,
+    ) -> Result<core::result::Result<Header, &'static str>> {
+        self.load_page_ahead(id, id)
+    }
+
+    /// [`load_page`](Self::load_page) for a reader walking pages in order up to page
+    /// `upto`: when `id` is not in the read-ahead window, pages `id ..= upto` (as many as the
+    /// read buffer holds, not past the newest page nor the end of the area's slots) are read
+    /// in one device call and kept as the window. Each page is checked (both checksums)
+    /// once, when it becomes the current page.
+    pub(crate) fn load_page_ahead(
+        &mut self,
+        id: u32,
+        upto: u32,
     ) -> Result<core::result::Result<Header, &'static str>> {
         if let Some(h) = self.rcache
             && h.id == id
@@ -443,13 +500,37 @@ impl<'a, S: Storage> Series<'a, S> {
             return Ok(Ok(h));
         }
         self.rcache = None;
-        let addr = self.data.addr(id);
         let ps = self.lay.page;
-        self.store
-            .read(addr, &mut self.rbuf[..ps])
-            .map_err(dev(AreaKind::Data, Some(id), addr))?;
-        self.stats.page_reads += 1;
-        Ok(match self.lay.verify(self.rbuf) {
+        let off = match self.in_window(id) {
+            Some(off) => off,
+            None => {
+                let mut n = 1u32;
+                let last = match self.data.newest {
+                    Some(newest) => upto.min(newest),
+                    None => id,
+                };
+                if last > id {
+                    let to_wrap = self.data.slots - id % self.data.slots;
+                    n = (last - id + 1).min(self.read_slots()).min(to_wrap);
+                }
+                self.ahead = None;
+                let addr = self.data.addr(id);
+                let len = n as usize * ps;
+                self.store.read(addr, &mut self.rbuf[..len]).map_err(dev(
+                    AreaKind::Data,
+                    Some(id),
+                    addr,
+                ))?;
+                self.stats.page_reads += u64::from(n);
+                self.stats.read_calls += 1;
+                if n > 1 {
+                    self.ahead = Some((id, n));
+                }
+                0
+            }
+        };
+        self.roff = off;
+        Ok(match self.lay.verify(&self.rbuf[off..off + ps]) {
             Ok(h) if h.kind == Kind::Data && h.id == id => {
                 self.rcache = Some(h);
                 Ok(h)
@@ -459,7 +540,8 @@ impl<'a, S: Storage> Series<'a, S> {
         })
     }
 
-    /// Reads only the header of data page `id` into the read buffer.
+    /// Reads only the header of data page `id` into the read buffer (none is read when the
+    /// page is in the read-ahead window).
     pub(crate) fn load_header(
         &mut self,
         id: u32,
@@ -470,13 +552,23 @@ impl<'a, S: Storage> Series<'a, S> {
             return Ok(Ok(h));
         }
         self.rcache = None;
-        let addr = self.data.addr(id);
         let n = self.lay.probe;
-        self.store
-            .read(addr, &mut self.rbuf[..n])
-            .map_err(dev(AreaKind::Data, Some(id), addr))?;
-        self.stats.header_reads += 1;
-        Ok(match self.lay.header(&self.rbuf[..n]) {
+        let off = match self.in_window(id) {
+            Some(off) => off,
+            None => {
+                self.ahead = None;
+                let addr = self.data.addr(id);
+                self.store.read(addr, &mut self.rbuf[..n]).map_err(dev(
+                    AreaKind::Data,
+                    Some(id),
+                    addr,
+                ))?;
+                self.stats.header_reads += 1;
+                0
+            }
+        };
+        self.roff = off;
+        Ok(match self.lay.header(&self.rbuf[off..off + n]) {
             Ok(h) if h.kind == Kind::Data && h.id == id => Ok(h),
             Ok(_) => Err("the slot holds another page"),
             Err(why) => Err(why),
@@ -487,13 +579,23 @@ impl<'a, S: Storage> Series<'a, S> {
     /// read buffer. Invalid pages passed over must be dead slots — covered by the gap the
     /// next valid page records — or this is a [`Error::Corrupt`].
     pub(crate) fn resolve_forward(&mut self, id: u32) -> Result<Option<(u32, Header)>> {
+        self.resolve_forward_ahead(id, id)
+    }
+
+    /// [`resolve_forward`](Self::resolve_forward) reading ahead up to page `upto` (see
+    /// [`load_page_ahead`](Self::load_page_ahead)).
+    pub(crate) fn resolve_forward_ahead(
+        &mut self,
+        id: u32,
+        upto: u32,
+    ) -> Result<Option<(u32, Header)>> {
         let Some(newest) = self.data.newest else {
             return Ok(None);
         };
         let mut first_bad: Option<(u32, &'static str)> = None;
         let mut v = id;
         while v <= newest {
-            match self.load_page(v)? {
+            match self.load_page_ahead(v, upto.max(v))? {
                 Ok(h) => {
                     if let Some((bad, why)) = first_bad
                         && u64::from(v - bad) > u64::from(h.gap)
@@ -702,7 +804,8 @@ impl<'a, S: Storage> Series<'a, S> {
                 }
                 moved_left = true;
             } else {
-                let (pmin, pmax) = (self.lay.min_key(self.rbuf), self.lay.max_key(self.rbuf));
+                let page = self.rpage();
+                let (pmin, pmax) = (self.lay.min_key(page), self.lay.max_key(page));
                 if pmax >= key {
                     answer = Some(v);
                     if pmin < key || (strict && pmin == key) {
@@ -748,8 +851,9 @@ impl<'a, S: Storage> Series<'a, S> {
                     Err(why) => return Err(self.corrupt(id, why)),
                 };
                 let n = usize::from(h.count);
-                let i = lay.lower_bound(self.rbuf, n, key);
-                if i < n && lay.key(self.rbuf, i) == key {
+                let page = self.rpage();
+                let i = lay.lower_bound(page, n, key);
+                if i < n && lay.key(page, i) == key {
                     return Ok(Some(Loc::Page(i)));
                 }
             }
@@ -768,14 +872,14 @@ impl<'a, S: Storage> Series<'a, S> {
 
     pub(crate) fn loc_data(&self, loc: Loc) -> &[u8] {
         match loc {
-            Loc::Page(i) => self.lay.data(self.rbuf, i),
+            Loc::Page(i) => self.lay.data(self.rpage(), i),
             Loc::Buffer(i) => self.lay.data(self.wbuf, i),
         }
     }
 
     pub(crate) fn loc_var(&self, loc: Loc) -> Option<VarRef> {
         match loc {
-            Loc::Page(i) => self.lay.var_ref(self.rbuf, i),
+            Loc::Page(i) => self.lay.var_ref(self.rpage(), i),
             Loc::Buffer(i) => self.lay.var_ref(self.wbuf, i),
         }
     }
