@@ -238,6 +238,7 @@ impl<'a> Config<'a> {
     }
 
     /// Compares two data values in the configured order.
+    #[inline]
     pub fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
         match self.data_order {
             DataOrder::Col(c) => match (c.get(0, a), c.get(0, b)) {

@@ -11,12 +11,13 @@ use core::mem::size_of;
 
 use ember_device::DeviceError;
 
-use crate::config::{Config, OnFull};
+use crate::config::{Config, DataOrder, OnFull};
 use crate::error::{AreaKind, Error, Result};
 use crate::page::{Header, Kind, Layout, MAX_BITMAP, VarRef};
 use crate::ring::Ring;
 use crate::spline::Spline;
 use crate::storage::Storage;
+use crate::value::{Col, ColType, read_int};
 
 /// Counters of what the engine did. Reads and writes count pages (a header-only read
 /// counts as a header read); `erases` counts erase units.
@@ -119,6 +120,12 @@ pub struct Series<'a, S: Storage> {
     pub(crate) newest_max: u64,
     /// The last key put.
     pub(crate) last_key: Option<u64>,
+    /// The data order when it is an integer column (offset, type): the write path compares
+    /// it as `i64`s without going through [`Config::compare`].
+    pub(crate) int_order: Option<(usize, ColType)>,
+    /// With an integer data order: the write buffer's smallest and largest data value as
+    /// `i64`s (`None`: not known, compare with the header's bytes).
+    pub(crate) wmm: Option<(i64, i64)>,
     pub(crate) stats: Stats,
 }
 
@@ -251,6 +258,11 @@ impl<'a, S: Storage> Series<'a, S> {
             var_pinned: false,
             newest_max: 0,
             last_key: None,
+            int_order: match cfg.data_order {
+                DataOrder::Col(Col::Data { offset, ty }) if !ty.is_float() => Some((offset, ty)),
+                _ => None,
+            },
+            wmm: None,
             stats: Stats::default(),
         };
         s.wbuf.fill(0);
@@ -689,10 +701,27 @@ impl<'a, S: Storage> Series<'a, S> {
         }
         if lay.minmax {
             let (mo, xo) = (lay.dmin_off(), lay.dmax_off());
-            if i == 0 || self.cfg.compare(data, &self.wbuf[mo..mo + lay.ds]) == Ordering::Less {
+            let v = match self.int_order {
+                Some((o, ty)) => read_int(data, o, ty),
+                None => None,
+            };
+            if i == 0 {
                 self.wbuf[mo..mo + lay.ds].copy_from_slice(data);
-            }
-            if i == 0 || self.cfg.compare(data, &self.wbuf[xo..xo + lay.ds]) == Ordering::Greater {
+                self.wbuf[xo..xo + lay.ds].copy_from_slice(data);
+                self.wmm = v.map(|v| (v, v));
+            } else if let (Some(v), Some((lo, hi))) = (v, self.wmm) {
+                // The integer order, against the page's min/max kept decoded.
+                if v < lo {
+                    self.wbuf[mo..mo + lay.ds].copy_from_slice(data);
+                    self.wmm = Some((v, hi));
+                } else if v > hi {
+                    self.wbuf[xo..xo + lay.ds].copy_from_slice(data);
+                    self.wmm = Some((lo, v));
+                }
+            } else if self.data_cmp(data, mo) == Ordering::Less {
+                // Below the page's smallest value, so not above its largest.
+                self.wbuf[mo..mo + lay.ds].copy_from_slice(data);
+            } else if self.data_cmp(data, xo) == Ordering::Greater {
                 self.wbuf[xo..xo + lay.ds].copy_from_slice(data);
             }
         }
@@ -713,6 +742,20 @@ impl<'a, S: Storage> Series<'a, S> {
             self.write_temp()?;
         }
         Ok(())
+    }
+
+    /// Compares `data` with the data value at byte `at` of the write buffer, in the data
+    /// order.
+    #[inline]
+    fn data_cmp(&self, data: &[u8], at: usize) -> Ordering {
+        let ds = self.lay.ds;
+        let other = self.wbuf.get(at..at + ds).unwrap_or(&[]);
+        if let Some((o, ty)) = self.int_order
+            && let (Some(a), Some(b)) = (read_int(data, o, ty), read_int(other, o, ty))
+        {
+            return a.cmp(&b);
+        }
+        self.cfg.compare(data, other)
     }
 
     /// Writes the write buffer as the next data page (nothing if it is empty).
@@ -752,6 +795,7 @@ impl<'a, S: Storage> Series<'a, S> {
         self.newest_max = max;
         self.spline.add(min, id);
         self.wcount = 0;
+        self.wmm = None;
         self.wbuf.fill(0);
         if self.cfg.has_index() {
             for dead in 0..gap {

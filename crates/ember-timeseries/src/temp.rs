@@ -136,6 +136,7 @@ impl<S: Storage> Series<'_, S> {
             return Ok(());
         }
         self.wcount = usize::from(count);
+        self.wmm = None;
         self.last_key = Some(self.lay.max_key(self.wbuf));
         // The next temporary page goes to the other unit (erased first), keeping this one.
         self.temp = TempPos { unit: au, k: unit };
