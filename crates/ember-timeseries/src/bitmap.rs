@@ -184,8 +184,10 @@ impl<S: Storage> Series<'_, S> {
         if self.idx_count == 0 {
             return Ok(());
         }
+        // Every data page it covers is written (batched writes) and, on a block device,
+        // durable before the index page can be.
+        self.write_staged()?;
         if self.block {
-            // Every data page it covers is durable before the index page can be.
             self.sync(AreaKind::Index)?;
         }
         self.enter(AreaKind::Index)?;

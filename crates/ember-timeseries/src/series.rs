@@ -39,6 +39,8 @@ pub struct Stats {
     pub var_reads: u64,
     /// Data pages written.
     pub page_writes: u64,
+    /// Device write calls that wrote data pages (a batch of several pages is one).
+    pub write_calls: u64,
     /// Temporary pages written (record-level consistency).
     pub temp_writes: u64,
     /// Index pages written.
@@ -86,6 +88,13 @@ pub struct Series<'a, S: Storage> {
     pub(crate) irbuf: &'a mut [u8],
     pub(crate) vwbuf: &'a mut [u8],
     pub(crate) vrbuf: &'a mut [u8],
+    /// Sealed data pages waiting to be written together (`Config::write_pages` > 1): pages
+    /// `staged_first ..` in slots `0 .. staged` (empty when writes are not batched).
+    pub(crate) sbuf: &'a mut [u8],
+    pub(crate) staged_first: u32,
+    pub(crate) staged: usize,
+    /// Records in the staged pages.
+    pub(crate) staged_records: usize,
     pub(crate) spline: Spline<'a>,
     pub(crate) data: Ring,
     pub(crate) index: Ring,
@@ -207,6 +216,7 @@ impl<'a, S: Storage> Series<'a, S> {
         } else {
             (take(&mut rest, 0), take(&mut rest, 0))
         };
+        let sbuf = take(&mut rest, cfg.staging_pages() * ps);
         let spline = Spline::new(
             rest,
             cfg.key_size,
@@ -240,6 +250,10 @@ impl<'a, S: Storage> Series<'a, S> {
             irbuf,
             vwbuf,
             vrbuf,
+            sbuf,
+            staged_first: 0,
+            staged: 0,
+            staged_records: 0,
             spline,
             wcount: 0,
             temp: TempPos {
@@ -306,6 +320,7 @@ impl<'a, S: Storage> Series<'a, S> {
     /// next record starts a new page.
     pub fn flush(&mut self) -> Result<()> {
         self.write_data_page()?;
+        self.write_staged()?;
         if self.var_used > 0 {
             self.write_var_page()?;
         }
@@ -352,6 +367,12 @@ impl<'a, S: Storage> Series<'a, S> {
     /// Records in the write buffer (not yet in a data page).
     pub fn buffered(&self) -> usize {
         self.wcount
+    }
+
+    /// Records not yet written to the storage: the write buffer's and those of sealed pages
+    /// waiting for a batched write ([`Config::write_pages`]).
+    pub fn pending(&self) -> usize {
+        self.wcount + self.staged_records
     }
 
     /// Live data pages (the oldest to the newest, dead slots included).
@@ -513,11 +534,12 @@ impl<'a, S: Storage> Series<'a, S> {
         }
         self.rcache = None;
         let ps = self.lay.page;
-        let off = match self.in_window(id) {
-            Some(off) => off,
-            None => {
+        let off = match (self.in_window(id), self.in_staging(id)) {
+            (Some(off), _) => off,
+            (None, Some(at)) => self.load_staged(at),
+            (None, None) => {
                 let mut n = 1u32;
-                let last = match self.data.newest {
+                let last = match self.newest_stored() {
                     Some(newest) => upto.min(newest),
                     None => id,
                 };
@@ -565,9 +587,10 @@ impl<'a, S: Storage> Series<'a, S> {
         }
         self.rcache = None;
         let n = self.lay.probe;
-        let off = match self.in_window(id) {
-            Some(off) => off,
-            None => {
+        let off = match (self.in_window(id), self.in_staging(id)) {
+            (Some(off), _) => off,
+            (None, Some(at)) => self.load_staged(at),
+            (None, None) => {
                 self.ahead = None;
                 let addr = self.data.addr(id);
                 self.store.read(addr, &mut self.rbuf[..n]).map_err(dev(
@@ -779,15 +802,44 @@ impl<'a, S: Storage> Series<'a, S> {
             aux: lay.tag,
         };
         lay.seal(self.wbuf, &h);
-        let addr = self.data.addr(id);
-        self.store.write(addr, &self.wbuf[..lay.page]).map_err(dev(
-            AreaKind::Data,
-            Some(id),
-            addr,
-        ))?;
-        self.stats.page_writes += 1;
         let ends_unit = (id + 1).is_multiple_of(self.data.unit);
-        self.sync_after_write(AreaKind::Data, ends_unit)?;
+        // The outcome of a batched write: the page is staged whatever it is, so the
+        // bookkeeping below is done before it is reported.
+        let mut batch = Ok(());
+        if self.sbuf.is_empty() {
+            let addr = self.data.addr(id);
+            self.store.write(addr, &self.wbuf[..lay.page]).map_err(dev(
+                AreaKind::Data,
+                Some(id),
+                addr,
+            ))?;
+            self.stats.page_writes += 1;
+            self.stats.write_calls += 1;
+            self.sync_after_write(AreaKind::Data, ends_unit)?;
+        } else {
+            // Batched: the sealed page joins the staged run (ids, and so slots, consecutive
+            // within one erase unit), written when the run is full or the unit ends.
+            let ps = lay.page;
+            if self.staged > 0
+                && (self.staged * ps >= self.sbuf.len()
+                    || self.data.addr(id)
+                        != self.data.addr(self.staged_first) + (self.staged * ps) as u64)
+            {
+                // A batch whose write failed before: retried first (it never grows past
+                // the buffer nor stops being one run of slots).
+                self.write_staged()?;
+            }
+            if self.staged == 0 {
+                self.staged_first = id;
+            }
+            let o = self.staged * ps;
+            self.sbuf[o..o + ps].copy_from_slice(&self.wbuf[..ps]);
+            self.staged += 1;
+            self.staged_records += self.wcount;
+            if self.staged * ps >= self.sbuf.len() || ends_unit {
+                batch = self.write_staged();
+            }
+        }
         let (min, max) = (lay.min_key(self.wbuf), lay.max_key(self.wbuf));
         let mut bm = [0u8; MAX_BITMAP];
         bm[..lay.bm].copy_from_slice(lay.bitmap(self.wbuf));
@@ -806,10 +858,59 @@ impl<'a, S: Storage> Series<'a, S> {
             }
             self.index_add(id, &bm[..lay.bm])?;
         }
+        batch?;
         if ends_unit {
             self.erase_ahead(AreaKind::Data)?;
         }
         Ok(())
+    }
+
+    /// Writes the staged pages (batched writes) in one device call.
+    pub(crate) fn write_staged(&mut self) -> Result<()> {
+        if self.staged == 0 {
+            return Ok(());
+        }
+        let ps = self.lay.page;
+        let (first, n) = (self.staged_first, self.staged);
+        let addr = self.data.addr(first);
+        self.store.write(addr, &self.sbuf[..n * ps]).map_err(dev(
+            AreaKind::Data,
+            Some(first),
+            addr,
+        ))?;
+        self.stats.page_writes += n as u64;
+        self.stats.write_calls += 1;
+        self.staged = 0;
+        self.staged_records = 0;
+        let last = first + n as u32 - 1;
+        self.sync_after_write(AreaKind::Data, (last + 1).is_multiple_of(self.data.unit))
+    }
+
+    /// Where staged page `id` is in the staging buffer, if it is there.
+    #[inline]
+    fn in_staging(&self, id: u32) -> Option<usize> {
+        (self.staged > 0
+            && id >= self.staged_first
+            && ((id - self.staged_first) as usize) < self.staged)
+            .then(|| (id - self.staged_first) as usize * self.lay.page)
+    }
+
+    /// The newest data page on the storage (staged pages are not yet).
+    #[inline]
+    fn newest_stored(&self) -> Option<u32> {
+        if self.staged > 0 {
+            self.staged_first.checked_sub(1)
+        } else {
+            self.data.newest
+        }
+    }
+
+    /// Copies staged page `id` into the read buffer's first slot; its offset there.
+    fn load_staged(&mut self, at: usize) -> usize {
+        let ps = self.lay.page;
+        self.ahead = None;
+        self.rbuf[..ps].copy_from_slice(&self.sbuf[at..at + ps]);
+        0
     }
 
     // ----- reading -------------------------------------------------------------------------

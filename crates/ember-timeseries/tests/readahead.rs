@@ -55,12 +55,13 @@ fn collect<S: Storage>(ts: &mut Series<'_, S>, q: Query<'_>) -> Vec<(u64, [u8; 1
 static BUCKETS: LinearBuckets = LinearBuckets::new(Col::i32(0), 0, 1000, 32);
 
 /// `extra` buffers beyond the four the data index needs: a read-ahead window of
-/// `1 + extra` pages.
-fn config(data_units: u32, extra: usize) -> Config<'static> {
+/// `1 + extra` pages; `write_pages` full pages written per device call.
+fn config(data_units: u32, extra: usize, write_pages: usize) -> Config<'static> {
     let dp = data_units * UNIT;
     let cfg =
         Config::new(4, 12, PAGE, UNIT, Area::new(0, dp)).index(Area::new(dp, 2 * UNIT), &BUCKETS);
     cfg.buffers(cfg.buffers_needed() + extra)
+        .write_pages(write_pages)
 }
 
 /// Puts `n` records, then checks ranges against the live records (the newest ones the
@@ -71,6 +72,12 @@ fn run<S: Storage>(store: S, cfg: Config<'static>, n: usize, seed: u64) -> (S, u
     let mut ts = Series::format(store, cfg, &mut arena).unwrap();
     for (i, &k) in ks.iter().enumerate() {
         ts.put(k, &data(i)).unwrap();
+    }
+    let st = ts.stats();
+    if cfg.write_pages > 1 {
+        assert!(st.write_calls * 2 < st.page_writes, "{st:?}");
+    } else {
+        assert_eq!(st.write_calls, st.page_writes);
     }
     // Live records: a suffix of those put, ending with the newest (the write buffer's).
     let all = collect(&mut ts, Query::all());
@@ -152,10 +159,13 @@ fn run<S: Storage>(store: S, cfg: Config<'static>, n: usize, seed: u64) -> (S, u
 #[test]
 fn read_ahead_ranges_equal_a_brute_force_scan_on_flash_across_the_wrap() {
     // 6 units of 8 pages (28 records each): 6,000 records wrap the area about four times.
-    for extra in [0, 1, 2, 3, 6, 11] {
+    // Full pages written 1, 3 or 8 at a time: the queries run with sealed pages still
+    // waiting in RAM.
+    for (extra, write_pages) in [(0, 1), (1, 1), (2, 3), (3, 8), (6, 1), (11, 3), (0, 8)] {
         for (n, seed) in [(700, 1), (6_000, 2), (6_013, 3)] {
             let bytes = u64::from(8 * UNIT) * PAGE as u64;
-            let (_, pages, calls) = run(FlashStore(nor(bytes)), config(6, extra), n, seed);
+            let cfg = config(6, extra, write_pages);
+            let (_, pages, calls) = run(FlashStore(nor(bytes)), cfg, n, seed);
             if extra == 0 {
                 assert_eq!(pages, calls, "one page per call without read-ahead");
             } else {
@@ -170,11 +180,11 @@ fn read_ahead_ranges_equal_a_brute_force_scan_on_flash_across_the_wrap() {
 
 #[test]
 fn read_ahead_ranges_equal_a_brute_force_scan_on_a_block_device() {
-    for extra in [0, 3, 7] {
+    for (extra, write_pages) in [(0, 1), (3, 1), (7, 8), (0, 5)] {
         let bytes = (12 * UNIT) as usize * PAGE;
         let (_, pages, calls) = run(
             BlockStore(MemBlock::new(bytes)),
-            config(10, extra),
+            config(10, extra, write_pages),
             9_000,
             4,
         );
@@ -185,7 +195,7 @@ fn read_ahead_ranges_equal_a_brute_force_scan_on_a_block_device() {
 #[test]
 fn a_long_key_range_reads_its_pages_in_few_device_calls() {
     let bytes = u64::from(40 * UNIT) * PAGE as u64;
-    let cfg = config(38, 7);
+    let cfg = config(38, 7, 1);
     let ks = keys(8_000, 9);
     let mut arena = vec![0u8; cfg.buffer_bytes() + 4096];
     let mut ts = Series::format(FlashStore(nor(bytes)), cfg, &mut arena).unwrap();
@@ -212,4 +222,52 @@ fn a_long_key_range_reads_its_pages_in_few_device_calls() {
         calls <= need.div_ceil(8) + 3,
         "{calls} device calls for {pages} pages"
     );
+}
+
+#[test]
+fn batched_writes_are_refused_where_they_cannot_work() {
+    let mut arena = vec![0u8; 16 * 1024];
+    let bytes = u64::from(12 * UNIT) * PAGE as u64;
+    let bad = [
+        config(10, 0, 0),
+        config(10, 0, UNIT as usize + 1),
+        config(10, 0, 2).record_level_consistency(true),
+    ];
+    for cfg in bad {
+        assert!(matches!(
+            Series::format(FlashStore(nor(bytes)), cfg, &mut arena),
+            Err(ember_timeseries::Error::Config { .. })
+        ));
+    }
+    // The staging pages are part of the arena the buffers take.
+    let cfg = config(10, 0, 4);
+    assert_eq!(cfg.buffer_bytes(), (4 + 4) * PAGE);
+    let mut small = vec![0u8; cfg.buffer_bytes() - 1];
+    assert!(matches!(
+        Series::format(FlashStore(nor(bytes)), cfg, &mut small),
+        Err(ember_timeseries::Error::Memory { .. })
+    ));
+}
+
+#[test]
+fn staged_pages_are_written_by_flush_and_found_after_reopen() {
+    let bytes = u64::from(12 * UNIT) * PAGE as u64;
+    let cfg = config(10, 3, 6);
+    let ks = keys(1_000, 11);
+    let mut arena = vec![0u8; cfg.buffer_bytes() + 2048];
+    let mut ts = Series::format(FlashStore(nor(bytes)), cfg, &mut arena).unwrap();
+    for (i, &k) in ks.iter().enumerate() {
+        ts.put(k, &data(i)).unwrap();
+    }
+    assert!(ts.pending() > ts.buffered(), "some pages are staged");
+    let flash = ts.close().unwrap();
+    let mut ts = Series::open(flash, cfg, &mut arena).unwrap();
+    assert_eq!(ts.pending(), 0);
+    let want: Vec<_> = ks.iter().enumerate().map(|(i, &k)| (k, data(i))).collect();
+    assert_eq!(collect(&mut ts, Query::all()), want);
+    let mut out = [0u8; 12];
+    for (i, &k) in ks.iter().enumerate().step_by(7) {
+        assert!(ts.get(k, &mut out).unwrap());
+        assert_eq!(out, data(i));
+    }
 }
