@@ -8,6 +8,14 @@
 //! its own header — overlaps the query's. Without an index, pages whose header data min/max
 //! rules them out are skipped after reading the header only. The write buffer's records come
 //! last. Data pages are read into the read buffer, index pages into the index read buffer.
+//!
+//! **Read-ahead.** When pages are walked in order (a key range or a scan: nothing skips
+//! pages) and the read buffer holds several pages (buffers beyond those the configuration
+//! needs), the pages from the current one on are read in one device call — up to the
+//! buffer's size, not past the newest stored page, the end of the area's slots, or the page
+//! the spline predicts for the range's last key plus one (past it, the prediction was wrong
+//! and read-ahead goes on to the newest page). Each page's checksums are checked once, when
+//! it becomes the current page, and its records are decoded in place.
 
 use core::cmp::Ordering;
 
