@@ -319,6 +319,9 @@ impl<'a, S: Storage> Series<'a, S> {
     /// Writes the partly filled write buffer as a data page and makes everything durable. The
     /// next record starts a new page.
     pub fn flush(&mut self) -> Result<()> {
+        // Staged pages first: they are written even if the write buffer cannot be (a full
+        // area in refuse mode).
+        self.write_staged()?;
         self.write_data_page()?;
         self.write_staged()?;
         if self.var_used > 0 {

@@ -271,3 +271,40 @@ fn staged_pages_are_written_by_flush_and_found_after_reopen() {
         assert_eq!(out, data(i));
     }
 }
+
+#[test]
+fn a_full_area_in_refuse_mode_keeps_every_staged_page() {
+    // Until the area refuses: the same records survive a reopen with and without batching.
+    let mut kept = Vec::new();
+    for write_pages in [1, 4, 8] {
+        let bytes = u64::from(12 * UNIT) * PAGE as u64;
+        let cfg = config(4, 0, write_pages).on_full(ember_timeseries::OnFull::Refuse);
+        let mut arena = vec![0u8; cfg.buffer_bytes() + 2048];
+        let mut ts = Series::format(FlashStore(nor(bytes)), cfg, &mut arena).unwrap();
+        let ks = keys(5_000, 12);
+        let mut put = 0;
+        for (i, &k) in ks.iter().enumerate() {
+            match ts.put(k, &data(i)) {
+                Ok(()) => put += 1,
+                Err(ember_timeseries::Error::Full { .. }) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(put < ks.len(), "the area filled");
+        assert!(matches!(
+            ts.flush(),
+            Err(ember_timeseries::Error::Full { .. })
+        ));
+        let flash = ts.into_storage();
+        let mut ts = Series::open(flash, cfg, &mut arena).unwrap();
+        let got = collect(&mut ts, Query::all());
+        let want: Vec<_> = ks[..got.len()]
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| (k, data(i)))
+            .collect();
+        assert_eq!(got, want);
+        kept.push(got.len());
+    }
+    assert!(kept.iter().all(|&n| n == kept[0]), "{kept:?}");
+}
