@@ -90,6 +90,16 @@ pub struct Args {
     /// records per device call and needs more RAM for its four buffers).
     #[arg(long, default_value_t = PAGE)]
     pub page_bytes: usize,
+    /// Pages of ember-api's data read buffer (1: no read-ahead): an iterator walking pages in
+    /// order reads this many consecutive pages in one device call. Each page beyond the first
+    /// is one more page buffer in the engine's arena (counted in its RAM).
+    #[arg(long, default_value_t = READ_PAGES, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub read_pages: u32,
+    /// Full data pages ember-api writes in one device call (1: each page when it fills; more
+    /// take that many page buffers of RAM, and a power cut loses up to that many unwritten
+    /// pages). At most the erase unit (8 pages).
+    #[arg(long, default_value_t = WRITE_PAGES, value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub write_pages: u32,
     /// Runs of every (data set, system), interleaved; the run with the median ops/s of each
     /// result is reported and every run's ops/s kept (default: 3, 1 with --quick).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=99))]
@@ -115,6 +125,10 @@ pub const WORKLOADS: [&str; 9] = [
 /// Bytes of a page of the data sets' files, and of the engine's pages unless `--page-bytes`
 /// says otherwise.
 const PAGE: usize = 512;
+/// Pages of ember-api's data read buffer unless `--read-pages` says otherwise.
+const READ_PAGES: u32 = 8;
+/// Full pages ember-api writes per device call unless `--write-pages` says otherwise.
+const WRITE_PAGES: u32 = 8;
 /// Pages per erase unit (the unit the engine's areas are sized in).
 const UNIT: u32 = 8;
 /// Buckets of the bitmap data index (8 bytes per page).
@@ -504,6 +518,11 @@ fn open_store(path: &Path, pages: u32, page: usize) -> Result<Store> {
     Ok(BlockStore(Accounted::new(SyncOff(f))))
 }
 
+/// Staging pages of `write_pages` full pages per write (`Config::staging_pages`).
+fn staging(write_pages: usize) -> usize {
+    if write_pages > 1 { write_pages } else { 0 }
+}
+
 /// The time-series engine through its Rust API.
 pub struct EmberApi<'a> {
     ts: Series<'a, Store>,
@@ -513,15 +532,20 @@ pub struct EmberApi<'a> {
     value_col: usize,
     arena_bytes: usize,
     page: usize,
+    read_pages: usize,
+    write_pages: usize,
 }
 
 impl<'a> EmberApi<'a> {
     /// A series of `page`-byte pages for `records` records in `dir`, its bitmap on
-    /// `value_col` with `buckets`; `arena` holds its buffers and spline points, `sea_arena`
-    /// the second station's.
+    /// `value_col` with `buckets`, a data read buffer of `read_pages` pages, `write_pages`
+    /// full pages written per device call; `arena` holds its buffers and spline points
+    /// ([`arena_len`](Self::arena_len)), `sea_arena` the second station's.
+    #[allow(clippy::too_many_arguments)]
     pub fn create(
         dir: &Path,
         page: usize,
+        (read_pages, write_pages): (usize, usize),
         records: usize,
         value_col: usize,
         buckets: &'a BoundaryBuckets<'a>,
@@ -535,6 +559,10 @@ impl<'a> EmberApi<'a> {
             .data_order(DataOrder::Col(Col::i32(4 * value_col)))
             .on_full(OnFull::Refuse)
             .sync_every_page(false);
+        // Buffers beyond those needed extend the data read buffer (read-ahead).
+        let cfg = cfg
+            .buffers(cfg.buffers_needed() + read_pages.max(1) - 1)
+            .write_pages(write_pages.max(1));
         let store = open_store(&dir.join("ember.ts"), dp + ip, page)?;
         let arena_bytes = arena.len();
         let ts = Series::format(store, cfg, arena).map_err(ts_err)?;
@@ -546,18 +574,22 @@ impl<'a> EmberApi<'a> {
             value_col,
             arena_bytes,
             page,
+            read_pages: read_pages.max(1),
+            write_pages: write_pages.max(1),
         })
     }
 
-    /// The arena an [`EmberApi`] of `page`-byte pages needs: four page buffers and the
-    /// spline points.
-    pub fn arena_len(page: usize) -> usize {
-        4 * page + SPLINE_BYTES
+    /// The arena an [`EmberApi`] of `page`-byte pages needs: four page buffers (the read
+    /// buffer `read_pages` pages), `write_pages` staging pages when writes are batched, and
+    /// the spline points.
+    pub fn arena_len(page: usize, (read_pages, write_pages): (usize, usize)) -> usize {
+        (3 + read_pages.max(1) + staging(write_pages)) * page + SPLINE_BYTES
     }
 
-    /// The arena of the second station: two page buffers and the spline points.
-    pub fn sea_arena_len(page: usize) -> usize {
-        2 * page + SPLINE_BYTES
+    /// The arena of the second station: two page buffers (the read buffer `read_pages`
+    /// pages), the staging pages and the spline points.
+    pub fn sea_arena_len(page: usize, (read_pages, write_pages): (usize, usize)) -> usize {
+        (1 + read_pages.max(1) + staging(write_pages)) * page + SPLINE_BYTES
     }
 
     /// Counts rows of column 0 above `limit`, grouped by `group` (`None`: one count).
@@ -627,6 +659,8 @@ impl Bench for EmberApi<'_> {
             "bitmap_bytes": BUCKETS.div_ceil(8),
             "bitmap_column": self.value_col,
             "arena_bytes": self.arena_bytes,
+            "read_buffer_pages": self.read_pages,
+            "write_pages_per_call": self.write_pages,
         });
         match p {
             Json::Object(m) => m,
@@ -695,6 +729,9 @@ impl Bench for EmberApi<'_> {
         let cfg = Config::new(4, 12, self.page, UNIT, Area::new(0, dp))
             .on_full(OnFull::Refuse)
             .sync_every_page(false);
+        let cfg = cfg
+            .buffers(cfg.buffers_needed() + self.read_pages - 1)
+            .write_pages(self.write_pages);
         let store = open_store(&self.sea_path, dp, self.page)?;
         let mut sea = Series::format(store, cfg, arena).map_err(ts_err)?;
         for (k, v) in recs {
@@ -1617,7 +1654,15 @@ fn run_system(
             ((bw.seq_read + bw.rand_read) / 2.0 / scan_bytes).into(),
         );
         if let Some(io) = io_delta(sys, io0) {
-            p.insert("page_reads_per_query".into(), (io.reads as f64 / q).into());
+            // Device read calls (a read-ahead of several pages is one) and bytes read.
+            p.insert(
+                "device_reads_per_query".into(),
+                (io.reads as f64 / q).into(),
+            );
+            p.insert(
+                "read_bytes_per_query".into(),
+                (io.read_bytes as f64 / q).into(),
+            );
         }
         results.push(result(
             "key-range",
@@ -1719,8 +1764,12 @@ fn run_system(
         p.insert("answer_rows".into(), a.len().into());
         if let Some(io) = io_delta(sys, io0) {
             p.insert(
-                "page_reads_per_query".into(),
+                "device_reads_per_query".into(),
                 (io.reads as f64 / runs as f64).into(),
+            );
+            p.insert(
+                "read_bytes_per_query".into(),
+                (io.read_bytes as f64 / runs as f64).into(),
             );
         }
         results.push(result(qy.workload(), sys, w, runs as u64, seconds, &lat, p));
@@ -1747,11 +1796,13 @@ fn run_named(
         "ember-api" => {
             let bounds = bucket_bounds(&w.ds.records, w.value_col, BUCKETS);
             let buckets = BoundaryBuckets::new(Col::i32(4 * w.value_col), &bounds);
-            let mut arena = vec![0u8; EmberApi::arena_len(args.page_bytes)];
-            let mut sea_arena = vec![0u8; EmberApi::sea_arena_len(args.page_bytes)];
+            let rw = (args.read_pages as usize, args.write_pages as usize);
+            let mut arena = vec![0u8; EmberApi::arena_len(args.page_bytes, rw)];
+            let mut sea_arena = vec![0u8; EmberApi::sea_arena_len(args.page_bytes, rw)];
             let mut sys = EmberApi::create(
                 dir,
                 args.page_bytes,
+                rw,
                 w.ds.records.len(),
                 w.value_col,
                 &buckets,
@@ -2406,6 +2457,8 @@ mod tests {
             sea: None,
             records: Some(3_000),
             page_bytes: PAGE,
+            read_pages: READ_PAGES,
+            write_pages: WRITE_PAGES,
             repeat: Some(2),
             dir: tmp.path().join("scratch"),
             verbose: false,

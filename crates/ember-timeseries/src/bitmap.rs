@@ -20,7 +20,7 @@ use crate::error::{AreaKind, Result};
 use crate::page::{COMMON, Header, Kind};
 use crate::series::{Series, dev};
 use crate::storage::Storage;
-use crate::value::{Col, Value};
+use crate::value::Col;
 
 /// A bucket function: which bits of a page's bitmap a data value sets, and which bits a
 /// query range may touch. Implement it for any mapping (EmbedDB's `updateBitmap` /
@@ -53,8 +53,9 @@ pub fn overlaps(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).any(|(x, y)| x & y != 0)
 }
 
+#[inline]
 fn num(col: Col, data: &[u8]) -> Option<i64> {
-    col.get(0, data).map(Value::as_i64)
+    col.get_i64(0, data)
 }
 
 /// `bits` equal-width buckets over `[min, max]` of a column; values below `min` go to the
@@ -183,8 +184,10 @@ impl<S: Storage> Series<'_, S> {
         if self.idx_count == 0 {
             return Ok(());
         }
+        // Every data page it covers is written (batched writes) and, on a block device,
+        // durable before the index page can be.
+        self.write_staged()?;
         if self.block {
-            // Every data page it covers is durable before the index page can be.
             self.sync(AreaKind::Index)?;
         }
         self.enter(AreaKind::Index)?;
@@ -302,7 +305,7 @@ impl<S: Storage> Series<'_, S> {
         }
         match self.load_header(id)? {
             Ok(_) => {
-                out[..n].copy_from_slice(self.lay.bitmap(self.rbuf));
+                out[..n].copy_from_slice(self.lay.bitmap(self.rpage()));
                 Ok(true)
             }
             Err(_) => Ok(false),

@@ -88,6 +88,15 @@ pub struct Config<'a> {
     /// Page buffers in the arena: 2 (write + read), +2 with the data index, +2 with
     /// variable-size data. More are allowed and unused.
     pub buffers: usize,
+    /// Full data pages written together in one device call (1, the default: each page is
+    /// written when it fills). Above 1, that many page buffers more hold sealed pages until
+    /// the batch is full, an erase unit ends, an index page is due or [`flush`]; readers see
+    /// them from RAM. What a power cut loses is then the unwritten pages (up to this many
+    /// plus the write buffer) instead of the write buffer alone. Not with record-level
+    /// consistency; at most `erase_pages`.
+    ///
+    /// [`flush`]: crate::Series::flush
+    pub write_pages: usize,
     /// What a full data or variable-data area does.
     pub on_full: OnFull,
     /// Each `put` is durable when it returns (EmbedDB's record-level consistency: the write
@@ -127,6 +136,7 @@ impl core::fmt::Debug for Config<'_> {
             .field("page_size", &self.page_size)
             .field("erase_pages", &self.erase_pages)
             .field("buffers", &self.buffers)
+            .field("write_pages", &self.write_pages)
             .field("on_full", &self.on_full)
             .field("record_level_consistency", &self.record_level_consistency)
             .field("equal_keys", &self.equal_keys)
@@ -164,6 +174,7 @@ impl<'a> Config<'a> {
             page_size,
             erase_pages,
             buffers: 2,
+            write_pages: 1,
             on_full: OnFull::Overwrite,
             record_level_consistency: false,
             equal_keys: false,
@@ -238,6 +249,7 @@ impl<'a> Config<'a> {
     }
 
     /// Compares two data values in the configured order.
+    #[inline]
     pub fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
         match self.data_order {
             DataOrder::Col(c) => match (c.get(0, a), c.get(0, b)) {
@@ -255,10 +267,28 @@ impl<'a> Config<'a> {
         self
     }
 
-    /// Sets the page-buffer count.
+    /// Sets the page-buffer count. Buffers beyond [`buffers_needed`](Self::buffers_needed)
+    /// extend the data read buffer: an iterator walking pages in order reads that many more
+    /// consecutive pages in one device call (read-ahead).
     pub fn buffers(mut self, n: usize) -> Self {
         self.buffers = n;
         self
+    }
+
+    /// Sets how many full data pages are written together in one device call (see
+    /// [`Config::write_pages`]).
+    pub fn write_pages(mut self, n: usize) -> Self {
+        self.write_pages = n;
+        self
+    }
+
+    /// Page buffers holding sealed pages for batched writes (0 when `write_pages` is 1).
+    pub fn staging_pages(&self) -> usize {
+        if self.write_pages > 1 {
+            self.write_pages
+        } else {
+            0
+        }
     }
 
     /// Whether the bitmap data index is configured.
@@ -276,10 +306,12 @@ impl<'a> Config<'a> {
         2 + if self.has_index() { 2 } else { 0 } + if self.has_var() { 2 } else { 0 }
     }
 
-    /// Bytes of the arena the page buffers take (`buffers × page_size`); the rest holds
-    /// spline points.
+    /// Bytes of the arena the page buffers take (`buffers × page_size`, plus `write_pages`
+    /// pages when writes are batched); the rest holds spline points.
     pub fn buffer_bytes(&self) -> usize {
-        self.buffers.saturating_mul(self.page_size)
+        self.buffers
+            .saturating_add(self.staging_pages())
+            .saturating_mul(self.page_size)
     }
 
     /// Bytes one spline point takes (key + page id).
@@ -325,6 +357,12 @@ impl<'a> Config<'a> {
             }
             None => 0,
         };
+        if self.write_pages == 0 || self.write_pages > self.erase_pages as usize {
+            return bad("write_pages must be 1 to the erase unit's pages");
+        }
+        if self.write_pages > 1 && self.record_level_consistency {
+            return bad("batched page writes and record-level consistency exclude each other");
+        }
         if self.buffers < self.buffers_needed() {
             return bad("too few page buffers: 2, +2 with the data index, +2 with variable data");
         }

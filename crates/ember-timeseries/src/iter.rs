@@ -8,13 +8,21 @@
 //! its own header — overlaps the query's. Without an index, pages whose header data min/max
 //! rules them out are skipped after reading the header only. The write buffer's records come
 //! last. Data pages are read into the read buffer, index pages into the index read buffer.
+//!
+//! **Read-ahead.** When pages are walked in order (a key range or a scan: nothing skips
+//! pages) and the read buffer holds several pages (buffers beyond those the configuration
+//! needs), the pages from the current one on are read in one device call — up to the
+//! buffer's size, not past the newest stored page, the end of the area's slots, or the page
+//! the spline predicts for the range's last key plus one (past it, the prediction was wrong
+//! and read-ahead goes on to the newest page). Each page's checksums are checked once, when
+//! it becomes the current page, and its records are decoded in place.
 
 use core::cmp::Ordering;
 
 use crate::bitmap::overlaps;
 use crate::error::{Error, Result};
 use crate::ops::{Row, Source};
-use crate::page::MAX_BITMAP;
+use crate::page::{MAX_BITMAP, get_key};
 use crate::series::Series;
 use crate::storage::Storage;
 use crate::varlen::VarValue;
@@ -108,7 +116,27 @@ pub struct Iter<'s, 'a, S: Storage> {
     use_index: bool,
     header_filter: bool,
     qbm: [u8; MAX_BITMAP],
+    /// Pages are walked in order (no index or header filter skips any): read ahead.
+    ahead: bool,
+    /// The last page the key range is predicted to reach (read-ahead stops there; past it,
+    /// the prediction was wrong and read-ahead goes on to the newest page).
+    ahead_end: u32,
+    /// The key range, open ends filled in.
+    kmin: u64,
+    kmax: u64,
+    /// No data filter: records of a page are taken on their key alone (`advance`'s fast
+    /// path).
+    plain: bool,
+    /// Byte offset in the read buffer of the page being walked.
+    poff: usize,
+    /// The page layout's record geometry: header bytes, record bytes, key and data sizes.
+    hdr: usize,
+    rsz: usize,
+    ks: usize,
+    ds: usize,
     cur: Cur,
+    /// Byte offset of the current page record's data in the read buffer.
+    cur_data: usize,
     /// The current record's key (read once when the record is found; `row` returns it).
     cur_key: u64,
 }
@@ -133,6 +161,7 @@ impl<'a, S: Storage> Series<'a, S> {
             b.query(q.min_data, q.max_data, &mut qbm[..self.lay.bm]);
         }
         let header_filter = !has_keys && has_data && !use_index && self.lay.minmax;
+        let ahead = !use_index && !header_filter && self.read_slots() > 1;
         let mut it = Iter {
             stage: Stage::Pages,
             next: 0,
@@ -144,7 +173,18 @@ impl<'a, S: Storage> Series<'a, S> {
             use_index,
             header_filter,
             qbm,
+            ahead,
+            ahead_end: u32::MAX,
+            kmin: q.min_key.unwrap_or(0),
+            kmax: q.max_key.unwrap_or(u64::MAX),
+            plain: !has_data,
+            poff: 0,
+            hdr: self.lay.hdr,
+            rsz: self.lay.rec,
+            ks: self.lay.ks,
+            ds: self.lay.ds,
             cur: Cur::None,
+            cur_data: 0,
             cur_key: 0,
             q,
             db: self,
@@ -154,6 +194,11 @@ impl<'a, S: Storage> Series<'a, S> {
             Some((oldest, newest)) => {
                 it.end = newest;
                 it.next = oldest;
+                if let Some(k) = q.max_key
+                    && let Some(p) = it.db.spline.predict(k)
+                {
+                    it.ahead_end = p.hi.saturating_add(1);
+                }
                 if let Some(k) = q.min_key {
                     if k > it.db.newest_max {
                         it.stage = Stage::Buffer;
@@ -195,7 +240,8 @@ impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
             return true;
         }
         let cfg = &self.db.cfg;
-        let (lo, hi) = (lay.dmin(self.db.rbuf), lay.dmax(self.db.rbuf));
+        let page = self.db.rpage();
+        let (lo, hi) = (lay.dmin(page), lay.dmax(page));
         if let Some(m) = self.q.max_data
             && cfg.compare(lo, m) == Ordering::Greater
         {
@@ -212,12 +258,10 @@ impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
     /// Whether `key` is in range: `Some(false)` below, `None` past the end.
     #[inline]
     fn key_ok(&self, key: u64) -> Option<bool> {
-        if let Some(m) = self.q.max_key
-            && key > m
-        {
+        if key > self.kmax {
             return None;
         }
-        Some(self.q.min_key.is_none_or(|m| key >= m))
+        Some(key >= self.kmin)
     }
 
     fn step(&mut self) -> Result<bool> {
@@ -227,10 +271,13 @@ impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
             match self.stage {
                 Stage::Pages => {
                     if self.in_page {
+                        // The page is read in place: no copy, its checksums were checked
+                        // once when it was loaded.
+                        let page = self.db.rpage();
                         while self.rec < self.count {
                             let i = self.rec;
                             self.rec += 1;
-                            let key = lay.key(self.db.rbuf, i);
+                            let key = lay.key(page, i);
                             match self.key_ok(key) {
                                 None => {
                                     self.stage = Stage::Done;
@@ -240,10 +287,11 @@ impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
                                 Some(false) => continue,
                                 Some(true) => {}
                             }
-                            if has_data && !self.data_ok(lay.data(self.db.rbuf, i)) {
+                            if has_data && !self.data_ok(lay.data(page, i)) {
                                 continue;
                             }
                             self.cur = Cur::Page(i);
+                            self.cur_data = self.poff + lay.rec_off(i) + lay.ks;
                             self.cur_key = key;
                             return Ok(true);
                         }
@@ -269,7 +317,17 @@ impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
                     {
                         continue;
                     }
-                    let Some((v, h)) = self.db.resolve_forward(id)? else {
+                    let found = if self.ahead {
+                        let upto = if id <= self.ahead_end {
+                            self.ahead_end
+                        } else {
+                            self.end
+                        };
+                        self.db.resolve_forward_ahead(id, upto)?
+                    } else {
+                        self.db.resolve_forward(id)?
+                    };
+                    let Some((v, h)) = found else {
                         self.stage = Stage::Buffer;
                         self.rec = 0;
                         continue;
@@ -280,7 +338,7 @@ impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
                         continue;
                     }
                     if let Some(m) = self.q.max_key
-                        && lay.min_key(self.db.rbuf) > m
+                        && lay.min_key(self.db.rpage()) > m
                     {
                         self.stage = Stage::Done;
                         return Ok(false);
@@ -290,10 +348,11 @@ impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
                     }
                     self.count = usize::from(h.count);
                     self.rec = match (self.first_page, self.q.min_key) {
-                        (true, Some(k)) => lay.lower_bound(self.db.rbuf, self.count, k),
+                        (true, Some(k)) => lay.lower_bound(self.db.rpage(), self.count, k),
                         _ => 0,
                     };
                     self.first_page = false;
+                    self.poff = self.db.roff;
                     self.in_page = true;
                 }
                 Stage::Buffer => {
@@ -339,7 +398,7 @@ impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
     pub fn var(&mut self, out: &mut [u8]) -> Result<VarValue> {
         let lay = self.db.lay;
         let r = match self.cur {
-            Cur::Page(i) => lay.var_ref(self.db.rbuf, i),
+            Cur::Page(i) => lay.var_ref(self.db.rpage(), i),
             Cur::Buffer(i) => lay.var_ref(self.db.wbuf, i),
             Cur::None => None,
         };
@@ -362,17 +421,37 @@ impl<'s, 'a, S: Storage> Iter<'s, 'a, S> {
 }
 
 impl<S: Storage> Source for Iter<'_, '_, S> {
+    #[inline]
     fn advance(&mut self) -> Result<bool> {
+        // The common case of a key range or a scan: the next record of the page being
+        // walked, its key decoded in place and within the range.
+        if self.plain && self.in_page && self.rec < self.count {
+            let i = self.rec;
+            let o = self.poff + self.hdr + i * self.rsz;
+            let key = get_key(self.db.rbuf, o, self.ks);
+            if key >= self.kmin && key <= self.kmax {
+                self.rec = i + 1;
+                self.cur = Cur::Page(i);
+                self.cur_key = key;
+                self.cur_data = o + self.ks;
+                return Ok(true);
+            }
+        }
         self.cur = Cur::None;
         self.step()
     }
 
+    #[inline]
     fn row(&self) -> Row<'_> {
         let lay = self.db.lay;
         match self.cur {
-            Cur::Page(i) => Row {
+            Cur::Page(_) => Row {
                 key: self.cur_key,
-                data: lay.data(self.db.rbuf, i),
+                data: self
+                    .db
+                    .rbuf
+                    .get(self.cur_data..self.cur_data + self.ds)
+                    .unwrap_or(&[]),
             },
             Cur::Buffer(i) => Row {
                 key: self.cur_key,

@@ -108,18 +108,40 @@ pub(crate) fn put_u32(b: &mut [u8], at: usize, v: u32) {
 /// Reads a `ks`-byte little-endian key.
 #[inline]
 pub(crate) fn get_key(b: &[u8], at: usize, ks: usize) -> u64 {
-    let mut w = [0u8; 8];
-    if let Some(s) = b.get(at..at + ks) {
-        w[..ks].copy_from_slice(s);
+    // The two key sizes as fixed-size loads (no variable-length copy).
+    if ks == 4 {
+        u64::from(get_u32(b, at))
+    } else if ks == 8 {
+        match b.get(at..at + 8) {
+            Some(s) => {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(s);
+                u64::from_le_bytes(w)
+            }
+            None => 0,
+        }
+    } else {
+        let mut w = [0u8; 8];
+        if let Some(s) = b.get(at..at + ks.min(8)) {
+            w[..s.len()].copy_from_slice(s);
+        }
+        u64::from_le_bytes(w)
     }
-    u64::from_le_bytes(w)
 }
 
 /// Writes a `ks`-byte little-endian key (the key was checked to fit).
 #[inline]
 pub(crate) fn put_key(b: &mut [u8], at: usize, ks: usize, key: u64) {
-    if let Some(s) = b.get_mut(at..at + ks) {
-        s.copy_from_slice(&key.to_le_bytes()[..ks]);
+    // The two key sizes as fixed-size stores (no variable-length copy).
+    if ks == 4 {
+        put_u32(b, at, key as u32);
+    } else if ks == 8 {
+        if let Some(s) = b.get_mut(at..at + 8) {
+            s.copy_from_slice(&key.to_le_bytes());
+        }
+    } else if let Some(s) = b.get_mut(at..at + ks.min(8)) {
+        let n = s.len();
+        s.copy_from_slice(&key.to_le_bytes()[..n]);
     }
 }
 
@@ -227,6 +249,13 @@ impl Layout {
     /// Decodes and checks a header from the first bytes of a page (at least `probe` bytes,
     /// or `COMMON` for index and variable-data pages).
     pub fn header(&self, b: &[u8]) -> Result<Header, &'static str> {
+        self.check_header(b).map(|(h, _, _)| h)
+    }
+
+    /// [`header`](Self::header), also returning the checksum state after the header's
+    /// bytes and the header length, so [`verify`](Self::verify) hashes each byte once.
+    #[inline]
+    fn check_header(&self, b: &[u8]) -> Result<(Header, Hasher, usize), &'static str> {
         if b.len() < COMMON {
             return Err("short header");
         }
@@ -250,7 +279,7 @@ impl Layout {
         let mut c = Hasher::new();
         c.update(&b[0..8]);
         c.update(&b[16..hl]);
-        if c.finalize() != get_u32(b, O_HCRC) {
+        if c.clone().finalize() != get_u32(b, O_HCRC) {
             return Err("header checksum mismatch");
         }
         let h = Header {
@@ -266,18 +295,16 @@ impl Layout {
         if matches!(kind, Kind::Data | Kind::Temp) && h.aux != self.tag {
             return Err("page layout differs from the configuration");
         }
-        Ok(h)
+        Ok((h, c, hl))
     }
 
-    /// Checks a whole page image: its header and its page checksum.
+    /// Checks a whole page image: its header and its page checksum (each byte hashed once).
     pub fn verify(&self, page: &[u8]) -> Result<Header, &'static str> {
         if page.len() < self.page {
             return Err("short page");
         }
-        let h = self.header(page)?;
-        let mut c = Hasher::new();
-        c.update(&page[0..8]);
-        c.update(&page[16..self.page]);
+        let (h, mut c, hl) = self.check_header(page)?;
+        c.update(&page[hl..self.page]);
         if c.finalize() != get_u32(page, O_PCRC) {
             return Err("page checksum mismatch");
         }

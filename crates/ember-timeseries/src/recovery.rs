@@ -54,6 +54,7 @@ impl<S: Storage> Series<'_, S> {
 
     /// The id of the page in `slot` if its header is valid and of `area`'s kind.
     fn probe_slot(&mut self, area: AreaKind, slot: u32) -> Result<Option<u32>> {
+        self.drop_read_cache();
         let ring = *self.ring(area);
         let addr = ring.slot_addr(slot);
         let n = self.lay.probe;
@@ -69,6 +70,7 @@ impl<S: Storage> Series<'_, S> {
 
     /// The id of the page in `slot` if the whole page is valid and of `area`'s kind.
     fn check_slot(&mut self, area: AreaKind, slot: u32) -> Result<Option<u32>> {
+        self.drop_read_cache();
         let ring = *self.ring(area);
         let addr = ring.slot_addr(slot);
         let ps = self.lay.page;
@@ -201,7 +203,7 @@ impl<S: Storage> Series<'_, S> {
             next += 1;
             gap = gap.saturating_add(1);
         }
-        self.rcache = None;
+        self.drop_read_cache();
         let r = self.ring_mut(area);
         r.next = next;
         r.gap = gap;
@@ -236,7 +238,7 @@ impl<S: Storage> Series<'_, S> {
                 any = true;
             }
         }
-        self.rcache = None;
+        self.drop_read_cache();
         if any {
             self.sync(area)?;
         }
@@ -278,10 +280,12 @@ impl<S: Storage> Series<'_, S> {
             let mut bitmap = [0u8; MAX_BITMAP];
             if let Ok(h) = self.load_header(id)? {
                 let _ = h;
-                self.spline.add(self.lay.min_key(self.rbuf), id);
-                bitmap[..bm].copy_from_slice(self.lay.bitmap(self.rbuf));
+                let page = self.rpage();
+                let (min, max) = (self.lay.min_key(page), self.lay.max_key(page));
+                bitmap[..bm].copy_from_slice(self.lay.bitmap(page));
+                self.spline.add(min, id);
                 if id == newest {
-                    self.newest_max = self.lay.max_key(self.rbuf);
+                    self.newest_max = max;
                     self.last_key = Some(self.newest_max);
                 }
             }
@@ -293,7 +297,7 @@ impl<S: Storage> Series<'_, S> {
             // The newest page was valid a moment ago (it was found whole).
             if let Ok(h) = self.load_page(newest)? {
                 let _ = h;
-                self.newest_max = self.lay.max_key(self.rbuf);
+                self.newest_max = self.lay.max_key(self.rpage());
                 self.last_key = Some(self.newest_max);
             }
         }

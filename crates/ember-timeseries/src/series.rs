@@ -11,12 +11,13 @@ use core::mem::size_of;
 
 use ember_device::DeviceError;
 
-use crate::config::{Config, OnFull};
+use crate::config::{Config, DataOrder, OnFull};
 use crate::error::{AreaKind, Error, Result};
 use crate::page::{Header, Kind, Layout, MAX_BITMAP, VarRef};
 use crate::ring::Ring;
 use crate::spline::Spline;
 use crate::storage::Storage;
+use crate::value::{Col, ColType, read_int};
 
 /// Counters of what the engine did. Reads and writes count pages (a header-only read
 /// counts as a header read); `erases` counts erase units.
@@ -26,8 +27,10 @@ pub struct Stats {
     pub records: u64,
     /// Key lookups (`get`, `get_var`).
     pub lookups: u64,
-    /// Data pages read whole.
+    /// Data pages read whole (a read-ahead counts every page it read).
     pub page_reads: u64,
+    /// Device read calls that read whole data pages (one read-ahead of several pages is one).
+    pub read_calls: u64,
     /// Data pages of which only the header was read.
     pub header_reads: u64,
     /// Index pages read.
@@ -36,6 +39,8 @@ pub struct Stats {
     pub var_reads: u64,
     /// Data pages written.
     pub page_writes: u64,
+    /// Device write calls that wrote data pages (a batch of several pages is one).
+    pub write_calls: u64,
     /// Temporary pages written (record-level consistency).
     pub temp_writes: u64,
     /// Index pages written.
@@ -83,6 +88,13 @@ pub struct Series<'a, S: Storage> {
     pub(crate) irbuf: &'a mut [u8],
     pub(crate) vwbuf: &'a mut [u8],
     pub(crate) vrbuf: &'a mut [u8],
+    /// Sealed data pages waiting to be written together (`Config::write_pages` > 1): pages
+    /// `staged_first ..` in slots `0 .. staged` (empty when writes are not batched).
+    pub(crate) sbuf: &'a mut [u8],
+    pub(crate) staged_first: u32,
+    pub(crate) staged: usize,
+    /// Records in the staged pages.
+    pub(crate) staged_records: usize,
     pub(crate) spline: Spline<'a>,
     pub(crate) data: Ring,
     pub(crate) index: Ring,
@@ -90,8 +102,16 @@ pub struct Series<'a, S: Storage> {
     /// Records in the write buffer.
     pub(crate) wcount: usize,
     pub(crate) temp: TempPos,
-    /// The data page the read buffer holds (verified whole), with its header.
+    /// The data page the read buffer holds (verified whole), with its header; it starts at
+    /// byte `roff` of the read buffer.
     pub(crate) rcache: Option<Header>,
+    /// Byte offset in the read buffer of the page `rcache` describes (or whose header
+    /// `load_header` read).
+    pub(crate) roff: usize,
+    /// Read-ahead window: data pages `first .. first + n` were read, in one device call, into
+    /// the read buffer's page slots `0 .. n` (each is checked when it is used). Only an
+    /// iterator walking pages in order fills it; any write to the data area empties it.
+    pub(crate) ahead: Option<(u32, u32)>,
     /// The index page the index read buffer holds.
     pub(crate) icache: Option<Header>,
     /// The variable-data page the variable read buffer holds.
@@ -109,6 +129,12 @@ pub struct Series<'a, S: Storage> {
     pub(crate) newest_max: u64,
     /// The last key put.
     pub(crate) last_key: Option<u64>,
+    /// The data order when it is an integer column (offset, type): the write path compares
+    /// it as `i64`s without going through [`Config::compare`].
+    pub(crate) int_order: Option<(usize, ColType)>,
+    /// With an integer data order: the write buffer's smallest and largest data value as
+    /// `i64`s (`None`: not known, compare with the header's bytes).
+    pub(crate) wmm: Option<(i64, i64)>,
     pub(crate) stats: Stats,
 }
 
@@ -176,7 +202,10 @@ impl<'a, S: Storage> Series<'a, S> {
         let ps = cfg.page_size;
         let mut rest = arena;
         let wbuf = take(&mut rest, ps);
-        let rbuf = take(&mut rest, ps);
+        // The data read buffer takes the buffers beyond those needed: an iterator walking
+        // pages in order reads that many consecutive pages in one device call.
+        let extra = cfg.buffers - cfg.buffers_needed();
+        let rbuf = take(&mut rest, ps * (1 + extra));
         let (iwbuf, irbuf) = if cfg.has_index() {
             (take(&mut rest, ps), take(&mut rest, ps))
         } else {
@@ -187,9 +216,7 @@ impl<'a, S: Storage> Series<'a, S> {
         } else {
             (take(&mut rest, 0), take(&mut rest, 0))
         };
-        // Buffers beyond those needed are left unused.
-        let extra = cfg.buffers - cfg.buffers_needed();
-        let _ = take(&mut rest, extra * ps);
+        let sbuf = take(&mut rest, cfg.staging_pages() * ps);
         let spline = Spline::new(
             rest,
             cfg.key_size,
@@ -223,6 +250,10 @@ impl<'a, S: Storage> Series<'a, S> {
             irbuf,
             vwbuf,
             vrbuf,
+            sbuf,
+            staged_first: 0,
+            staged: 0,
+            staged_records: 0,
             spline,
             wcount: 0,
             temp: TempPos {
@@ -230,6 +261,8 @@ impl<'a, S: Storage> Series<'a, S> {
                 k: cfg.erase_pages,
             },
             rcache: None,
+            roff: 0,
+            ahead: None,
             icache: None,
             vcache: None,
             idx_first: 0,
@@ -239,6 +272,11 @@ impl<'a, S: Storage> Series<'a, S> {
             var_pinned: false,
             newest_max: 0,
             last_key: None,
+            int_order: match cfg.data_order {
+                DataOrder::Col(Col::Data { offset, ty }) if !ty.is_float() => Some((offset, ty)),
+                _ => None,
+            },
+            wmm: None,
             stats: Stats::default(),
         };
         s.wbuf.fill(0);
@@ -281,7 +319,11 @@ impl<'a, S: Storage> Series<'a, S> {
     /// Writes the partly filled write buffer as a data page and makes everything durable. The
     /// next record starts a new page.
     pub fn flush(&mut self) -> Result<()> {
+        // Staged pages first: they are written even if the write buffer cannot be (a full
+        // area in refuse mode).
+        self.write_staged()?;
         self.write_data_page()?;
+        self.write_staged()?;
         if self.var_used > 0 {
             self.write_var_page()?;
         }
@@ -328,6 +370,12 @@ impl<'a, S: Storage> Series<'a, S> {
     /// Records in the write buffer (not yet in a data page).
     pub fn buffered(&self) -> usize {
         self.wcount
+    }
+
+    /// Records not yet written to the storage: the write buffer's and those of sealed pages
+    /// waiting for a batched write ([`Config::write_pages`]).
+    pub fn pending(&self) -> usize {
+        self.wcount + self.staged_records
     }
 
     /// Live data pages (the oldest to the newest, dead slots included).
@@ -406,9 +454,8 @@ impl<'a, S: Storage> Series<'a, S> {
         self.ring_mut(area).oldest = oldest;
         if area == AreaKind::Data {
             self.spline.expire(oldest);
-            if matches!(self.rcache, Some(h) if h.id < oldest) {
-                self.rcache = None;
-            }
+            // Slots of the unit are about to be rewritten.
+            self.drop_read_cache();
         }
         let addr = ring.unit_addr(u);
         self.store
@@ -431,11 +478,57 @@ impl<'a, S: Storage> Series<'a, S> {
         }
     }
 
+    /// Forgets what the read buffer holds (the current page and the read-ahead window): for
+    /// code about to use it as scratch space, and after writes to the data area.
+    #[inline]
+    pub(crate) fn drop_read_cache(&mut self) {
+        self.rcache = None;
+        self.ahead = None;
+        self.roff = 0;
+    }
+
+    /// Page slots of the read buffer (1 without read-ahead buffers).
+    #[inline]
+    pub(crate) fn read_slots(&self) -> u32 {
+        (self.rbuf.len() / self.lay.page.max(1)).max(1) as u32
+    }
+
+    /// The data page `load_page` (or `load_header`, its header part) last loaded.
+    #[inline]
+    pub(crate) fn rpage(&self) -> &[u8] {
+        let ps = self.lay.page;
+        self.rbuf.get(self.roff..self.roff + ps).unwrap_or(&[])
+    }
+
+    /// Where data page `id` is in the read-ahead window, if it is there.
+    #[inline]
+    fn in_window(&self, id: u32) -> Option<usize> {
+        match self.ahead {
+            Some((first, n)) if id >= first && id - first < n => {
+                Some((id - first) as usize * self.lay.page)
+            }
+            _ => None,
+        }
+    }
+
     /// Reads data page `id` whole into the read buffer and checks it. `Ok(Err(reason))`: the
     /// slot does not hold a valid data page with that id.
     pub(crate) fn load_page(
         &mut self,
         id: u32,
+    ) -> Result<core::result::Result<Header, &'static str>> {
+        self.load_page_ahead(id, id)
+    }
+
+    /// [`load_page`](Self::load_page) for a reader walking pages in order up to page
+    /// `upto`: when `id` is not in the read-ahead window, pages `id ..= upto` (as many as the
+    /// read buffer holds, not past the newest page nor the end of the area's slots) are read
+    /// in one device call and kept as the window. Each page is checked (both checksums)
+    /// once, when it becomes the current page.
+    pub(crate) fn load_page_ahead(
+        &mut self,
+        id: u32,
+        upto: u32,
     ) -> Result<core::result::Result<Header, &'static str>> {
         if let Some(h) = self.rcache
             && h.id == id
@@ -443,13 +536,38 @@ impl<'a, S: Storage> Series<'a, S> {
             return Ok(Ok(h));
         }
         self.rcache = None;
-        let addr = self.data.addr(id);
         let ps = self.lay.page;
-        self.store
-            .read(addr, &mut self.rbuf[..ps])
-            .map_err(dev(AreaKind::Data, Some(id), addr))?;
-        self.stats.page_reads += 1;
-        Ok(match self.lay.verify(self.rbuf) {
+        let off = match (self.in_window(id), self.in_staging(id)) {
+            (Some(off), _) => off,
+            (None, Some(at)) => self.load_staged(at),
+            (None, None) => {
+                let mut n = 1u32;
+                let last = match self.newest_stored() {
+                    Some(newest) => upto.min(newest),
+                    None => id,
+                };
+                if last > id {
+                    let to_wrap = self.data.slots - id % self.data.slots;
+                    n = (last - id + 1).min(self.read_slots()).min(to_wrap);
+                }
+                self.ahead = None;
+                let addr = self.data.addr(id);
+                let len = n as usize * ps;
+                self.store.read(addr, &mut self.rbuf[..len]).map_err(dev(
+                    AreaKind::Data,
+                    Some(id),
+                    addr,
+                ))?;
+                self.stats.page_reads += u64::from(n);
+                self.stats.read_calls += 1;
+                if n > 1 {
+                    self.ahead = Some((id, n));
+                }
+                0
+            }
+        };
+        self.roff = off;
+        Ok(match self.lay.verify(&self.rbuf[off..off + ps]) {
             Ok(h) if h.kind == Kind::Data && h.id == id => {
                 self.rcache = Some(h);
                 Ok(h)
@@ -459,7 +577,8 @@ impl<'a, S: Storage> Series<'a, S> {
         })
     }
 
-    /// Reads only the header of data page `id` into the read buffer.
+    /// Reads only the header of data page `id` into the read buffer (none is read when the
+    /// page is in the read-ahead window).
     pub(crate) fn load_header(
         &mut self,
         id: u32,
@@ -470,13 +589,24 @@ impl<'a, S: Storage> Series<'a, S> {
             return Ok(Ok(h));
         }
         self.rcache = None;
-        let addr = self.data.addr(id);
         let n = self.lay.probe;
-        self.store
-            .read(addr, &mut self.rbuf[..n])
-            .map_err(dev(AreaKind::Data, Some(id), addr))?;
-        self.stats.header_reads += 1;
-        Ok(match self.lay.header(&self.rbuf[..n]) {
+        let off = match (self.in_window(id), self.in_staging(id)) {
+            (Some(off), _) => off,
+            (None, Some(at)) => self.load_staged(at),
+            (None, None) => {
+                self.ahead = None;
+                let addr = self.data.addr(id);
+                self.store.read(addr, &mut self.rbuf[..n]).map_err(dev(
+                    AreaKind::Data,
+                    Some(id),
+                    addr,
+                ))?;
+                self.stats.header_reads += 1;
+                0
+            }
+        };
+        self.roff = off;
+        Ok(match self.lay.header(&self.rbuf[off..off + n]) {
             Ok(h) if h.kind == Kind::Data && h.id == id => Ok(h),
             Ok(_) => Err("the slot holds another page"),
             Err(why) => Err(why),
@@ -487,13 +617,23 @@ impl<'a, S: Storage> Series<'a, S> {
     /// read buffer. Invalid pages passed over must be dead slots — covered by the gap the
     /// next valid page records — or this is a [`Error::Corrupt`].
     pub(crate) fn resolve_forward(&mut self, id: u32) -> Result<Option<(u32, Header)>> {
+        self.resolve_forward_ahead(id, id)
+    }
+
+    /// [`resolve_forward`](Self::resolve_forward) reading ahead up to page `upto` (see
+    /// [`load_page_ahead`](Self::load_page_ahead)).
+    pub(crate) fn resolve_forward_ahead(
+        &mut self,
+        id: u32,
+        upto: u32,
+    ) -> Result<Option<(u32, Header)>> {
         let Some(newest) = self.data.newest else {
             return Ok(None);
         };
         let mut first_bad: Option<(u32, &'static str)> = None;
         let mut v = id;
         while v <= newest {
-            match self.load_page(v)? {
+            match self.load_page_ahead(v, upto.max(v))? {
                 Ok(h) => {
                     if let Some((bad, why)) = first_bad
                         && u64::from(v - bad) > u64::from(h.gap)
@@ -587,10 +727,27 @@ impl<'a, S: Storage> Series<'a, S> {
         }
         if lay.minmax {
             let (mo, xo) = (lay.dmin_off(), lay.dmax_off());
-            if i == 0 || self.cfg.compare(data, &self.wbuf[mo..mo + lay.ds]) == Ordering::Less {
+            let v = match self.int_order {
+                Some((o, ty)) => read_int(data, o, ty),
+                None => None,
+            };
+            if i == 0 {
                 self.wbuf[mo..mo + lay.ds].copy_from_slice(data);
-            }
-            if i == 0 || self.cfg.compare(data, &self.wbuf[xo..xo + lay.ds]) == Ordering::Greater {
+                self.wbuf[xo..xo + lay.ds].copy_from_slice(data);
+                self.wmm = v.map(|v| (v, v));
+            } else if let (Some(v), Some((lo, hi))) = (v, self.wmm) {
+                // The integer order, against the page's min/max kept decoded.
+                if v < lo {
+                    self.wbuf[mo..mo + lay.ds].copy_from_slice(data);
+                    self.wmm = Some((v, hi));
+                } else if v > hi {
+                    self.wbuf[xo..xo + lay.ds].copy_from_slice(data);
+                    self.wmm = Some((lo, v));
+                }
+            } else if self.data_cmp(data, mo) == Ordering::Less {
+                // Below the page's smallest value, so not above its largest.
+                self.wbuf[mo..mo + lay.ds].copy_from_slice(data);
+            } else if self.data_cmp(data, xo) == Ordering::Greater {
                 self.wbuf[xo..xo + lay.ds].copy_from_slice(data);
             }
         }
@@ -611,6 +768,20 @@ impl<'a, S: Storage> Series<'a, S> {
             self.write_temp()?;
         }
         Ok(())
+    }
+
+    /// Compares `data` with the data value at byte `at` of the write buffer, in the data
+    /// order.
+    #[inline]
+    fn data_cmp(&self, data: &[u8], at: usize) -> Ordering {
+        let ds = self.lay.ds;
+        let other = self.wbuf.get(at..at + ds).unwrap_or(&[]);
+        if let Some((o, ty)) = self.int_order
+            && let (Some(a), Some(b)) = (read_int(data, o, ty), read_int(other, o, ty))
+        {
+            return a.cmp(&b);
+        }
+        self.cfg.compare(data, other)
     }
 
     /// Writes the write buffer as the next data page (nothing if it is empty).
@@ -634,15 +805,44 @@ impl<'a, S: Storage> Series<'a, S> {
             aux: lay.tag,
         };
         lay.seal(self.wbuf, &h);
-        let addr = self.data.addr(id);
-        self.store.write(addr, &self.wbuf[..lay.page]).map_err(dev(
-            AreaKind::Data,
-            Some(id),
-            addr,
-        ))?;
-        self.stats.page_writes += 1;
         let ends_unit = (id + 1).is_multiple_of(self.data.unit);
-        self.sync_after_write(AreaKind::Data, ends_unit)?;
+        // The outcome of a batched write: the page is staged whatever it is, so the
+        // bookkeeping below is done before it is reported.
+        let mut batch = Ok(());
+        if self.sbuf.is_empty() {
+            let addr = self.data.addr(id);
+            self.store.write(addr, &self.wbuf[..lay.page]).map_err(dev(
+                AreaKind::Data,
+                Some(id),
+                addr,
+            ))?;
+            self.stats.page_writes += 1;
+            self.stats.write_calls += 1;
+            self.sync_after_write(AreaKind::Data, ends_unit)?;
+        } else {
+            // Batched: the sealed page joins the staged run (ids, and so slots, consecutive
+            // within one erase unit), written when the run is full or the unit ends.
+            let ps = lay.page;
+            if self.staged > 0
+                && (self.staged * ps >= self.sbuf.len()
+                    || self.data.addr(id)
+                        != self.data.addr(self.staged_first) + (self.staged * ps) as u64)
+            {
+                // A batch whose write failed before: retried first (it never grows past
+                // the buffer nor stops being one run of slots).
+                self.write_staged()?;
+            }
+            if self.staged == 0 {
+                self.staged_first = id;
+            }
+            let o = self.staged * ps;
+            self.sbuf[o..o + ps].copy_from_slice(&self.wbuf[..ps]);
+            self.staged += 1;
+            self.staged_records += self.wcount;
+            if self.staged * ps >= self.sbuf.len() || ends_unit {
+                batch = self.write_staged();
+            }
+        }
         let (min, max) = (lay.min_key(self.wbuf), lay.max_key(self.wbuf));
         let mut bm = [0u8; MAX_BITMAP];
         bm[..lay.bm].copy_from_slice(lay.bitmap(self.wbuf));
@@ -650,6 +850,7 @@ impl<'a, S: Storage> Series<'a, S> {
         self.newest_max = max;
         self.spline.add(min, id);
         self.wcount = 0;
+        self.wmm = None;
         self.wbuf.fill(0);
         if self.cfg.has_index() {
             for dead in 0..gap {
@@ -660,10 +861,59 @@ impl<'a, S: Storage> Series<'a, S> {
             }
             self.index_add(id, &bm[..lay.bm])?;
         }
+        batch?;
         if ends_unit {
             self.erase_ahead(AreaKind::Data)?;
         }
         Ok(())
+    }
+
+    /// Writes the staged pages (batched writes) in one device call.
+    pub(crate) fn write_staged(&mut self) -> Result<()> {
+        if self.staged == 0 {
+            return Ok(());
+        }
+        let ps = self.lay.page;
+        let (first, n) = (self.staged_first, self.staged);
+        let addr = self.data.addr(first);
+        self.store.write(addr, &self.sbuf[..n * ps]).map_err(dev(
+            AreaKind::Data,
+            Some(first),
+            addr,
+        ))?;
+        self.stats.page_writes += n as u64;
+        self.stats.write_calls += 1;
+        self.staged = 0;
+        self.staged_records = 0;
+        let last = first + n as u32 - 1;
+        self.sync_after_write(AreaKind::Data, (last + 1).is_multiple_of(self.data.unit))
+    }
+
+    /// Where staged page `id` is in the staging buffer, if it is there.
+    #[inline]
+    fn in_staging(&self, id: u32) -> Option<usize> {
+        (self.staged > 0
+            && id >= self.staged_first
+            && ((id - self.staged_first) as usize) < self.staged)
+            .then(|| (id - self.staged_first) as usize * self.lay.page)
+    }
+
+    /// The newest data page on the storage (staged pages are not yet).
+    #[inline]
+    fn newest_stored(&self) -> Option<u32> {
+        if self.staged > 0 {
+            self.staged_first.checked_sub(1)
+        } else {
+            self.data.newest
+        }
+    }
+
+    /// Copies staged page `id` into the read buffer's first slot; its offset there.
+    fn load_staged(&mut self, at: usize) -> usize {
+        let ps = self.lay.page;
+        self.ahead = None;
+        self.rbuf[..ps].copy_from_slice(&self.sbuf[at..at + ps]);
+        0
     }
 
     // ----- reading -------------------------------------------------------------------------
@@ -702,7 +952,8 @@ impl<'a, S: Storage> Series<'a, S> {
                 }
                 moved_left = true;
             } else {
-                let (pmin, pmax) = (self.lay.min_key(self.rbuf), self.lay.max_key(self.rbuf));
+                let page = self.rpage();
+                let (pmin, pmax) = (self.lay.min_key(page), self.lay.max_key(page));
                 if pmax >= key {
                     answer = Some(v);
                     if pmin < key || (strict && pmin == key) {
@@ -748,8 +999,9 @@ impl<'a, S: Storage> Series<'a, S> {
                     Err(why) => return Err(self.corrupt(id, why)),
                 };
                 let n = usize::from(h.count);
-                let i = lay.lower_bound(self.rbuf, n, key);
-                if i < n && lay.key(self.rbuf, i) == key {
+                let page = self.rpage();
+                let i = lay.lower_bound(page, n, key);
+                if i < n && lay.key(page, i) == key {
                     return Ok(Some(Loc::Page(i)));
                 }
             }
@@ -768,14 +1020,14 @@ impl<'a, S: Storage> Series<'a, S> {
 
     pub(crate) fn loc_data(&self, loc: Loc) -> &[u8] {
         match loc {
-            Loc::Page(i) => self.lay.data(self.rbuf, i),
+            Loc::Page(i) => self.lay.data(self.rpage(), i),
             Loc::Buffer(i) => self.lay.data(self.wbuf, i),
         }
     }
 
     pub(crate) fn loc_var(&self, loc: Loc) -> Option<VarRef> {
         match loc {
-            Loc::Page(i) => self.lay.var_ref(self.rbuf, i),
+            Loc::Page(i) => self.lay.var_ref(self.rpage(), i),
             Loc::Buffer(i) => self.lay.var_ref(self.wbuf, i),
         }
     }

@@ -46,6 +46,8 @@ impl<S: Storage> Series<'_, S> {
                 addr,
             ))?;
             self.stats.erases += 1;
+            // Temporary units hold no live page; the window is dropped all the same.
+            self.drop_read_cache();
             if !self.block {
                 self.sync(AreaKind::Data)?;
             }
@@ -85,6 +87,7 @@ impl<S: Storage> Series<'_, S> {
         let next = self.data.next;
         let mut best: Option<(u32, u16, u32, u32)> = None;
         let n = self.lay.probe;
+        self.drop_read_cache();
         for au in lower / unit + 1..=next / unit + 2 {
             for k in 0..unit {
                 let addr = self.temp_addr(au, k);
@@ -114,7 +117,7 @@ impl<S: Storage> Series<'_, S> {
                 }
             }
         }
-        self.rcache = None;
+        self.drop_read_cache();
         self.temp = TempPos {
             unit: u32::MAX,
             k: unit,
@@ -133,6 +136,7 @@ impl<S: Storage> Series<'_, S> {
             return Ok(());
         }
         self.wcount = usize::from(count);
+        self.wmm = None;
         self.last_key = Some(self.lay.max_key(self.wbuf));
         // The next temporary page goes to the other unit (erased first), keeping this one.
         self.temp = TempPos { unit: au, k: unit };

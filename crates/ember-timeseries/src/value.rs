@@ -110,31 +110,78 @@ impl Col {
     }
 
     /// Reads the column from a key and data array; `None` if the data is too short.
+    #[inline]
     pub fn get(&self, key: u64, data: &[u8]) -> Option<Value> {
         match *self {
             Col::Key => Some(Value::Int(key as i64)),
             Col::Data { offset, ty } => read_num(data, offset, ty),
         }
     }
+
+    /// The column as an integer (`get(..).map(Value::as_i64)`, with integer columns read
+    /// straight into an `i64`: the per-record path of bucket functions).
+    #[inline]
+    pub fn get_i64(&self, key: u64, data: &[u8]) -> Option<i64> {
+        match *self {
+            Col::Key => Some(key as i64),
+            Col::Data { offset, ty } => match read_int(data, offset, ty) {
+                Some(v) => Some(v),
+                None if ty.is_float() => read_num(data, offset, ty).map(Value::as_i64),
+                None => None,
+            },
+        }
+    }
+}
+
+impl ColType {
+    /// Whether the type is a float.
+    pub const fn is_float(self) -> bool {
+        matches!(self, ColType::F32 | ColType::F64)
+    }
+}
+
+/// Reads an integer column of type `ty` at `offset` as an `i64` (`U64` wrapping above
+/// `i64::MAX`, as [`read_num`]); `None` for a float type or data too short.
+#[inline(always)]
+pub(crate) fn read_int(data: &[u8], offset: usize, ty: ColType) -> Option<i64> {
+    let end = offset.checked_add(ty.width())?;
+    let b = data.get(offset..end)?;
+    Some(match ty {
+        ColType::I8 => i64::from(i8::from_le_bytes(arr(b)?)),
+        ColType::U8 => i64::from(u8::from_le_bytes(arr(b)?)),
+        ColType::I16 => i64::from(i16::from_le_bytes(arr(b)?)),
+        ColType::U16 => i64::from(u16::from_le_bytes(arr(b)?)),
+        ColType::I32 => i64::from(i32::from_le_bytes(arr(b)?)),
+        ColType::U32 => i64::from(u32::from_le_bytes(arr(b)?)),
+        ColType::I64 | ColType::U64 => i64::from_le_bytes(arr(b)?),
+        ColType::F32 | ColType::F64 => return None,
+    })
 }
 
 /// Reads a little-endian number of type `ty` at `offset` of `data`.
+#[inline]
 pub fn read_num(data: &[u8], offset: usize, ty: ColType) -> Option<Value> {
     let end = offset.checked_add(ty.width())?;
     let b = data.get(offset..end)?;
-    let mut w = [0u8; 8];
-    w[..b.len()].copy_from_slice(b);
+    // Fixed-size loads per type (no variable-length copy: this runs per record in the
+    // bucket function, data comparisons and the operators).
     Some(match ty {
-        ColType::I8 => Value::Int(i64::from(b[0] as i8)),
-        ColType::U8 => Value::Int(i64::from(b[0])),
-        ColType::I16 => Value::Int(i64::from(i16::from_le_bytes([w[0], w[1]]))),
-        ColType::U16 => Value::Int(i64::from(u16::from_le_bytes([w[0], w[1]]))),
-        ColType::I32 => Value::Int(i64::from(i32::from_le_bytes([w[0], w[1], w[2], w[3]]))),
-        ColType::U32 => Value::Int(i64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]]))),
-        ColType::I64 | ColType::U64 => Value::Int(i64::from_le_bytes(w)),
-        ColType::F32 => Value::Float(f64::from(f32::from_le_bytes([w[0], w[1], w[2], w[3]]))),
-        ColType::F64 => Value::Float(f64::from_le_bytes(w)),
+        ColType::I8 => Value::Int(i64::from(i8::from_le_bytes(arr(b)?))),
+        ColType::U8 => Value::Int(i64::from(u8::from_le_bytes(arr(b)?))),
+        ColType::I16 => Value::Int(i64::from(i16::from_le_bytes(arr(b)?))),
+        ColType::U16 => Value::Int(i64::from(u16::from_le_bytes(arr(b)?))),
+        ColType::I32 => Value::Int(i64::from(i32::from_le_bytes(arr(b)?))),
+        ColType::U32 => Value::Int(i64::from(u32::from_le_bytes(arr(b)?))),
+        ColType::I64 | ColType::U64 => Value::Int(i64::from_le_bytes(arr(b)?)),
+        ColType::F32 => Value::Float(f64::from(f32::from_le_bytes(arr(b)?))),
+        ColType::F64 => Value::Float(f64::from_le_bytes(arr(b)?)),
     })
+}
+
+/// The first `N` bytes of `b` as an array.
+#[inline]
+fn arr<const N: usize>(b: &[u8]) -> Option<[u8; N]> {
+    b.get(..N)?.try_into().ok()
 }
 
 /// The default order of data values: the first four bytes as a little-endian `i32` (the first

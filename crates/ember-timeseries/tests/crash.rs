@@ -68,7 +68,7 @@ fn workload<S: Storage>(
             st.durable = st.acked;
         } else if ts.stats().syncs > syncs {
             // Every sync comes after the put's page write: the pages written are durable.
-            st.durable = st.acked - ts.buffered() as u64;
+            st.durable = st.acked - ts.pending() as u64;
         }
     }
     Ok(())
@@ -167,8 +167,20 @@ fn verify_run<S: Storage>(
     Ok(start)
 }
 
-fn flash_test(data_units: u32, rlc: bool, n: u64, test: CrashTest, wrapped: bool) {
+/// `read_ahead`: page buffers beyond those needed (the iterator's read-ahead window);
+/// `write_pages`: full pages written per device call.
+fn flash_test(
+    data_units: u32,
+    rlc: bool,
+    n: u64,
+    test: CrashTest,
+    wrapped: bool,
+    (read_ahead, write_pages): (usize, usize),
+) {
     let cfg = config(data_units, rlc);
+    let cfg = cfg
+        .buffers(cfg.buffers_needed() + read_ahead)
+        .write_pages(write_pages);
     let bytes = u64::from((data_units + 2) * UNIT) * PAGE as u64;
     let report = test
         .run(
@@ -188,31 +200,79 @@ fn flash_test(data_units: u32, rlc: bool, n: u64, test: CrashTest, wrapped: bool
 #[test]
 fn a_power_cut_at_every_flash_operation_of_5000_records_loses_only_the_unwritten_page() {
     // Every cut point (about 400), two torn outcomes each.
-    flash_test(32, false, 5_000, CrashTest::new().seeds_per_point(2), false);
+    flash_test(
+        32,
+        false,
+        5_000,
+        CrashTest::new().seeds_per_point(2),
+        false,
+        (0, 1),
+    );
 }
 
 #[test]
 fn wrapping_many_times_under_power_cuts_keeps_a_run_of_the_newest_records() {
-    // 6 units of data: 5,000 records go round the area about four times.
-    flash_test(6, false, 5_000, CrashTest::new().max_points(500), true);
+    // 6 units of data: 5,000 records go round the area about four times; scans read ahead
+    // 4 pages at a time (windows cross the end of the area and torn, dead slots).
+    flash_test(
+        6,
+        false,
+        5_000,
+        CrashTest::new().max_points(500),
+        true,
+        (3, 1),
+    );
+}
+
+#[test]
+fn batched_page_writes_lose_only_the_unwritten_pages() {
+    // Four full pages per device call: a cut loses the staged pages and the write buffer,
+    // nothing written; at every cut point, and wrapping with read-ahead on.
+    flash_test(32, false, 5_000, CrashTest::new(), false, (0, 4));
+    flash_test(
+        6,
+        false,
+        5_000,
+        CrashTest::new().max_points(500),
+        true,
+        (3, 3),
+    );
 }
 
 #[test]
 fn record_level_consistency_loses_no_acknowledged_put() {
     // Every operation of a 600-record workload (about 1,300 operations)...
-    flash_test(8, true, 600, CrashTest::new().max_points(5_000), false);
+    flash_test(
+        8,
+        true,
+        600,
+        CrashTest::new().max_points(5_000),
+        false,
+        (0, 1),
+    );
 }
 
 #[test]
 fn record_level_consistency_over_5000_records_at_400_sampled_cuts() {
     // ...and 400 of the cut points of the 5,000-record one (about 11,300 operations).
-    flash_test(32, true, 5_000, CrashTest::new().max_points(400), false);
+    flash_test(
+        32,
+        true,
+        5_000,
+        CrashTest::new().max_points(400),
+        false,
+        (2, 1),
+    );
 }
 
 #[test]
 fn a_block_device_losing_unsynced_writes_keeps_a_synced_prefix() {
     for every_page in [true, false] {
+        // Without per-page syncs, scans also read ahead 6 pages at a time.
         let cfg = config(16, false).sync_every_page(every_page);
+        let cfg = cfg.buffers(cfg.buffers_needed() + if every_page { 0 } else { 5 });
+        // ... and write 8 pages per device call.
+        let cfg = cfg.write_pages(if every_page { 1 } else { 8 });
         let bytes = (18 * UNIT) as usize * PAGE;
         CrashTest::new()
             .max_points(400)
