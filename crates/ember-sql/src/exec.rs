@@ -2110,7 +2110,9 @@ impl<S: Storage> Executor<S> {
             hint.as_ref(),
         )?;
         // Result columns.
-        let mut exprs: Vec<Expr> = Vec::new();
+        // Borrowed where the statement has them, so the column positions their references
+        // cache stay with the prepared statement from one run to the next.
+        let mut exprs: Vec<Cow<'_, Expr>> = Vec::new();
         let mut names: Vec<String> = Vec::new();
         for c in columns {
             match c {
@@ -2119,12 +2121,12 @@ impl<S: Storage> Executor<S> {
                         return Err(SqlError::invalid("no tables specified"));
                     }
                     for col in scope.cols().iter().filter(|c| !c.hidden) {
-                        exprs.push(Expr::Column {
+                        exprs.push(Cow::Owned(Expr::Column {
                             table: col.table.clone(),
                             name: col.name.clone(),
                             quoted: false,
                             slot: ColSlot::default(),
-                        });
+                        }));
                         names.push(col.name.clone());
                     }
                 }
@@ -2141,17 +2143,17 @@ impl<S: Storage> Executor<S> {
                                 .as_deref()
                                 .is_some_and(|ct| ct.eq_ignore_ascii_case(t))
                     }) {
-                        exprs.push(Expr::Column {
+                        exprs.push(Cow::Owned(Expr::Column {
                             table: col.table.clone(),
                             name: col.name.clone(),
                             quoted: false,
                             slot: ColSlot::default(),
-                        });
+                        }));
                         names.push(col.name.clone());
                     }
                 }
                 ResultCol::Expr { expr, alias, text } => {
-                    exprs.push(expr.clone());
+                    exprs.push(Cow::Borrowed(expr));
                     names.push(result_name(expr, alias, text));
                 }
             }
@@ -2172,7 +2174,7 @@ impl<S: Storage> Executor<S> {
         }
         let aggregate = !group_by.is_empty()
             || having.is_some()
-            || exprs.iter().any(has_aggregate)
+            || exprs.iter().any(|e| has_aggregate(e))
             || order_by
                 .iter()
                 .zip(&order_idx)
@@ -2180,7 +2182,7 @@ impl<S: Storage> Executor<S> {
         let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
         if aggregate {
             // GROUP BY terms: a source column first, else a result column number or alias.
-            let mut gexprs: Vec<Expr> = Vec::new();
+            let mut gexprs: Vec<Cow<'_, Expr>> = Vec::new();
             for (k, g) in group_by.iter().enumerate() {
                 if has_aggregate(g) {
                     return Err(SqlError::invalid(
@@ -2203,10 +2205,10 @@ impl<S: Storage> Executor<S> {
                     } if scope.find(None, name)?.is_none() => {
                         match names.iter().position(|n| n.eq_ignore_ascii_case(name)) {
                             Some(i) => exprs[i].clone(),
-                            None => g.clone(),
+                            None => Cow::Borrowed(g),
                         }
                     }
-                    _ => g.clone(),
+                    _ => Cow::Borrowed(g),
                 };
                 gexprs.push(resolved);
             }
@@ -2265,7 +2267,7 @@ impl<S: Storage> Executor<S> {
             // Columns grouped on show the group's first row; other bare columns its last.
             let mut key_cols = Vec::new();
             for g in &gexprs {
-                if let Expr::Column { table, name, .. } = g {
+                if let Expr::Column { table, name, .. } = &**g {
                     if let Some(i) = scope.find(table.as_deref(), name)? {
                         key_cols.push(i);
                     }
