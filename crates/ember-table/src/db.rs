@@ -753,9 +753,13 @@ impl<D: BlockDevice> Database<D> {
     }
 
     fn table_id(&self, name: &str) -> Result<u64> {
-        self.names
-            .get(&lower(name))
-            .copied()
+        // Names are kept in lower case; most callers already pass them so.
+        let id = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            self.names.get(&lower(name))
+        } else {
+            self.names.get(name)
+        };
+        id.copied()
             .ok_or_else(|| TableError::NoSuchTable(name.to_string()))
     }
 
