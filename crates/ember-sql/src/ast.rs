@@ -219,6 +219,35 @@ pub enum JoinKind {
     Cross,
 }
 
+/// Where a column reference was last resolved: the [`Scope`](crate::eval::Scope) id it was
+/// found in and the column's position there. The executor fills it on the first row and reads
+/// it on every later row of the same scope instead of searching the scope by name; a scope's
+/// id changes whenever its columns can, so a stale entry never matches. Two slots always
+/// compare equal: the cache is not part of what an expression means.
+#[derive(Debug, Clone, Default)]
+pub struct ColSlot(core::cell::Cell<(u64, usize)>);
+
+impl ColSlot {
+    /// The position cached for scope `id`, if this reference was resolved in that scope.
+    #[inline]
+    pub fn get(&self, id: u64) -> Option<usize> {
+        let (s, i) = self.0.get();
+        (s == id).then_some(i)
+    }
+
+    /// Remembers that this reference is column `index` of scope `id`.
+    #[inline]
+    pub fn set(&self, id: u64, index: usize) {
+        self.0.set((id, index));
+    }
+}
+
+impl PartialEq for ColSlot {
+    fn eq(&self, _: &ColSlot) -> bool {
+        true
+    }
+}
+
 /// An expression.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
@@ -235,6 +264,8 @@ pub enum Expr {
         /// Written as a lone double-quoted name (`"x"`): if no column has that name, it is
         /// the string `'x'`, as SQLite reads it.
         quoted: bool,
+        /// Where the executor last found this column (a cache, not part of the meaning).
+        slot: ColSlot,
     },
     /// A prefix operator.
     Unary(UnOp, Box<Expr>),

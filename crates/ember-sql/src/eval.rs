@@ -1,6 +1,7 @@
 //! Expression evaluation with SQLite's semantics: NULL logic, affinity in comparisons,
 //! integer arithmetic that overflows into reals, and the scalar and aggregate functions.
 
+use alloc::borrow::Cow;
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -8,7 +9,7 @@ use alloc::vec::Vec;
 use core::cmp::Ordering;
 use core::fmt::Write;
 
-use crate::ast::{BinOp, Expr, Select, UnOp};
+use crate::ast::{BinOp, ColSlot, Expr, Select, UnOp};
 use crate::error::{Result, SqlError};
 use crate::exec::Executor;
 use crate::storage::Storage;
@@ -30,13 +31,75 @@ pub struct Col {
 }
 
 /// The columns of the rows an expression sees.
-#[derive(Debug, Clone, Default, PartialEq)]
+///
+/// Each scope carries an id, fresh whenever its columns may change (made, or lent out
+/// mutably); column references cache their position under it (see [`ColSlot`]).
+///
+/// [`ColSlot`]: crate::ast::ColSlot
+#[derive(Debug, Clone)]
 pub struct Scope {
-    /// The columns, in row order.
-    pub cols: Vec<Col>,
+    cols: Vec<Col>,
+    id: u64,
+}
+
+impl Default for Scope {
+    fn default() -> Scope {
+        Scope::new(Vec::new())
+    }
+}
+
+impl PartialEq for Scope {
+    fn eq(&self, other: &Scope) -> bool {
+        self.cols == other.cols
+    }
+}
+
+/// A scope id never handed out before (ids start at 1; 0 marks an empty [`ColSlot`]).
+///
+/// [`ColSlot`]: crate::ast::ColSlot
+fn fresh_scope_id() -> u64 {
+    #[cfg(target_has_atomic = "64")]
+    {
+        use core::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    }
+    #[cfg(not(target_has_atomic = "64"))]
+    {
+        // Without 64-bit atomics the ids are 32-bit and wrap after 4 billion scopes; a
+        // reference still never matches a scope made after it was resolved unless exactly
+        // 2^32 scopes were made in between.
+        use core::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(1);
+        (NEXT.fetch_add(1, Ordering::Relaxed) as u64).max(1)
+    }
 }
 
 impl Scope {
+    /// A scope of these columns.
+    pub fn new(cols: Vec<Col>) -> Scope {
+        Scope {
+            cols,
+            id: fresh_scope_id(),
+        }
+    }
+
+    /// The columns, in row order.
+    pub fn cols(&self) -> &[Col] {
+        &self.cols
+    }
+
+    /// The columns, to change: the scope takes a new id, so no cached position outlives it.
+    pub fn cols_mut(&mut self) -> &mut Vec<Col> {
+        self.id = fresh_scope_id();
+        &mut self.cols
+    }
+
+    /// This scope's current id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Finds a column: `Ok(Some(i))`, `Ok(None)` if not here, or an ambiguity error.
     pub fn find(&self, table: Option<&str>, name: &str) -> Result<Option<usize>> {
         let mut found = None;
@@ -241,22 +304,49 @@ pub fn compare_affinity(
     b: Value,
     ba: Option<Affinity>,
 ) -> (Value, Value) {
+    let (x, y) = compare_affinity_cow(Cow::Owned(a), aa, Cow::Owned(b), ba);
+    (x.into_owned(), y.into_owned())
+}
+
+/// [`compare_affinity`] on values that may be borrowed from a row: a value the comparison's
+/// affinity leaves as it is stays borrowed.
+fn compare_affinity_cow<'v>(
+    a: Cow<'v, Value>,
+    aa: Option<Affinity>,
+    b: Cow<'v, Value>,
+    ba: Option<Affinity>,
+) -> (Cow<'v, Value>, Cow<'v, Value>) {
     let numeric = |x: Option<Affinity>| x.is_some_and(Affinity::is_numeric);
     let textish =
         |x: Option<Affinity>| matches!(x, None | Some(Affinity::Text) | Some(Affinity::Blob));
     if numeric(aa) && textish(ba) {
-        return (a, b.with_affinity(Affinity::Numeric));
+        return (a, applied(b, Affinity::Numeric));
     }
     if numeric(ba) && textish(aa) {
-        return (a.with_affinity(Affinity::Numeric), b);
+        return (applied(a, Affinity::Numeric), b);
     }
     if aa == Some(Affinity::Text) && ba.is_none() {
-        return (a, b.with_affinity(Affinity::Text));
+        return (a, applied(b, Affinity::Text));
     }
     if ba == Some(Affinity::Text) && aa.is_none() {
-        return (a.with_affinity(Affinity::Text), b);
+        return (applied(a, Affinity::Text), b);
     }
     (a, b)
+}
+
+/// `v` with affinity `aff` ([`Value::with_affinity`]), copied only if that changes it.
+fn applied(v: Cow<'_, Value>, aff: Affinity) -> Cow<'_, Value> {
+    let changes = match aff {
+        Affinity::Blob => false,
+        Affinity::Text => matches!(*v, Value::Integer(_) | Value::Real(_)),
+        Affinity::Numeric | Affinity::Integer => matches!(*v, Value::Text(_) | Value::Real(_)),
+        Affinity::Real => matches!(*v, Value::Text(_) | Value::Integer(_)),
+    };
+    if changes {
+        Cow::Owned(v.into_owned().with_affinity(aff))
+    } else {
+        v
+    }
 }
 
 fn bool_val(b: bool) -> Value {
@@ -737,16 +827,12 @@ impl<S: Storage> Executor<S> {
     /// The affinity of an expression, for comparisons (SQLite §4.2).
     pub(crate) fn affinity_of(&self, e: &Expr, env: &Env<'_>) -> Option<Affinity> {
         match e {
-            Expr::Column { table, name, .. } => {
-                let mut cur = Some(env);
-                while let Some(en) = cur {
-                    if let Ok(Some(i)) = en.scope.find(table.as_deref(), name) {
-                        return en.scope.cols[i].aff;
-                    }
-                    cur = en.outer;
-                }
-                None
-            }
+            Expr::Column {
+                table, name, slot, ..
+            } => match resolve(table.as_deref(), name, slot, env) {
+                Ok(Some((en, i))) => en.scope.cols.get(i).and_then(|c| c.aff),
+                _ => None,
+            },
             Expr::Cast(_, ty) => Some(Affinity::of_decl(ty)),
             Expr::Collate(x, _) => self.affinity_of(x, env),
             Expr::Unary(UnOp::Pos, x) => self.affinity_of(x, env),
@@ -767,7 +853,8 @@ impl<S: Storage> Executor<S> {
                 table,
                 name,
                 quoted,
-            } => eval_column(table.as_deref(), name, *quoted, env),
+                slot,
+            } => eval_column(table.as_deref(), name, *quoted, slot, env),
             Expr::Unary(op, a) => {
                 let v = self.eval(a, env)?;
                 Ok(unary(*op, v))
@@ -1046,12 +1133,30 @@ impl<S: Storage> Executor<S> {
         self.bounded(v)
     }
 
-    fn compare_operands(&mut self, a: &Expr, b: &Expr, env: &Env<'_>) -> Result<(Value, Value)> {
-        let x = self.eval(a, env)?;
-        let y = self.eval(b, env)?;
+    fn compare_operands<'v>(
+        &mut self,
+        a: &Expr,
+        b: &Expr,
+        env: &Env<'v>,
+    ) -> Result<(Cow<'v, Value>, Cow<'v, Value>)> {
+        let x = self.operand(a, env)?;
+        let y = self.operand(b, env)?;
         let xa = self.affinity_of(a, env);
         let ya = self.affinity_of(b, env);
-        Ok(compare_affinity(x, xa, y, ya))
+        Ok(compare_affinity_cow(x, xa, y, ya))
+    }
+
+    /// The value of `e`, borrowed from the row when `e` names one of its columns.
+    fn operand<'v>(&mut self, e: &Expr, env: &Env<'v>) -> Result<Cow<'v, Value>> {
+        if let Expr::Column {
+            table, name, slot, ..
+        } = e
+        {
+            if let Some((en, i)) = resolve(table.as_deref(), name, slot, env)? {
+                return Ok(en.row.get(i).map_or(Cow::Owned(Value::Null), Cow::Borrowed));
+            }
+        }
+        Ok(Cow::Owned(self.eval(e, env)?))
     }
 
     fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr, env: &Env<'_>) -> Result<Value> {
@@ -1718,13 +1823,15 @@ fn _boxed(e: Expr) -> Box<Expr> {
 
 /// The value of a column reference: the innermost scope that has the column, outward.
 #[inline(never)]
-fn eval_column(table: Option<&str>, name: &str, quoted: bool, env: &Env<'_>) -> Result<Value> {
-    let mut cur = Some(env);
-    while let Some(en) = cur {
-        if let Some(i) = en.scope.find(table, name)? {
-            return Ok(en.row.get(i).cloned().unwrap_or(Value::Null));
-        }
-        cur = en.outer;
+fn eval_column(
+    table: Option<&str>,
+    name: &str,
+    quoted: bool,
+    slot: &ColSlot,
+    env: &Env<'_>,
+) -> Result<Value> {
+    if let Some((en, i)) = resolve(table, name, slot, env)? {
+        return Ok(en.row.get(i).cloned().unwrap_or(Value::Null));
     }
     if quoted {
         // SQLite's rule for a double-quoted name that names no column.
@@ -1734,6 +1841,34 @@ fn eval_column(table: Option<&str>, name: &str, quoted: bool, env: &Env<'_>) -> 
         what: "column",
         name: qualified(table, name),
     })
+}
+
+/// Finds a column reference in `env` or, failing that, in the enclosing environments: the
+/// environment that has it and the column's position there. A reference found in `env`
+/// itself is remembered in `slot` under the scope's id, so the next row of the same scope
+/// skips the search by name.
+#[inline]
+fn resolve<'v>(
+    table: Option<&str>,
+    name: &str,
+    slot: &ColSlot,
+    env: &Env<'v>,
+) -> Result<Option<(Env<'v>, usize)>> {
+    if let Some(i) = slot.get(env.scope.id()) {
+        return Ok(Some((*env, i)));
+    }
+    if let Some(i) = env.scope.find(table, name)? {
+        slot.set(env.scope.id(), i);
+        return Ok(Some((*env, i)));
+    }
+    let mut cur = env.outer;
+    while let Some(en) = cur {
+        if let Some(i) = en.scope.find(table, name)? {
+            return Ok(Some((*en, i)));
+        }
+        cur = en.outer;
+    }
+    Ok(None)
 }
 
 /// A prefix operator applied to a value.

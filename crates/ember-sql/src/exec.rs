@@ -390,7 +390,7 @@ fn column_list_end(sql: &str) -> Result<usize> {
 fn acc_scope_of(leaves: &[Leaf]) -> Scope {
     let mut s = Scope::default();
     for l in leaves {
-        s.cols.extend(l.scope.cols.iter().cloned());
+        s.cols_mut().extend(l.scope.cols().iter().cloned());
     }
     s
 }
@@ -1356,7 +1356,7 @@ impl<S: Storage> Executor<S> {
             hidden: true,
             rowid: true,
         });
-        Scope { cols }
+        Scope::new(cols)
     }
 
     /// Checks NOT NULL and CHECK; `Ok(false)` means the row is to be skipped (OR IGNORE).
@@ -2110,7 +2110,9 @@ impl<S: Storage> Executor<S> {
             hint.as_ref(),
         )?;
         // Result columns.
-        let mut exprs: Vec<Expr> = Vec::new();
+        // Borrowed where the statement has them, so the column positions their references
+        // cache stay with the prepared statement from one run to the next.
+        let mut exprs: Vec<Cow<'_, Expr>> = Vec::new();
         let mut names: Vec<String> = Vec::new();
         for c in columns {
             match c {
@@ -2118,12 +2120,13 @@ impl<S: Storage> Executor<S> {
                     if leaves.is_empty() {
                         return Err(SqlError::invalid("no tables specified"));
                     }
-                    for col in scope.cols.iter().filter(|c| !c.hidden) {
-                        exprs.push(Expr::Column {
+                    for col in scope.cols().iter().filter(|c| !c.hidden) {
+                        exprs.push(Cow::Owned(Expr::Column {
                             table: col.table.clone(),
                             name: col.name.clone(),
                             quoted: false,
-                        });
+                            slot: ColSlot::default(),
+                        }));
                         names.push(col.name.clone());
                     }
                 }
@@ -2134,22 +2137,23 @@ impl<S: Storage> Executor<S> {
                             name: t.clone(),
                         });
                     }
-                    for col in scope.cols.iter().filter(|c| {
+                    for col in scope.cols().iter().filter(|c| {
                         !c.rowid
                             && c.table
                                 .as_deref()
                                 .is_some_and(|ct| ct.eq_ignore_ascii_case(t))
                     }) {
-                        exprs.push(Expr::Column {
+                        exprs.push(Cow::Owned(Expr::Column {
                             table: col.table.clone(),
                             name: col.name.clone(),
                             quoted: false,
-                        });
+                            slot: ColSlot::default(),
+                        }));
                         names.push(col.name.clone());
                     }
                 }
                 ResultCol::Expr { expr, alias, text } => {
-                    exprs.push(expr.clone());
+                    exprs.push(Cow::Borrowed(expr));
                     names.push(result_name(expr, alias, text));
                 }
             }
@@ -2170,7 +2174,7 @@ impl<S: Storage> Executor<S> {
         }
         let aggregate = !group_by.is_empty()
             || having.is_some()
-            || exprs.iter().any(has_aggregate)
+            || exprs.iter().any(|e| has_aggregate(e))
             || order_by
                 .iter()
                 .zip(&order_idx)
@@ -2178,7 +2182,7 @@ impl<S: Storage> Executor<S> {
         let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
         if aggregate {
             // GROUP BY terms: a source column first, else a result column number or alias.
-            let mut gexprs: Vec<Expr> = Vec::new();
+            let mut gexprs: Vec<Cow<'_, Expr>> = Vec::new();
             for (k, g) in group_by.iter().enumerate() {
                 if has_aggregate(g) {
                     return Err(SqlError::invalid(
@@ -2201,10 +2205,10 @@ impl<S: Storage> Executor<S> {
                     } if scope.find(None, name)?.is_none() => {
                         match names.iter().position(|n| n.eq_ignore_ascii_case(name)) {
                             Some(i) => exprs[i].clone(),
-                            None => g.clone(),
+                            None => Cow::Borrowed(g),
                         }
                     }
-                    _ => g.clone(),
+                    _ => Cow::Borrowed(g),
                 };
                 gexprs.push(resolved);
             }
@@ -2259,11 +2263,11 @@ impl<S: Storage> Executor<S> {
                     }
                 });
             }
-            let null_row = vec![Value::Null; scope.cols.len()];
+            let null_row = vec![Value::Null; scope.cols().len()];
             // Columns grouped on show the group's first row; other bare columns its last.
             let mut key_cols = Vec::new();
             for g in &gexprs {
-                if let Expr::Column { table, name, .. } = g {
+                if let Expr::Column { table, name, .. } = &**g {
                     if let Some(i) = scope.find(table.as_deref(), name)? {
                         key_cols.push(i);
                     }
@@ -2433,7 +2437,7 @@ impl<S: Storage> Executor<S> {
                 }
                 let mut names: Vec<String> = using.clone();
                 if *natural {
-                    for c in right_leaf.scope.cols.iter().filter(|c| !c.hidden) {
+                    for c in right_leaf.scope.cols().iter().filter(|c| !c.hidden) {
                         if leaves
                             .iter()
                             .any(|l| l.scope.find(None, &c.name).ok().flatten().is_some())
@@ -2450,7 +2454,7 @@ impl<S: Storage> Executor<S> {
                                 .find(None, n)
                                 .ok()
                                 .flatten()
-                                .map(|i| l.scope.cols[i].table.clone())
+                                .map(|i| l.scope.cols()[i].table.clone())
                         })
                         .ok_or_else(|| {
                             SqlError::invalid(format!(
@@ -2462,19 +2466,21 @@ impl<S: Storage> Executor<S> {
                             "cannot join using column {n} - column not present in both tables"
                         ))
                     })?;
-                    let right_q = right_leaf.scope.cols[ri].table.clone();
-                    Rc::make_mut(&mut right_leaf.scope).cols[ri].hidden = true;
+                    let right_q = right_leaf.scope.cols()[ri].table.clone();
+                    Rc::make_mut(&mut right_leaf.scope).cols_mut()[ri].hidden = true;
                     conds.push(Expr::Binary(
                         BinOp::Eq,
                         Box::new(Expr::Column {
                             table: left_q,
                             name: n.clone(),
                             quoted: false,
+                            slot: ColSlot::default(),
                         }),
                         Box::new(Expr::Column {
                             table: right_q,
                             name: n.clone(),
                             quoted: false,
+                            slot: ColSlot::default(),
                         }),
                     ));
                 }
@@ -2506,7 +2512,7 @@ impl<S: Storage> Executor<S> {
             })
             .collect();
         Leaf {
-            scope: Rc::new(Scope { cols }),
+            scope: Rc::new(Scope::new(cols)),
             src: LeafSrc::Rows(Rc::new(rows)),
             kind: JoinKind::Inner,
             on: Vec::new(),
@@ -2688,7 +2694,7 @@ impl<S: Storage> Executor<S> {
                 }
             }
             let i = leaf.scope.find(table.as_deref(), name).ok().flatten()?;
-            if leaf.scope.cols[i].rowid || Some(i) == t.ipk {
+            if leaf.scope.cols()[i].rowid || Some(i) == t.ipk {
                 Some(None)
             } else {
                 Some(Some(i))
@@ -3136,7 +3142,7 @@ impl<S: Storage> Executor<S> {
                 }
             }
             let i = leaf.scope.find(table.as_deref(), name).ok().flatten()?;
-            cols.push(if leaf.scope.cols[i].rowid || Some(i) == t.ipk {
+            cols.push(if leaf.scope.cols()[i].rowid || Some(i) == t.ipk {
                 None
             } else {
                 Some(i)
@@ -3214,7 +3220,7 @@ impl<S: Storage> Executor<S> {
                 None => l.scope.clone(),
                 Some(p) => {
                     let mut acc = Scope::clone(p);
-                    acc.cols.extend(l.scope.cols.iter().cloned());
+                    acc.cols_mut().extend(l.scope.cols().iter().cloned());
                     Rc::new(acc)
                 }
             };
@@ -3287,7 +3293,7 @@ impl<S: Storage> Executor<S> {
         let mut full_cache: Vec<Option<Rc<Vec<Vec<Value>>>>> = vec![None; leaves.len()];
         let mut acc: Vec<Vec<Value>> = vec![Vec::new()];
         for (k, leaf) in leaves.iter().enumerate() {
-            let width = leaf.scope.cols.len();
+            let width = leaf.scope.cols().len();
             let mut next = Vec::new();
             let before = if k == 0 { &depth_scope } else { &prefix[k - 1] };
             for partial in &acc {

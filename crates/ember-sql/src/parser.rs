@@ -1745,18 +1745,21 @@ impl<'a> Parser<'a> {
                     table: Some(second),
                     name: third,
                     quoted: false,
+                    slot: ColSlot::default(),
                 });
             }
             return Ok(Expr::Column {
                 table: Some(first),
                 name: second,
                 quoted: false,
+                slot: ColSlot::default(),
             });
         }
         Ok(Expr::Column {
             table: None,
             name: first,
             quoted: false,
+            slot: ColSlot::default(),
         })
     }
 

@@ -65,7 +65,7 @@ use crate::catalog::{Catalog, CatalogStore, TableEntry};
 use crate::error::{Result, TableError};
 use crate::format::{u32_at, u64_at};
 use crate::pindex::{Loc, MAX_KEY, Node, PIndex, Pages};
-use crate::row::{Value, decode_row, encode_key, encode_row};
+use crate::row::{RowValues, Value, encode_key, encode_row, row_values};
 use crate::schema::{IndexDef, IndexKind, Schema};
 #[cfg(feature = "secondary-index")]
 use crate::secondary::Secondary;
@@ -753,9 +753,13 @@ impl<D: BlockDevice> Database<D> {
     }
 
     fn table_id(&self, name: &str) -> Result<u64> {
-        self.names
-            .get(&lower(name))
-            .copied()
+        // Names are kept in lower case; most callers already pass them so.
+        let id = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            self.names.get(&lower(name))
+        } else {
+            self.names.get(name)
+        };
+        id.copied()
             .ok_or_else(|| TableError::NoSuchTable(name.to_string()))
     }
 
@@ -1849,6 +1853,25 @@ impl<D: BlockDevice> Database<D> {
         hi: Bound<&[Value]>,
         order: Order,
     ) -> Result<Vec<Vec<Value>>> {
+        let mut out = Vec::new();
+        self.range_visit(table, lo, hi, order, |r| {
+            out.push(owned_row(r)?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Like [`range_with`](Self::range_with), handing each row to `visit` as it decodes
+    /// from its block (text and blobs borrowed from the block), so a caller with its own
+    /// value type builds its rows without an intermediate copy.
+    pub fn range_visit(
+        &mut self,
+        table: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+        order: Order,
+        mut visit: impl FnMut(RowValues<'_>) -> Result<()>,
+    ) -> Result<()> {
         let id = self.table_id(table)?;
         let enc = |b: Bound<&[Value]>| -> Bound<Vec<u8>> {
             match b {
@@ -1871,8 +1894,8 @@ impl<D: BlockDevice> Database<D> {
             hits.sort_by_key(|(_, l)| (at.get(&l.block).copied(), l.slot));
         }
         order.apply(&mut hits);
+        #[cfg(feature = "prefetch")]
         let locs: Vec<Loc> = hits.iter().map(|(_, l)| *l).collect();
-        let mut out = Vec::with_capacity(locs.len());
         #[cfg(feature = "prefetch")]
         let mut ahead = ReadAhead::new(&locs);
         for (k, l) in hits {
@@ -1881,14 +1904,24 @@ impl<D: BlockDevice> Database<D> {
                 let run = ahead.next_run(l.block);
                 self.load_run(&run)?;
             }
-            out.push(self.read_row(l, &k)?);
+            self.visit_row(l, &k, &mut visit)?;
         }
         self.evict();
-        Ok(out)
+        Ok(())
     }
 
     /// The row at `loc`, which the primary index gives for `key`.
     fn read_row(&mut self, loc: Loc, key: &[u8]) -> Result<Vec<Value>> {
+        self.visit_row(loc, key, &mut owned_row)
+    }
+
+    /// Hands the row at `loc`, which the primary index gives for `key`, to `f`.
+    fn visit_row<T>(
+        &mut self,
+        loc: Loc,
+        key: &[u8],
+        f: &mut impl FnMut(RowValues<'_>) -> Result<T>,
+    ) -> Result<T> {
         let at = self.sm.allocator().extent(loc.block).0;
         let block = self.block_mut(loc.block)?;
         let t = block
@@ -1908,11 +1941,11 @@ impl<D: BlockDevice> Database<D> {
         }
         if parse_overflow(body, at)?.is_none() {
             // An inline row decodes straight from the block.
-            return Ok(decode_row(body)?);
+            return f(row_values(body)?);
         }
         let body = body.to_vec();
         let row = self.row_bytes(&body, at)?;
-        Ok(decode_row(&row)?)
+        f(row_values(&row)?)
     }
 
     fn set_index(&mut self, id: u64, key: Vec<u8>, loc: Option<Loc>) -> Result<()> {
@@ -2371,6 +2404,15 @@ fn make_tuple(key: &[u8], row: &[Value]) -> Result<Vec<u8>> {
     t.extend_from_slice(key);
     encode_row(row, &mut t);
     Ok(t)
+}
+
+/// A row's values, copied out of the block.
+fn owned_row(values: RowValues<'_>) -> Result<Vec<Value>> {
+    let mut out = Vec::with_capacity(values.remaining());
+    for v in values {
+        out.push(v?.to_value());
+    }
+    Ok(out)
 }
 
 fn split_tuple(t: &[u8], at: u64) -> Result<(&[u8], &[u8])> {

@@ -588,26 +588,84 @@ fn decode_payload(bytes: &[u8], serial: u64, at: usize) -> Result<(ValueRef<'_>,
 
 /// Decodes a row, copying its payloads.
 pub fn decode_row(bytes: &[u8]) -> Result<Vec<Value>, RowError> {
-    Ok(decode_row_ref(bytes)?
-        .into_iter()
-        .map(|v| v.to_value())
-        .collect())
+    let values = row_values(bytes)?;
+    let mut out = Vec::with_capacity(values.remaining());
+    for v in values {
+        out.push(v?.to_value());
+    }
+    Ok(out)
 }
 
 /// Decodes a row without copying: text and blob values borrow from `bytes`.
 pub fn decode_row_ref(bytes: &[u8]) -> Result<Vec<ValueRef<'_>>, RowError> {
-    let h = read_header(bytes)?;
-    let mut values = Vec::with_capacity(h.count);
-    let mut sp = h.types;
-    let mut at = h.payloads;
-    for _ in 0..h.count {
-        let (serial, next) = read_varint(bytes, sp)?;
-        sp = next;
-        let (v, end) = decode_payload(bytes, serial, at)?;
-        at = end;
-        values.push(v);
+    let values = row_values(bytes)?;
+    let mut out = Vec::with_capacity(values.remaining());
+    for v in values {
+        out.push(v?);
     }
-    Ok(values)
+    Ok(out)
+}
+
+/// The values of an encoded row, one by one, borrowing text and blobs from it: for callers
+/// that build their own value type and want no intermediate vector. The header is checked
+/// whole first; a payload's own error (invalid UTF-8) comes with that value.
+pub fn row_values(bytes: &[u8]) -> Result<RowValues<'_>, RowError> {
+    let h = read_header(bytes)?;
+    Ok(RowValues {
+        bytes,
+        types: h.types,
+        at: h.payloads,
+        left: h.count,
+    })
+}
+
+/// The iterator [`row_values`] returns.
+#[derive(Debug, Clone)]
+pub struct RowValues<'a> {
+    bytes: &'a [u8],
+    /// Offset of the next serial type.
+    types: usize,
+    /// Offset of the next payload.
+    at: usize,
+    /// Values not yet returned.
+    left: usize,
+}
+
+impl<'a> Iterator for RowValues<'a> {
+    type Item = Result<ValueRef<'a>, RowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let step = read_varint(self.bytes, self.types).and_then(|(serial, next)| {
+            self.types = next;
+            decode_payload(self.bytes, serial, self.at)
+        });
+        Some(match step {
+            Ok((v, end)) => {
+                self.at = end;
+                Ok(v)
+            }
+            Err(e) => {
+                self.left = 0;
+                Err(e)
+            }
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        // Fewer if a value turns out malformed: the iterator ends at its error.
+        (0, Some(self.left))
+    }
+}
+
+impl RowValues<'_> {
+    /// How many values are left (fewer come if one is malformed).
+    pub fn remaining(&self) -> usize {
+        self.left
+    }
 }
 
 /// Decodes column `index` of a row without decoding the other columns' payloads (the header

@@ -16,7 +16,7 @@ use ember_sql::{Result, Row, SqlError, Value};
 
 use crate::coordcache::{self, CacheStats, CoordCache};
 use crate::lsmkey::{self, INDEX, ROW};
-use crate::storage::{from_t, to_t};
+use crate::storage::to_t;
 
 const META: u8 = b'm';
 /// The key of the redo marker: the number of the last redo record applied.
@@ -34,8 +34,8 @@ fn encode_row(row: &[Value]) -> Vec<u8> {
 }
 
 fn decode_row(key: &[u8], bytes: &[u8]) -> Result<Vec<Value>> {
-    ember_table::row::decode_row(bytes)
-        .map(|r| r.into_iter().map(from_t).collect())
+    ember_table::row_values(bytes)
+        .and_then(crate::storage::sql_values)
         .map_err(|e| SqlError::Storage(format!("lsm engine: row under key {key:02x?}: {e}")))
 }
 

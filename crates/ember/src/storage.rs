@@ -10,7 +10,10 @@ use std::sync::MutexGuard;
 
 use ember_device::BlockDevice;
 use ember_sql::{ColumnSpec, Result, Row, SqlError, Storage, Value};
-use ember_table::{Column, Database, IndexKind, Order, Schema, TableError, Value as TValue};
+use ember_table::{
+    Column, Database, IndexKind, Order, RowError, RowValues, Schema, TableError, Value as TValue,
+    ValueRef,
+};
 
 use crate::shared::SharedDb;
 
@@ -25,6 +28,27 @@ pub(crate) fn to_t(v: &Value) -> TValue {
         Value::Text(t) => TValue::Text(t.clone()),
         Value::Blob(b) => TValue::Blob(b.clone()),
     }
+}
+
+/// A value borrowed from a table-engine row, copied into a SQL value.
+fn from_ref(v: ValueRef<'_>) -> Value {
+    match v {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::Integer(i),
+        ValueRef::Real(r) => Value::Real(r),
+        ValueRef::Text(t) => Value::Text(t.to_owned()),
+        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+    }
+}
+
+/// The values of an encoded row as a SQL row, with one spare slot for the rowid the executor
+/// appends.
+pub(crate) fn sql_values(values: RowValues<'_>) -> std::result::Result<Vec<Value>, RowError> {
+    let mut row = Vec::with_capacity(values.remaining() + 1);
+    for v in values {
+        row.push(from_ref(v?));
+    }
+    Ok(row)
 }
 
 /// A value of the table engine's row encoding as a SQL value.
@@ -47,9 +71,14 @@ fn split(mut r: Vec<TValue>) -> Result<Row> {
     if r.is_empty() {
         return Err(SqlError::Storage("an engine row without its rowid".into()));
     }
-    let rest = r.split_off(1);
-    match r.pop() {
-        Some(TValue::Integer(id)) => Ok((id, rest.into_iter().map(from_t).collect())),
+    let mut values = r.drain(..);
+    match values.next() {
+        Some(TValue::Integer(id)) => {
+            // One spare slot: the executor appends the rowid.
+            let mut row = Vec::with_capacity(values.len() + 1);
+            row.extend(values.map(from_t));
+            Ok((id, row))
+        }
         _ => Err(SqlError::Storage(
             "an engine row whose rowid is not an integer".into(),
         )),
@@ -66,6 +95,47 @@ pub struct TableStorage<D: BlockDevice> {
 }
 
 impl<D: BlockDevice> TableStorage<D> {
+    /// The rows whose rowid is within the bounds, decoded from their blocks straight into
+    /// SQL rows.
+    fn rows(
+        &mut self,
+        table: &str,
+        lo: Bound<i64>,
+        hi: Bound<i64>,
+        order: Order,
+    ) -> Result<Vec<Row>> {
+        let b = |x: Bound<i64>| x.map(|i| [TValue::Integer(i)]);
+        let (lo, hi) = (b(lo), b(hi));
+        let mut out = Vec::new();
+        let mut bad = None;
+        self.db
+            .lock()?
+            .range_visit(
+                table,
+                lo.as_ref().map(|a| &a[..]),
+                hi.as_ref().map(|a| &a[..]),
+                order,
+                |mut values| {
+                    match values.next().transpose()? {
+                        Some(ValueRef::Integer(id)) => out.push((id, sql_values(values)?)),
+                        _ => {
+                            bad.get_or_insert_with(|| {
+                                SqlError::Storage(
+                                    "an engine row whose rowid is not an integer".into(),
+                                )
+                            });
+                        }
+                    }
+                    Ok(())
+                },
+            )
+            .map_err(err)?;
+        match bad {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
     /// Wraps an open table-engine database.
     pub fn new(db: Database<D>) -> Self {
         TableStorage {
@@ -202,18 +272,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
     }
 
     fn scan(&mut self, table: &str, lo: Bound<i64>, hi: Bound<i64>) -> Result<Vec<Row>> {
-        let b = |x: Bound<i64>| x.map(|i| [TValue::Integer(i)]);
-        let (lo, hi) = (b(lo), b(hi));
-        let rows = self
-            .db
-            .lock()?
-            .range(
-                table,
-                lo.as_ref().map(|a| &a[..]),
-                hi.as_ref().map(|a| &a[..]),
-            )
-            .map_err(err)?;
-        rows.into_iter().map(split).collect()
+        self.rows(table, lo, hi, Order::default())
     }
 
     fn scan_limited(
@@ -224,24 +283,12 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         desc: bool,
         limit: usize,
     ) -> Result<Vec<Row>> {
-        let b = |x: Bound<i64>| x.map(|i| [TValue::Integer(i)]);
-        let (lo, hi) = (b(lo), b(hi));
         let order = if desc {
             Order::desc(Some(limit))
         } else {
             Order::asc(Some(limit))
         };
-        let rows = self
-            .db
-            .lock()?
-            .range_with(
-                table,
-                lo.as_ref().map(|a| &a[..]),
-                hi.as_ref().map(|a| &a[..]),
-                order,
-            )
-            .map_err(err)?;
-        rows.into_iter().map(split).collect()
+        self.rows(table, lo, hi, order)
     }
 
     fn max_rowid(&mut self, table: &str) -> Result<Option<i64>> {

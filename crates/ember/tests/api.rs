@@ -370,3 +370,60 @@ fn conditions_stop_at_the_deciding_side_as_sqlite_does() {
     let e = one("SELECT (a < 0) OR abs(a) FROM t").unwrap_err();
     assert!(e.to_string().contains("integer overflow"), "{e}");
 }
+
+/// Column references remember where they were found in a scope; a prepared statement run
+/// again after its table was re-made with the columns in another order, a column referenced
+/// from joins of different shapes, and correlated references must each find the right
+/// column, as SQLite does.
+#[test]
+fn cached_column_positions_follow_schema_and_scope_changes() {
+    let conn = Connection::open_in_memory().unwrap();
+    let lite = rusqlite::Connection::open_in_memory().unwrap();
+    let setup = "CREATE TABLE t(a INTEGER, b TEXT, c REAL);
+        INSERT INTO t VALUES (1, 'x', 1.5), (2, 'y', 2.5), (3, 'z', 3.5);
+        CREATE TABLE u(b TEXT, a INTEGER, d INTEGER);
+        INSERT INTO u VALUES ('y', 20, 7), ('z', 30, 8), ('w', 40, 9);";
+    conn.execute_batch(setup).unwrap();
+    lite.execute_batch(setup).unwrap();
+
+    let mut st = conn
+        .prepare("SELECT b, a FROM t WHERE a >= ?1 ORDER BY a")
+        .unwrap();
+    let rows = |st: &mut ember::Statement<'_>| -> Vec<(String, i64)> {
+        st.query_map([2], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    assert_eq!(rows(&mut st), [("y".into(), 2), ("z".into(), 3)]);
+    // The same names, other positions: the cached positions must not be reused.
+    conn.execute_batch(
+        "DROP TABLE t; CREATE TABLE t(c REAL, a INTEGER, b TEXT);
+         INSERT INTO t VALUES (0.5, 5, 'p'), (0.25, 1, 'q');",
+    )
+    .unwrap();
+    assert_eq!(rows(&mut st), [("p".into(), 5)]);
+    conn.execute_batch(
+        "DROP TABLE t; CREATE TABLE t(a INTEGER, b TEXT, c REAL);
+         INSERT INTO t VALUES (1, 'x', 1.5), (2, 'y', 2.5), (3, 'z', 3.5);",
+    )
+    .unwrap();
+
+    for sql in [
+        // `b` and `a` at other positions in each table of a join.
+        "SELECT t.a, u.a, t.b, u.d FROM t JOIN u ON t.b = u.b ORDER BY t.a",
+        "SELECT a, b, d FROM t NATURAL JOIN u ORDER BY 1",
+        "SELECT b, t.a, u.a FROM t JOIN u USING (b) ORDER BY 1",
+        "SELECT b, t.a, u.a FROM t LEFT JOIN u USING (b) ORDER BY 1",
+        // Correlated: `a` of the inner table first, the outer `c` from the enclosing row.
+        "SELECT a, (SELECT count(*) FROM u WHERE u.a > t.a * 10 AND d > c) FROM t ORDER BY a",
+        "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.b = t.b AND a > 25) ORDER BY a",
+        "SELECT b, (SELECT max(a) FROM u WHERE b <= t.b) FROM t ORDER BY b",
+        // One expression over a single table and over a join, in one statement.
+        "SELECT a FROM t WHERE b IN (SELECT b FROM u WHERE d > 7) AND a > 1 ORDER BY a",
+        "SELECT x.a, y.a FROM t AS x, t AS y WHERE x.a < y.a ORDER BY 1, 2",
+    ] {
+        let (ours, theirs) = both(&conn, &lite, sql);
+        assert_eq!(ours, theirs, "{sql}");
+    }
+}
