@@ -1335,6 +1335,18 @@ impl<S: Storage> Executor<S> {
         SqlError::Constraint(format!("UNIQUE constraint failed: {}", names.join(", ")))
     }
 
+    /// [`table_scope`](Self::table_scope) of a table under its own name, made once per
+    /// schema (kept with the planner's table definitions, and cleared with them).
+    fn own_scope(&mut self, t: &TableDef) -> Rc<Scope> {
+        let ck = (key(&t.name), String::new());
+        if let Some((_, sc)) = self.leaf_defs.get(&ck) {
+            return sc.clone();
+        }
+        let sc = Rc::new(Self::table_scope(t, &t.name));
+        self.leaf_defs.insert(ck, (Rc::new(t.clone()), sc.clone()));
+        sc
+    }
+
     /// The scope of a table's rows: its columns and, last, the hidden rowid.
     fn table_scope(t: &TableDef, alias: &str) -> Scope {
         let q = Some(key(alias));
@@ -1394,7 +1406,7 @@ impl<S: Storage> Executor<S> {
             }
         }
         if !t.checks.is_empty() {
-            let scope = Self::table_scope(t, &t.name);
+            let scope = self.own_scope(t);
             let mut full = row.to_vec();
             full.push(Value::Integer(rowid));
             for (chk, text) in &t.checks {
@@ -1664,15 +1676,7 @@ impl<S: Storage> Executor<S> {
         t: &Rc<TableDef>,
         filter: Option<&Expr>,
     ) -> Result<Vec<(i64, Vec<Value>)>> {
-        let ck = (key(&t.name), String::new());
-        let scope = match self.leaf_defs.get(&ck) {
-            Some((_, sc)) => sc.clone(),
-            None => {
-                let sc = Rc::new(Self::table_scope(t, &t.name));
-                self.leaf_defs.insert(ck, (t.clone(), sc.clone()));
-                sc
-            }
-        };
+        let scope = self.own_scope(t);
         let leaf = Leaf {
             scope,
             src: LeafSrc::Table(t.clone()),
@@ -1719,7 +1723,7 @@ impl<S: Storage> Executor<S> {
             }
         }
         let targets = self.matching_rows(&t, up.filter.as_ref())?;
-        let scope = Self::table_scope(&t, &t.name);
+        let scope = self.own_scope(&t);
         let mut count = 0;
         let mut removed: Vec<i64> = Vec::new();
         for (rowid, old) in targets {

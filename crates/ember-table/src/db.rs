@@ -657,7 +657,7 @@ impl<D: BlockDevice> Database<D> {
                     block: b,
                     slot: slot as u16,
                 };
-                self.index_put(id, key, Some(loc))?;
+                self.index_put(id, key, Some(loc), None)?;
             }
             Op::Free(id, b, slot, key) => {
                 if !self.tables.contains_key(&id) {
@@ -677,7 +677,7 @@ impl<D: BlockDevice> Database<D> {
                     slot: slot as u16,
                 };
                 if self.index_get(id, &key)? == Some(here) {
-                    self.index_put(id, key, None)?;
+                    self.index_put(id, key, None, None)?;
                 }
             }
         }
@@ -796,13 +796,20 @@ impl<D: BlockDevice> Database<D> {
 
     /// Sets (or with `None` removes) a key in a table's primary index overlay; returns the
     /// overlay's entry before and the change in the row count.
+    /// Sets `key`'s entry in the overlay; `old` is its entry now if the caller has just
+    /// looked it up (else it is looked up here). Returns the overlay's previous entry and
+    /// the change in the entry count.
     fn index_put(
         &mut self,
         id: u64,
         key: Vec<u8>,
         loc: Option<Loc>,
+        old: Option<Option<Loc>>,
     ) -> Result<(Option<Option<Loc>>, i64)> {
-        let old = self.index_get(id, &key)?;
+        let old = match old {
+            Some(o) => o,
+            None => self.index_get(id, &key)?,
+        };
         let Some(t) = self.tables.get_mut(&id) else {
             return Ok((None, 0));
         };
@@ -1702,7 +1709,9 @@ impl<D: BlockDevice> Database<D> {
         }
         let tuple = self.build_tuple(&key, row)?;
         let loc = self.place(id, None, &tuple)?;
-        self.set_index(id, key, Some(loc))?;
+        // Placing a tuple moves tuples within a block, never index entries: the key has
+        // none yet.
+        self.set_index_from(id, key, Some(loc), Some(None))?;
         Ok(rowid)
     }
 
@@ -1748,7 +1757,7 @@ impl<D: BlockDevice> Database<D> {
         self.free_overflow(loc)?;
         let new = self.place(id, Some(loc), &tuple)?;
         if new != loc {
-            self.set_index(id, key, Some(new))?;
+            self.set_index_from(id, key, Some(new), Some(Some(loc)))?;
         } else {
             #[cfg(feature = "query-cache")]
             self.qcache.invalidate(id, &key);
@@ -1777,7 +1786,7 @@ impl<D: BlockDevice> Database<D> {
         }
         self.free_overflow(loc)?;
         self.clear_slot(id, loc)?;
-        self.set_index(id, k, None)?;
+        self.set_index_from(id, k, None, Some(Some(loc)))?;
         Ok(true)
     }
 
@@ -1949,12 +1958,24 @@ impl<D: BlockDevice> Database<D> {
     }
 
     fn set_index(&mut self, id: u64, key: Vec<u8>, loc: Option<Loc>) -> Result<()> {
+        self.set_index_from(id, key, loc, None)
+    }
+
+    /// [`set_index`](Self::set_index) where the caller has just read the key's entry (`old`:
+    /// `Some(entry)`), sparing a second index lookup.
+    fn set_index_from(
+        &mut self,
+        id: u64,
+        key: Vec<u8>,
+        loc: Option<Loc>,
+        old: Option<Option<Loc>>,
+    ) -> Result<()> {
         #[cfg(feature = "query-cache")]
         self.qcache.invalidate(id, &key);
         if !self.tables.contains_key(&id) {
             return Ok(());
         }
-        let (before, delta) = self.index_put(id, key.clone(), loc)?;
+        let (before, delta) = self.index_put(id, key.clone(), loc, old)?;
         self.txn().undo.push(Undo::Index(id, key, before, delta));
         Ok(())
     }
