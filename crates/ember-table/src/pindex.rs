@@ -10,8 +10,9 @@
 //! An index page is one block from the space manager, 1 KiB (a bigger size class only when
 //! two long keys must share a page: every page of more than one entry holds at least two).
 //! Small pages keep what a checkpoint writes for scattered changes small — one leaf per
-//! changed key at worst — at the price of a tree one level higher (three levels for 100k
-//! rows of 8-byte keys, forty-odd entries a page); open reads no page either way.
+//! changed key at worst — at the price of a tree one level higher (100k rows of 8-byte keys
+//! take three levels; a leaf of keys inserted in order holds about 230 entries, forty-odd
+//! in version 1); open reads no page either way.
 //!
 //! ```text
 //!  0 16  block header (kind IndexPage, format version 2; the checksum covers `len` bytes:
