@@ -5,9 +5,14 @@
 //! one block of the smallest class that fits it (best fit); a larger request is split into
 //! `max_block` blocks plus one block of the class that best fits the rest.
 //!
-//! The zone is cut into equal *chunks* of eight largest blocks (512 KiB by default); each chunk
-//! serves one class at a time and keeps its allocation bitmap in one 512-byte sector, so that
-//! most updates are a single atomic sector write. A chunk holds at most 3,840 blocks.
+//! The zone is cut into equal *chunks*; each chunk serves one class at a time and keeps its
+//! allocation bitmap in one 512-byte sector, so that most updates are a single atomic sector
+//! write. A chunk holds at most 3,840 blocks of its class. Its size is chosen when the zone is
+//! formatted and kept in the class directory: eight largest blocks (512 KiB by default) on a
+//! small zone; on a zone of at least [`MIN_CHUNKS`] bigger chunks, as many largest blocks as
+//! the bitmap sector can track for the smallest class (30 × 64 KiB = 1,920 KiB by default,
+//! so one sector covers 240 blocks of 8 KiB instead of 64), up to the zone's size over
+//! [`MIN_CHUNKS`].
 //!
 //! # Keeping the bitmaps consistent (the paper's three cases)
 //!
@@ -30,8 +35,10 @@
 //! zone sector 2 + 2c + g  bitmap slot of chunk c in group g
 //! data area             aligned to 4 KiB; chunk c occupies [data + c·chunk, data + (c+1)·chunk)
 //!
-//! class directory: 16-byte header | generation u64 | min u32 | max u32 | growth u32 | chunk u32 |
+//! class directory: 16-byte header (version 2) | generation u64 | min u32 | max u32 | growth u32 |
+//!                  chunk u32 (bytes of a chunk: a multiple of max, at most 3,840 min blocks) |
 //!                  chunks u32 | classes u8 | active group per class (u8 each)
+//!                  (version 1: the same fields; its chunk size is always the small-zone one)
 //! bitmap slot:     16-byte header | generation u64 | chunk u32 | class u8 (0xFF: none) | group u8 |
 //!                  2 reserved | 480 bytes of bitmap (bit i = block i of the chunk in use)
 //! ```
@@ -54,6 +61,8 @@ pub const BITS_PER_CHUNK: u32 = 480 * 8;
 const WORDS: usize = (BITS_PER_CHUNK / 64) as usize;
 const NO_CLASS: u8 = 0xFF;
 const DATA_ALIGN: u64 = 4096;
+/// A zone is cut into chunks bigger than 512 KiB only while it keeps at least this many.
+pub const MIN_CHUNKS: u64 = 64;
 
 /// The allocator's shape: size classes and their growth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,12 +86,28 @@ impl Default for AllocConfig {
 }
 
 impl AllocConfig {
-    /// Largest blocks per chunk: enough for 512 KiB (at least eight), or fewer where the
-    /// smallest class would need more bits than one bitmap sector holds.
-    fn chunk_blocks(&self) -> u32 {
-        let ratio = (self.max_block / self.min_block.max(1)).max(1);
+    /// Largest blocks per chunk on a small zone: enough for 512 KiB (at least eight), or
+    /// fewer where the smallest class would need more bits than one bitmap sector holds.
+    fn base_chunk_blocks(&self) -> u32 {
         let want = ((512 * 1024) / self.max_block.max(1)).max(8);
-        (BITS_PER_CHUNK / ratio).clamp(1, want)
+        self.max_chunk_blocks().min(want)
+    }
+
+    /// The most largest blocks a chunk may hold: its smallest class still fits the bitmap.
+    fn max_chunk_blocks(&self) -> u32 {
+        let ratio = (self.max_block / self.min_block.max(1)).max(1);
+        (BITS_PER_CHUNK / ratio).max(1)
+    }
+
+    /// Largest blocks per chunk for a zone of `len` bytes: as many as one bitmap sector can
+    /// track, while the zone still has [`MIN_CHUNKS`] chunks; never fewer than
+    /// [`base_chunk_blocks`](Self::base_chunk_blocks). Bigger chunks mean fewer bitmap
+    /// sectors per block of the large classes (at 64 KiB × 30, one sector for 240 blocks of
+    /// 8 KiB instead of 64), so a checkpoint writes fewer of them.
+    fn chunk_blocks_for(&self, len: u64) -> u32 {
+        let fit = len / (MIN_CHUNKS * u64::from(self.max_block.max(1)));
+        let fit = u32::try_from(fit).unwrap_or(u32::MAX);
+        fit.clamp(self.base_chunk_blocks(), self.max_chunk_blocks())
     }
 
     /// The block size of every class, smallest first.
@@ -188,7 +213,7 @@ impl Allocator {
         len: u64,
         cfg: AllocConfig,
     ) -> Result<Self> {
-        let mut a = Self::layout(start, len, cfg)?;
+        let mut a = Self::layout(start, len, cfg, cfg.chunk_blocks_for(len))?;
         let chunks = a.chunks.len();
         // Every slot starts valid, so that a bad checksum later can only mean corruption.
         let mut buf = vec![0u8; 2 * chunks * SECTOR as usize];
@@ -245,8 +270,17 @@ impl Allocator {
                 "the allocator configuration differs from the device's",
             ));
         }
-        let mut a = Self::layout(start, len, cfg)?;
-        if u64::from(u32_at(&d, 36)) != a.chunk_bytes || u32_at(&d, 40) as usize != a.chunks.len() {
+        // Version 1 directories always hold the 512 KiB geometry; version 2 ones the size
+        // chosen for the zone at format time. Either way the stored size is used.
+        let chunk = u32_at(&d, 36);
+        let blocks = chunk / cfg.max_block.max(1);
+        if !chunk.is_multiple_of(cfg.max_block.max(1))
+            || !(1..=cfg.max_chunk_blocks()).contains(&blocks)
+        {
+            return Err(corrupt("chunk size out of range for the configuration"));
+        }
+        let mut a = Self::layout(start, len, cfg, blocks)?;
+        if u64::from(chunk) != a.chunk_bytes || u32_at(&d, 40) as usize != a.chunks.len() {
             return Err(corrupt("chunk geometry does not match the zone"));
         }
         if usize::from(d[44]) != a.sizes.len() {
@@ -325,13 +359,17 @@ impl Allocator {
         Ok(a)
     }
 
-    /// The geometry of a zone, computed without touching the device.
-    fn layout(start: u64, len: u64, cfg: AllocConfig) -> Result<Self> {
+    /// The geometry of a zone with chunks of `chunk_blocks` largest blocks, computed without
+    /// touching the device.
+    fn layout(start: u64, len: u64, cfg: AllocConfig, chunk_blocks: u32) -> Result<Self> {
         let sizes = cfg.class_sizes()?;
         if !start.is_multiple_of(SECTOR) {
             return Err(TableError::Invalid("the data zone must start on a sector"));
         }
-        let chunk_bytes = u64::from(cfg.chunk_blocks()) * u64::from(cfg.max_block);
+        let chunk_bytes = u64::from(chunk_blocks) * u64::from(cfg.max_block);
+        if chunk_bytes > u64::from(u32::MAX) {
+            return Err(TableError::Invalid("a chunk would exceed 4 GiB"));
+        }
         let data_at = |n: u64| (start + (2 + 2 * n) * SECTOR).div_ceil(DATA_ALIGN) * DATA_ALIGN;
         let mut n = len.saturating_sub(2 * SECTOR) / (chunk_bytes + 2 * SECTOR);
         while n > 0 && data_at(n) + n * chunk_bytes > start.saturating_add(len) {
@@ -897,5 +935,89 @@ mod tests {
         let other = BlockRef { class: 1, ..b };
         a.mark(other, true).unwrap();
         assert_eq!(a.allocated(), vec![other]);
+    }
+
+    #[test]
+    fn chunk_size_grows_with_the_zone_and_is_read_back() {
+        let cfg = AllocConfig::default();
+        assert_eq!(cfg.chunk_blocks_for(16 << 20), 8, "a small zone: 512 KiB");
+        assert_eq!(cfg.chunk_blocks_for(80 << 20), 20);
+        assert_eq!(
+            cfg.chunk_blocks_for(1 << 30),
+            30,
+            "as many as the bitmap tracks"
+        );
+        let fixed = AllocConfig {
+            min_block: 4096,
+            max_block: 4096,
+            growth: 1,
+        };
+        assert_eq!(fixed.chunk_blocks_for(1 << 30), 3840);
+        let big: u64 = 160 << 20;
+        let mut dev = MemBlock::new(big as usize + 4096);
+        let mut a = Allocator::format(&mut dev, 4096, big, cfg).unwrap();
+        assert_eq!(a.chunk_bytes(), 30 * 65536);
+        let rows: Vec<BlockRef> = (0..500).flat_map(|_| a.allocate(4104).unwrap()).collect();
+        assert_eq!(
+            rows[0].chunk, rows[239].chunk,
+            "240 blocks of 8 KiB a chunk"
+        );
+        assert_ne!(rows[0].chunk, rows[240].chunk);
+        a.allocate(512).unwrap();
+        a.flush(&mut dev).unwrap();
+        let b = Allocator::open(&mut dev, 4096, big, cfg).unwrap();
+        assert_eq!(b.chunk_bytes(), a.chunk_bytes());
+        assert_eq!(b.allocated(), a.allocated());
+    }
+
+    #[test]
+    fn a_version_1_directory_keeps_its_512_kib_chunks() {
+        // As an earlier build formatted a big zone: 512 KiB chunks, a version 1 directory.
+        let cfg = AllocConfig::default();
+        let big: u64 = 160 << 20;
+        let mut dev = MemBlock::new(big as usize + 4096);
+        let mut a = Allocator::layout(4096, big, cfg, 8).unwrap();
+        let n = a.chunks.len();
+        let mut buf = vec![0u8; 2 * n * 512];
+        for c in 0..n {
+            for g in 0..2 {
+                let at = (2 * c + g) * 512;
+                a.encode_slot(c, g as u8, 0, &mut buf[at..at + 512]);
+            }
+        }
+        dev.write(4096 + 1024, &buf).unwrap();
+        a.write_dir(&mut dev).unwrap();
+        a.write_dir(&mut dev).unwrap();
+        a.allocate(65536).unwrap();
+        a.flush(&mut dev).unwrap();
+        for copy in 0..2u64 {
+            let at = 4096 + copy * 512;
+            let mut d = [0u8; 512];
+            dev.read(at, &mut d).unwrap();
+            let len = format::sealed_len(&d).unwrap();
+            format::seal_as(Kind::ClassDir, 1, &mut d, len);
+            dev.write(at, &d).unwrap();
+        }
+        let b = Allocator::open(&mut dev, 4096, big, cfg).unwrap();
+        assert_eq!(b.chunk_bytes(), 512 * 1024);
+        assert_eq!(b.allocated(), a.allocated());
+    }
+
+    #[test]
+    fn a_chunk_size_out_of_range_is_a_clean_error() {
+        let (mut dev, a) = fresh(AllocConfig::default());
+        for bad in [0u32, 1000, 31 * 65536, 9 * 65536] {
+            for copy in 0..2u64 {
+                let at = 4096 + copy * 512;
+                let mut d = [0u8; 512];
+                dev.read(at, &mut d).unwrap();
+                let len = format::sealed_len(&d).unwrap();
+                d[36..40].copy_from_slice(&bad.to_le_bytes());
+                format::seal(Kind::ClassDir, &mut d, len);
+                dev.write(at, &d).unwrap();
+            }
+            let err = Allocator::open(&mut dev, 4096, ZONE, a.config()).unwrap_err();
+            assert!(err.to_string().contains("class directory"), "{bad}: {err}");
+        }
     }
 }

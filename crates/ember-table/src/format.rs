@@ -82,6 +82,14 @@ impl Kind {
             // 2: the table engine's payloads may hold "add block" with a header length
             // (operation 10). Version 1 records are still read.
             Kind::JournalRecord => 2,
+            // 2: entries are prefix-compressed and their locations delta-coded against the
+            // entry before (a few bytes an entry instead of 13 plus the key). Version 1 pages
+            // are still read.
+            Kind::IndexPage => 2,
+            // 2: the chunk size is chosen for the zone at format time (up to as many largest
+            // blocks as one bitmap sector tracks) and read from the directory; version 1
+            // directories, always 512 KiB chunks, are still read.
+            Kind::ClassDir => 2,
             _ => 1,
         }
     }
@@ -107,7 +115,7 @@ pub fn seal(kind: Kind, block: &mut [u8], len: usize) {
 }
 
 /// [`seal`] with an explicit format version.
-fn seal_as(kind: Kind, version: u16, block: &mut [u8], len: usize) {
+pub(crate) fn seal_as(kind: Kind, version: u16, block: &mut [u8], len: usize) {
     debug_assert!(len >= HEADER && len <= block.len());
     block[0..4].copy_from_slice(&kind.magic());
     block[4..6].copy_from_slice(&version.to_le_bytes());
@@ -127,6 +135,11 @@ pub fn sealed_len(block: &[u8]) -> Option<usize> {
 /// Checks the header and checksum of a block read from byte `offset`; returns the covered
 /// length.
 pub fn check(kind: Kind, block: &[u8], offset: u64) -> Result<usize> {
+    check_versioned(kind, block, offset).map(|(len, _)| len)
+}
+
+/// [`check`], also returning the block's format version (1 to the current one).
+pub fn check_versioned(kind: Kind, block: &[u8], offset: u64) -> Result<(usize, u16)> {
     let corrupt = |reason| TableError::Corrupt {
         structure: kind.name(),
         offset,
@@ -162,7 +175,7 @@ pub fn check(kind: Kind, block: &[u8], offset: u64) -> Result<usize> {
             found: version,
         });
     }
-    Ok(len)
+    Ok((len, version))
 }
 
 #[cfg(test)]

@@ -32,8 +32,9 @@ fn reopen_and_check_classes(
     medium: &mut MemBlock<Vec<u8>>,
     st: &State,
     cfg: AllocConfig,
+    zone: u64,
 ) -> Result<(Allocator, Set), String> {
-    let a = Allocator::open(medium, START, ZONE, cfg).map_err(|e| format!("open failed: {e}"))?;
+    let a = Allocator::open(medium, START, zone, cfg).map_err(|e| format!("open failed: {e}"))?;
     let got: Set = a.allocated().into_iter().collect();
     for k in 0..a.class_sizes().len() as u8 {
         let g = class_of(&got, k);
@@ -46,12 +47,12 @@ fn reopen_and_check_classes(
     Ok((a, got))
 }
 
-fn run(cfg: AllocConfig, rounds: u32) {
+fn run(cfg: AllocConfig, rounds: u32, zone: u64) {
     let report = CrashTest::new()
         .run(
-            || MemBlock::new((START + ZONE) as usize),
+            || MemBlock::new((START + zone) as usize),
             |dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, st: &mut State| {
-                let mut a = Allocator::format(dev, START, ZONE, cfg)?;
+                let mut a = Allocator::format(dev, START, zone, cfg)?;
                 st.formatted = true;
                 let mut rng = SplitMix64::new(7);
                 let mut live: Vec<BlockRef> = Vec::new();
@@ -96,7 +97,7 @@ fn run(cfg: AllocConfig, rounds: u32) {
                 if !st.formatted {
                     return Ok(());
                 }
-                let (a, got) = reopen_and_check_classes(&mut medium, st, cfg)?;
+                let (a, got) = reopen_and_check_classes(&mut medium, st, cfg, zone)?;
                 let mut ext: Vec<(u64, u64)> = got.iter().map(|&b| a.extent(b)).collect();
                 ext.sort();
                 if ext.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
@@ -111,7 +112,27 @@ fn run(cfg: AllocConfig, rounds: u32) {
 
 #[test]
 fn variable_size_classes_survive_every_cut() {
-    run(AllocConfig::default(), 60);
+    run(AllocConfig::default(), 60, ZONE);
+}
+
+/// A zone big enough for the largest chunks (30 × 64 KiB, one bitmap sector for 3,840
+/// blocks of 512 B): the same promise.
+#[test]
+fn variable_size_classes_in_big_chunks_survive_every_cut() {
+    let cfg = AllocConfig::default();
+    let zone = 160 << 20;
+    let a = Allocator::format(
+        &mut MemBlock::new((START + zone) as usize),
+        START,
+        zone,
+        cfg,
+    );
+    assert_eq!(
+        a.unwrap().chunk_bytes(),
+        30 * 65536,
+        "the test needs big chunks"
+    );
+    run(cfg, 60, zone);
 }
 
 #[test]
@@ -123,6 +144,7 @@ fn the_fixed_size_allocator_survives_every_cut() {
             growth: 1,
         },
         80,
+        ZONE,
     );
 }
 
@@ -178,7 +200,7 @@ fn a_chunk_given_away_never_returns_with_stale_bits() {
                 if !st.formatted {
                     return Ok(());
                 }
-                reopen_and_check_classes(&mut medium, st, cfg)?;
+                reopen_and_check_classes(&mut medium, st, cfg, ZONE)?;
                 Ok(())
             },
         )

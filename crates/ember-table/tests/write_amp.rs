@@ -1,0 +1,85 @@
+//! Device bytes per application byte of synchronous 4 KiB inserts in full mode (issue 3's
+//! goal: at most 1.25), counted by `Accounted` over the commits and the closing checkpoint,
+//! with both index kinds.
+
+#![allow(clippy::unwrap_used)]
+
+use ember_device::{Accounted, MemBlock, SplitMix64};
+use ember_table::{Column, Database, IndexKind, Mode, Options, Schema, Value};
+
+const ROWS: i64 = 5_000;
+const VALUE: usize = 4096;
+
+fn schema(index: IndexKind) -> Schema {
+    Schema {
+        columns: vec![
+            Column {
+                name: "k".into(),
+                decl_type: "INTEGER".into(),
+                not_null: true,
+            },
+            Column {
+                name: "v".into(),
+                decl_type: "BLOB".into(),
+                not_null: false,
+            },
+        ],
+        primary_key: vec![0],
+        index,
+    }
+}
+
+fn run(index: IndexKind) {
+    let opts = Options {
+        mode: Mode::Full,
+        ..Options::default()
+    };
+    let mut db = Database::create(Accounted::new(MemBlock::new(256 << 20)), opts).unwrap();
+    db.create_table("kv", schema(index)).unwrap();
+    let mut rng = SplitMix64::new(5);
+    let mut v = vec![0u8; VALUE];
+    let start = db.device().stats();
+    for k in 1..=ROWS {
+        v.iter_mut().for_each(|b| *b = rng.byte());
+        db.insert("kv", &[Value::Integer(k), Value::Blob(v.clone())])
+            .unwrap();
+    }
+    let commits = db.device().stats().since(&start);
+    let dev = db.close().unwrap();
+    let all = dev.stats().since(&start);
+    let app = ROWS as u64 * (8 + VALUE as u64);
+    let close = all.write_bytes - commits.write_bytes;
+    // A commit: the block header, slot and tuple in 9 sectors, one journal sector.
+    assert_eq!(commits.write_bytes, ROWS as u64 * 10 * 512, "{index:?}");
+    assert_eq!(commits.syncs, ROWS as u64, "one sync a commit");
+    let per_row = close as f64 / ROWS as f64;
+    assert!(
+        per_row <= 10.0,
+        "{index:?}: the close wrote {per_row:.1} bytes a row"
+    );
+    let ratio = all.write_bytes as f64 / app as f64;
+    eprintln!(
+        "{index:?}: close {close} bytes ({per_row:.2} a row, {} writes), {ratio:.5} in all",
+        all.writes - commits.writes
+    );
+    assert!(
+        ratio <= 1.25,
+        "{index:?}: {ratio:.4} device bytes per application byte"
+    );
+    let mut db = Database::open(dev.into_inner(), opts).unwrap();
+    db.verify().unwrap();
+    assert_eq!(db.row_count("kv").unwrap(), ROWS as usize);
+    for k in [1, ROWS / 2, ROWS] {
+        assert!(db.get("kv", &[Value::Integer(k)]).unwrap().is_some());
+    }
+}
+
+#[test]
+fn synchronous_4k_rows_with_the_hash_index() {
+    run(IndexKind::Hash);
+}
+
+#[test]
+fn synchronous_4k_rows_with_the_tree_index() {
+    run(IndexKind::Tree);
+}
