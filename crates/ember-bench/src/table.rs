@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use ember_device::file::FileBlock;
 use ember_device::{Accounted, BlockDevice, IoStats, SplitMix64};
-use ember_table::{Column, Database, IndexKind, Mode, Options, Schema, Value};
+use ember_table::{Database, IndexKind, Mode, Options, Schema, Value};
 use rusqlite::{Connection, params};
 use serde_json::{Map, Value as Json, json};
 
@@ -520,22 +520,7 @@ fn allocated(path: &Path) -> Option<u64> {
 type EmberDb = Database<Accounted<FileBlock>>;
 
 fn kv_schema(index: IndexKind) -> Schema {
-    Schema {
-        columns: vec![
-            Column {
-                name: "k".into(),
-                decl_type: "INTEGER".into(),
-                not_null: true,
-            },
-            Column {
-                name: "v".into(),
-                decl_type: "BLOB".into(),
-                not_null: false,
-            },
-        ],
-        primary_key: vec![0],
-        index,
-    }
+    Schema::key_value("INTEGER", "BLOB", index)
 }
 
 fn ember_create(path: &Path, cfg: &Config, index: IndexKind) -> Result<EmberDb> {

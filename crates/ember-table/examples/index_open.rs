@@ -16,7 +16,7 @@
 use std::time::Instant;
 
 use ember_device::{Accounted, MemBlock, SplitMix64};
-use ember_table::{Column, Database, IndexKind, Mode, Options, Schema, Value};
+use ember_table::{Database, IndexKind, Mode, Options, Schema, Value};
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
@@ -36,26 +36,15 @@ fn main() {
         mode: Mode::Metadata,
         ..Options::default()
     };
-    let schema = Schema {
-        columns: vec![
-            Column {
-                name: "k".into(),
-                decl_type: "INTEGER".into(),
-                not_null: true,
-            },
-            Column {
-                name: "v".into(),
-                decl_type: "BLOB".into(),
-                not_null: false,
-            },
-        ],
-        primary_key: vec![0],
-        index: if tree {
+    let schema = Schema::key_value(
+        "INTEGER",
+        "BLOB",
+        if tree {
             IndexKind::Tree
         } else {
             IndexKind::Hash
         },
-    };
+    );
     let mut rng = SplitMix64::new(7);
     let mut value = || Value::Blob((0..100).map(|_| rng.byte()).collect());
     let mut db = Database::create(MemBlock::new(256 << 20), opts).unwrap();

@@ -54,6 +54,21 @@ pub struct Schema {
 }
 
 impl Schema {
+    /// A key–value table, the engine API's commonest shape: `k <key_type> NOT NULL`, the
+    /// primary key, and `v <value_type>`.
+    pub fn key_value(key_type: &str, value_type: &str, index: IndexKind) -> Schema {
+        let column = |name: &str, decl_type: &str, not_null| Column {
+            name: name.into(),
+            decl_type: decl_type.into(),
+            not_null,
+        };
+        Schema {
+            columns: vec![column("k", key_type, true), column("v", value_type, false)],
+            primary_key: vec![0],
+            index,
+        }
+    }
+
     /// Checks the schema: at least one column, at most [`MAX_COLUMNS`], unique non-empty
     /// names (compared ASCII-case-insensitively, as SQL does), key positions in range and
     /// not repeated.

@@ -7,7 +7,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use ember_device::{BlockDevice, MemBlock};
-use ember_table::{Column, Database, FormatOptions, IndexKind, Mode, Options, Schema, Value};
+use ember_table::{Database, FormatOptions, IndexKind, Mode, Options, Schema, Value};
 
 const DEV: usize = 2 << 20;
 
@@ -43,22 +43,7 @@ const TABLES: [(&str, IndexKind, i64); 3] = [
 fn build() -> Vec<u8> {
     let mut db = Database::create(MemBlock::new(DEV), options()).unwrap();
     for (t, kind, n) in TABLES {
-        let schema = Schema {
-            columns: vec![
-                Column {
-                    name: "k".into(),
-                    decl_type: "INTEGER".into(),
-                    not_null: true,
-                },
-                Column {
-                    name: "v".into(),
-                    decl_type: "TEXT".into(),
-                    not_null: false,
-                },
-            ],
-            primary_key: vec![0],
-            index: kind,
-        };
+        let schema = Schema::key_value("INTEGER", "TEXT", kind);
         db.create_table(t, schema).unwrap();
         // For `g`, enough rows for an index of two levels.
         for i in 0..n.max(40).min(if t == "g" { n } else { 40 }) {

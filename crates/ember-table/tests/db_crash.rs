@@ -8,9 +8,7 @@ use std::collections::BTreeMap;
 
 use ember_crashtest::CrashTest;
 use ember_device::{FaultyBlock, MemBlock, SplitMix64};
-use ember_table::{
-    Column, Database, FormatOptions, IndexKind, Mode, Options, Schema, TableError, Value,
-};
+use ember_table::{Database, FormatOptions, IndexKind, Mode, Options, Schema, TableError, Value};
 
 const DEV: usize = 12 << 20;
 
@@ -40,26 +38,15 @@ fn options(mode: Mode) -> Options {
 }
 
 fn schema(tree: bool) -> Schema {
-    Schema {
-        columns: vec![
-            Column {
-                name: "k".into(),
-                decl_type: "INTEGER".into(),
-                not_null: true,
-            },
-            Column {
-                name: "v".into(),
-                decl_type: "BLOB".into(),
-                not_null: false,
-            },
-        ],
-        primary_key: vec![0],
-        index: if tree {
+    Schema::key_value(
+        "INTEGER",
+        "BLOB",
+        if tree {
             IndexKind::Tree
         } else {
             IndexKind::Hash
         },
-    }
+    )
 }
 
 fn value(rng: &mut SplitMix64) -> Vec<Value> {

@@ -10,7 +10,7 @@
 use ember_device::{
     BlockDevice, CutOutcome, FaultPlan, FaultyBlock, MemBlock, PowerFail, Result as DevResult,
 };
-use ember_table::{Column, Database, IndexKind, Mode, Options, Schema, TableError, Value};
+use ember_table::{Database, IndexKind, Mode, Options, Schema, TableError, Value};
 
 const DEV: usize = 8 << 20;
 
@@ -60,25 +60,7 @@ fn row(k: i64) -> Vec<Value> {
 /// Creates the database and inserts rows 1 to `rows`, one synced commit each.
 fn workload<D: BlockDevice>(dev: D, rows: i64) -> Result<(), TableError> {
     let mut db = Database::create(dev, opts())?;
-    db.create_table(
-        "t",
-        Schema {
-            columns: vec![
-                Column {
-                    name: "k".into(),
-                    decl_type: "INTEGER".into(),
-                    not_null: true,
-                },
-                Column {
-                    name: "v".into(),
-                    decl_type: "BLOB".into(),
-                    not_null: false,
-                },
-            ],
-            primary_key: vec![0],
-            index: IndexKind::Hash,
-        },
-    )?;
+    db.create_table("t", Schema::key_value("INTEGER", "BLOB", IndexKind::Hash))?;
     for k in 1..=rows {
         db.insert("t", &row(k))?;
     }

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use ember_device::{Accounted, MemBlock};
-use ember_table::{Column, Database, IndexKind, Mode, Options, Schema, Value};
+use ember_table::{Database, IndexKind, Mode, Options, Schema, Value};
 
 type Dev = Accounted<MemBlock<Vec<u8>>>;
 
@@ -16,22 +16,7 @@ fn db(buffer_bytes: usize) -> Database<Dev> {
         ..Options::default()
     };
     let mut db = Database::create(Accounted::new(MemBlock::new(16 << 20)), opts).unwrap();
-    let schema = Schema {
-        columns: vec![
-            Column {
-                name: "k".into(),
-                decl_type: "INTEGER".into(),
-                not_null: true,
-            },
-            Column {
-                name: "v".into(),
-                decl_type: "TEXT".into(),
-                not_null: false,
-            },
-        ],
-        primary_key: vec![0],
-        index: IndexKind::Hash,
-    };
+    let schema = Schema::key_value("INTEGER", "TEXT", IndexKind::Hash);
     db.create_table("t", schema).unwrap();
     db.begin().unwrap();
     for i in 0..2000 {

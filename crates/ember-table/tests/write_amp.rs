@@ -5,28 +5,13 @@
 #![allow(clippy::unwrap_used)]
 
 use ember_device::{Accounted, MemBlock, SplitMix64};
-use ember_table::{Column, Database, IndexKind, Mode, Options, Schema, Value};
+use ember_table::{Database, IndexKind, Mode, Options, Schema, Value};
 
 const ROWS: i64 = 5_000;
 const VALUE: usize = 4096;
 
 fn schema(index: IndexKind) -> Schema {
-    Schema {
-        columns: vec![
-            Column {
-                name: "k".into(),
-                decl_type: "INTEGER".into(),
-                not_null: true,
-            },
-            Column {
-                name: "v".into(),
-                decl_type: "BLOB".into(),
-                not_null: false,
-            },
-        ],
-        primary_key: vec![0],
-        index,
-    }
+    Schema::key_value("INTEGER", "BLOB", index)
 }
 
 fn run(index: IndexKind) {
