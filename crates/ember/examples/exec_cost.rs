@@ -27,18 +27,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     ))?;
     let n: i64 = 20_000;
     c.execute_batch("BEGIN")?;
-    {
-        let mut ins = c.prepare("INSERT INTO t VALUES (?1, ?2, ?3, ?4, ?5)")?;
-        for k in 0..n {
-            ins.execute(ember::params![
-                k,
-                k % 97,
-                k % 13,
-                k as f64 * 0.5,
-                "abcdefgh"
-            ])?;
-        }
-    }
+    insert_rows(&c, 0..n)?;
     c.execute_batch("COMMIT")?;
     let mut acc = 0i64;
     match what.as_str() {
@@ -78,17 +67,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             }
         }
         "insert" => {
-            let mut ins = c.prepare("INSERT INTO t VALUES (?1, ?2, ?3, ?4, ?5)")?;
             c.execute_batch("BEGIN")?;
-            for k in n..n + 20_000 {
-                ins.execute(ember::params![
-                    k,
-                    k % 97,
-                    k % 13,
-                    k as f64 * 0.5,
-                    "abcdefgh"
-                ])?;
-            }
+            insert_rows(&c, n..n + 20_000)?;
             c.execute_batch("COMMIT")?;
         }
         "update" => {
@@ -102,5 +82,20 @@ fn main() -> Result<(), Box<dyn Error>> {
         _ => {}
     }
     println!("{what} {engine} {acc}");
+    Ok(())
+}
+
+/// Inserts the rows with these keys (`a`, `b`, `c` derived from the key, `s` fixed).
+fn insert_rows(c: &ember::Connection, keys: std::ops::Range<i64>) -> Result<(), Box<dyn Error>> {
+    let mut ins = c.prepare("INSERT INTO t VALUES (?1, ?2, ?3, ?4, ?5)")?;
+    for k in keys {
+        ins.execute(ember::params![
+            k,
+            k % 97,
+            k % 13,
+            k as f64 * 0.5,
+            "abcdefgh"
+        ])?;
+    }
     Ok(())
 }
