@@ -1,4 +1,4 @@
-//! The COW compaction threshold against what it costs: for each threshold, the modeled total
+//! The COW compaction threshold against what it costs: for each threshold and split mode, the modeled total
 //! time, the records COW keeps, its compactions and partition erases (uniform data, the
 //! paper's setup), with RB for reference. How the default of `Config::cow_compact_percent`
 //! was chosen.
@@ -14,21 +14,25 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(20_000);
     println!(
-        "| run | threshold % | total s | failures | commit avg/max ms | partition erases | kept |"
+        "| run | split | threshold % | total s | failures | commit avg/max ms | partition erases | kept |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    let mut rows = vec![("RB", Checkpointing::Rollback, 0u8)];
-    for t in [0u8, 36, 40, 45, 50, 55, 60, 70, 80] {
-        rows.push(("COW", Checkpointing::Cow, t));
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    let mut rows = vec![("RB", Checkpointing::Rollback, true, 0u8)];
+    for lazy in [true, false] {
+        for t in [0u8, 36, 40, 45, 50, 55, 60, 65, 70, 75, 80, 90] {
+            rows.push(("COW", Checkpointing::Cow, lazy, t));
+        }
     }
-    for (name, ck, t) in rows {
+    for (name, ck, lazy, t) in rows {
         for dist in [Distribution::Uniform, Distribution::Normal] {
             let mut p = Params::paper(ck, dist);
             p.records = records;
+            p.lazy_split = lazy;
             p.cow_compact_percent = t;
+            let split = if lazy { "lazy" } else { "eager" };
             match run(&p) {
                 Ok(o) => println!(
-                    "| {name} {} | {t} | {:.1} | {} | {:.1} / {:.1} | {} | {} |",
+                    "| {name} {} | {split} | {t} | {:.1} | {} | {:.1} / {:.1} | {} | {} |",
                     dist.name(),
                     o.modeled_total_s,
                     o.power_failures,
@@ -37,7 +41,7 @@ fn main() {
                     o.erases_per_partition.iter().sum::<u64>(),
                     o.records_kept
                 ),
-                Err(e) => println!("| {name} {} | {t} | error: {e} |", dist.name()),
+                Err(e) => println!("| {name} {} | {split} | {t} | error: {e} |", dist.name()),
             }
         }
     }

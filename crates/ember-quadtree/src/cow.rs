@@ -130,7 +130,15 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         let mut out = [0xFFu8; crate::config::MAX_NODE];
         let mut n = 0;
         let child = log.child.map(|c| c.1);
-        for i in 0..log.len {
+        // Without lazy split a split node's record pointers are dead (readers skip them,
+        // its children hold copies): the copy drops them, which leaves the copy's free slots
+        // for in-place pointer updates until the next checkpoint.
+        let len = if child.is_some() && !self.cfg.lazy_split {
+            0
+        } else {
+            log.len
+        };
+        for i in 0..len {
             if let Slot::Record(r) = v.slot(i) {
                 out[2 * n..2 * n + 2].copy_from_slice(&Slot::record(r).to_le_bytes());
                 n += 1;
@@ -259,17 +267,36 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         Ok((n, child))
     }
 
-    /// Copies the live tree of the current partition `p` into free partition `q` (erased
-    /// first), then puts `q` in `p`'s place in the FIFO order and frees `p`. `q` must be the
-    /// first free partition and outside the last checkpoint, so a cut anywhere in here
-    /// leaves the checkpoint whole. `false` (nothing changed but `q`'s bytes) if the tree no
-    /// longer fits once compacted.
+    /// Copies the live tree of the current partition `p` into free partition `q`, then puts
+    /// `q` in `p`'s place in the FIFO order and frees `p`. `q` must be the first free
+    /// partition and outside the last checkpoint, so a cut anywhere in here leaves the
+    /// checkpoint whole. `false` (nothing changed but `q`'s bytes) if the tree no longer fits
+    /// once compacted.
+    ///
+    /// Records are never dead (no update or delete), so the record area is copied as it is
+    /// and keeps its record numbers: the node slots that point to records are copied
+    /// unchanged. When `q` last held an earlier copy of the same tree (compactions
+    /// alternate between two partitions), the segments at the top of its record area that
+    /// already hold the same bytes are neither erased nor written again.
     pub(crate) fn cow_compact(&mut self, p: u8, q: u8) -> Result<bool> {
         let live = usize::from(self.live);
         if self.committed(q) || live == usize::from(self.lay.parts) || self.order[live] != q {
             return Err(Error::CheckpointNeeded);
         }
-        self.erase_partition(q)?;
+        let records = self.parts[p as usize].records;
+        let rec_lo = self.lay.rec_off(records.saturating_sub(1));
+        let rec_lo = if records == 0 {
+            self.lay.part_len
+        } else {
+            rec_lo
+        };
+        let kept = self.prepare_target(p, q, rec_lo)?;
+        self.copy_bytes(p, q, rec_lo, kept)?;
+        self.parts[q as usize] = crate::store::Part {
+            units: 1,
+            records,
+            root: 0,
+        };
         let mut budget = u32::from(self.parts[p as usize].units);
         let root = self.parts[p as usize].root;
         if !self.copy_tree(p, root, q, 0, 0, &mut budget)? {
@@ -279,6 +306,60 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         self.order[live] = p;
         self.stats.compactions = self.stats.compactions.wrapping_add(1);
         Ok(true)
+    }
+
+    /// Makes free partition `q` ready to receive `p`'s record area `[rec_lo, part_len)` and
+    /// a new node area: the segments at its top that lie wholly in that range and already
+    /// hold `p`'s bytes are kept, every other segment that is not erased is erased. Returns
+    /// the partition offset where the kept segments begin (`part_len` if none).
+    fn prepare_target(&mut self, p: u8, q: u8, rec_lo: u32) -> Result<u32> {
+        let seg = self.lay.seg;
+        let len = self.lay.part_len;
+        let mut kept = len;
+        while kept >= seg && kept - seg >= rec_lo && self.same_bytes(p, q, kept - seg, seg)? {
+            kept -= seg;
+            self.stats.kept_segments = self.stats.kept_segments.wrapping_add(1);
+        }
+        let mut at = 0;
+        while at < kept {
+            let addr = self.lay.at(q, at);
+            if !self.is_erased(Structure::Partition, addr, u64::from(seg))? {
+                self.erase(Structure::Partition, addr, u64::from(seg))?;
+                self.stats.partition_erases = self.stats.partition_erases.wrapping_add(1);
+            }
+            at += seg;
+        }
+        Ok(kept)
+    }
+
+    /// Whether partitions `p` and `q` hold the same `len` bytes at offset `off`.
+    fn same_bytes(&mut self, p: u8, q: u8, off: u32, len: u32) -> Result<bool> {
+        let mut a = [0u8; MAX_NODE];
+        let mut b = [0u8; MAX_NODE];
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(MAX_NODE as u32) as usize;
+            self.read(Structure::Record, self.lay.at(p, off + at), &mut a[..n])?;
+            self.read(Structure::Record, self.lay.at(q, off + at), &mut b[..n])?;
+            if a[..n] != b[..n] {
+                return Ok(false);
+            }
+            at += n as u32;
+        }
+        Ok(true)
+    }
+
+    /// Copies partition `p`'s bytes `[from, to)` to the same offsets of partition `q`.
+    fn copy_bytes(&mut self, p: u8, q: u8, from: u32, to: u32) -> Result<()> {
+        let mut buf = [0u8; MAX_NODE];
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(MAX_NODE as u32) as usize;
+            self.read(Structure::Record, self.lay.at(p, at), &mut buf[..n])?;
+            self.write(Structure::Record, self.lay.at(q, at), &buf[..n])?;
+            at += n as u32;
+        }
+        Ok(())
     }
 
     /// Copies the subtree of node `from` (partition `p`) to node `to` of partition `q`.
@@ -317,9 +398,9 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         Ok(true)
     }
 
-    /// Copies node `from`'s live records into `q`'s record area and writes node `to` with
-    /// their new pointers, then the pointer to a newly allocated child group. Returns the old
-    /// and new child groups (the new one 0 if `q` is full).
+    /// Writes node `to` of `q` with node `from`'s live record pointers (their records are
+    /// at the same numbers in `q`), then the pointer to a newly allocated child group.
+    /// Returns the old and new child groups (the new one 0 if `q` is full).
     #[inline(never)]
     fn copy_live_node(&mut self, p: u8, from: u16, q: u8, to: u16) -> Result<Option<(u16, u16)>> {
         self.stats.node_copies = self.stats.node_copies.wrapping_add(1);
@@ -328,16 +409,10 @@ impl<F: FlashDevice, const D: usize> Store<F, D> {
         let child = log.child.map(|c| c.1);
         let mut out = [0xFFu8; MAX_NODE];
         let mut n = 0;
-        let rec = u32::from(self.lay.rec);
         if child.is_none() || self.cfg.lazy_split {
             for i in 0..log.len {
                 if let Slot::Record(r) = v.slot(i) {
-                    if !self.fits(q, 0, rec) {
-                        return Ok(Some((0, 0)));
-                    }
-                    let record = self.read_record(p, r)?;
-                    let idx = self.add_record(q, &record)?;
-                    out[2 * n..2 * n + 2].copy_from_slice(&Slot::record(idx).to_le_bytes());
+                    out[2 * n..2 * n + 2].copy_from_slice(&Slot::record(r).to_le_bytes());
                     n += 1;
                 }
             }

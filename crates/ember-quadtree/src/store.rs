@@ -214,6 +214,9 @@ pub struct Stats {
     pub node_copies: u32,
     /// COW compactions (a partition's live tree copied into a free partition).
     pub compactions: u32,
+    /// Record-area segments a COW compaction found already holding the bytes it would copy
+    /// (left from an earlier copy of the same tree): neither erased nor written.
+    pub kept_segments: u32,
     /// Partitions erased for reuse.
     pub partition_erases: u32,
     /// Log erase units erased.

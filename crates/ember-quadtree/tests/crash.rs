@@ -173,7 +173,7 @@ fn cow_every_cut_point_of_500_inserts() {
 
 /// The record-set hashes a run without failures had at each commit, by the number of
 /// records the commit's context says are in (several commits may say the same number).
-fn snapshots(cfg: Config<2>) -> HashMap<u64, Vec<u64>> {
+fn snapshots(cfg: Config<2>, want_kept: bool) -> HashMap<u64, Vec<u64>> {
     let mut s = Store::format(flash(&cfg), cfg, &ctx(0)).unwrap();
     let mut snaps: HashMap<u64, Vec<u64>> = HashMap::new();
     snaps.entry(0).or_default().push(set_hash(&[]));
@@ -215,6 +215,7 @@ fn snapshots(cfg: Config<2>) -> HashMap<u64, Vec<u64>> {
             st.compactions >= 2 && dropped_for_compaction >= 1,
             "{st:?}, {dropped_for_compaction} compactions into a dropped partition"
         );
+        assert!(!want_kept || st.kept_segments >= 1, "{st:?}");
     }
     snaps
 }
@@ -277,7 +278,12 @@ fn check_wrapped(
 fn every_cut_wrapping(name: &str, units: u16, max_points: usize) {
     let (_, mut cfg) = variants(units).into_iter().find(|v| v.0 == name).unwrap();
     cfg.partitions = 2;
-    let snaps = snapshots(cfg);
+    every_cut_wrapping_with(name, cfg, max_points, false);
+}
+
+/// `want_kept`: the run without failures must have a compaction keep record segments.
+fn every_cut_wrapping_with(name: &str, cfg: Config<2>, max_points: usize, want_kept: bool) {
+    let snaps = snapshots(cfg, want_kept);
     let report = CrashTest::new()
         .max_points(max_points)
         .run(
@@ -292,6 +298,17 @@ fn every_cut_wrapping(name: &str, units: u16, max_points: usize) {
 #[test]
 fn cow_every_cut_point_while_compacting_and_wrapping() {
     every_cut_wrapping("cow", 14, usize::MAX);
+}
+
+/// Every cut point where COW compactions alternate between two partitions: the target
+/// still holds the tree's previous copy, whose record-area segments the compaction keeps.
+#[test]
+fn cow_every_cut_point_while_compacting_onto_the_previous_copy() {
+    let (_, mut cfg) = variants(10).into_iter().find(|v| v.0 == "cow").unwrap();
+    cfg.partitions = 2;
+    cfg.lazy_split = false;
+    cfg.cow_compact_percent = 60;
+    every_cut_wrapping_with("cow-eager-60", cfg, usize::MAX, true);
 }
 
 #[test]
