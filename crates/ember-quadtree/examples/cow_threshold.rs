@@ -6,13 +6,10 @@
 //! `cargo run --release -p ember-quadtree --example cow_threshold [records]`
 
 use ember_quadtree::Checkpointing;
-use ember_quadtree::bench::{Distribution, Params, run};
+use ember_quadtree::bench::{Distribution, Params, records_arg, run};
 
 fn main() {
-    let records: u64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(20_000);
+    let records = records_arg();
     println!(
         "| run | split | threshold % | total s | failures | commit avg/max ms | partition erases | kept |"
     );

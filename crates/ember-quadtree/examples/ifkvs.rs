@@ -4,26 +4,12 @@
 //!
 //! `cargo run --release -p ember-quadtree --example ifkvs [records]`
 
-use ember_quadtree::bench::{Distribution, Outcome, Params, run, to_json};
+use ember_quadtree::bench::{Distribution, Outcome, Params, paper_runs, records_arg, run, to_json};
 use ember_quadtree::{Checkpointing, Undo};
 
 fn main() {
-    let records: u64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(20_000);
-    let mut runs: Vec<(String, Params)> = Vec::new();
-    for dist in [Distribution::Uniform, Distribution::Normal] {
-        for (name, ck) in [
-            ("RB", Checkpointing::Rollback),
-            ("WAL", Checkpointing::Wal),
-            ("COW", Checkpointing::Cow),
-        ] {
-            let mut p = Params::paper(ck, dist);
-            p.records = records;
-            runs.push((format!("{name} {}", dist.name()), p));
-        }
-    }
+    let records = records_arg();
+    let mut runs = paper_runs(records);
     let mut eager = Params::paper(Checkpointing::Rollback, Distribution::Uniform);
     eager.lazy_split = false;
     eager.records = records;

@@ -3,14 +3,10 @@
 //!
 //! `cargo run --release -p ember-quadtree --example ifkvs_breakdown [records]`
 
-use ember_quadtree::Checkpointing;
-use ember_quadtree::bench::{Distribution, Latency, Params, run};
+use ember_quadtree::bench::{Latency, paper_runs, records_arg, run};
 
 fn main() {
-    let records: u64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(20_000);
+    let records = records_arg();
     println!(
         "| run | total s | recharge s | failures | insert s (r/w/e) | commit s (r/w/e) | \
          restore s (r/w/e) | scan s | other on s | reads | bytes read | bytes written | bytes erased |"
@@ -22,37 +18,28 @@ fn main() {
             l.total_s, l.flash_s[0], l.flash_s[1], l.flash_s[2]
         )
     };
-    for dist in [Distribution::Uniform, Distribution::Normal] {
-        for (name, ck) in [
-            ("RB", Checkpointing::Rollback),
-            ("WAL", Checkpointing::Wal),
-            ("COW", Checkpointing::Cow),
-        ] {
-            let mut p = Params::paper(ck, dist);
-            p.records = records;
-            match run(&p) {
-                Ok(o) => {
-                    let phases =
-                        o.insert.total_s + o.commit.total_s + o.restore.total_s + o.scan.total_s;
-                    println!(
-                        "| {name} {} | {:.1} | {:.1} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} |",
-                        dist.name(),
-                        o.modeled_total_s,
-                        o.modeled_total_s - o.on_s,
-                        o.power_failures,
-                        f(&o.insert),
-                        f(&o.commit),
-                        f(&o.restore),
-                        o.scan.total_s,
-                        o.on_s - phases,
-                        o.sim.ops[0],
-                        o.sim.bytes[0],
-                        o.sim.bytes[1],
-                        o.sim.bytes[2],
-                    );
-                }
-                Err(e) => println!("| {name} {} | error: {e} |", dist.name()),
+    for (name, p) in paper_runs(records) {
+        match run(&p) {
+            Ok(o) => {
+                let phases =
+                    o.insert.total_s + o.commit.total_s + o.restore.total_s + o.scan.total_s;
+                println!(
+                    "| {name} | {:.1} | {:.1} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} |",
+                    o.modeled_total_s,
+                    o.modeled_total_s - o.on_s,
+                    o.power_failures,
+                    f(&o.insert),
+                    f(&o.commit),
+                    f(&o.restore),
+                    o.scan.total_s,
+                    o.on_s - phases,
+                    o.sim.ops[0],
+                    o.sim.bytes[0],
+                    o.sim.bytes[1],
+                    o.sim.bytes[2],
+                );
             }
+            Err(e) => println!("| {name} | error: {e} |"),
         }
     }
 }

@@ -69,6 +69,33 @@ pub struct Params {
     pub seed: u64,
 }
 
+/// The paper's runs: RB, WAL and COW (in that order) on each data distribution, named as
+/// the paper's figures name them ("RB uniform", …), with `records` records each.
+pub fn paper_runs(records: u64) -> Vec<(String, Params)> {
+    let mut runs = Vec::new();
+    for dist in [Distribution::Uniform, Distribution::Normal] {
+        for (name, ck) in [
+            ("RB", Checkpointing::Rollback),
+            ("WAL", Checkpointing::Wal),
+            ("COW", Checkpointing::Cow),
+        ] {
+            let mut p = Params::paper(ck, dist);
+            p.records = records;
+            runs.push((format!("{name} {}", dist.name()), p));
+        }
+    }
+    runs
+}
+
+/// The record count a command line gives as its first argument (the paper's 20,000 if it
+/// gives none or no number).
+pub fn records_arg() -> u64 {
+    std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(20_000)
+}
+
 impl Params {
     /// The paper's setup: 20,000 records, a checkpoint every 100, 200-byte context, 4
     /// partitions of 20 KiB, 64-byte nodes, the testbed's capacitor and supply.
