@@ -1843,6 +1843,21 @@ fn eval_column(
     })
 }
 
+/// The position of the column `e` names if it is a plain column reference found in `env`'s
+/// own scope (not an enclosing one); `None` for anything else, an ambiguous name included.
+pub(crate) fn own_column(e: &Expr, env: &Env<'_>) -> Option<usize> {
+    let Expr::Column {
+        table, name, slot, ..
+    } = e
+    else {
+        return None;
+    };
+    match resolve(table.as_deref(), name, slot, env) {
+        Ok(Some((en, i))) if core::ptr::eq(en.scope, env.scope) => Some(i),
+        _ => None,
+    }
+}
+
 /// Finds a column reference in `env` or, failing that, in the enclosing environments: the
 /// environment that has it and the column's position there. A reference found in `env`
 /// itself is remembered in `slot` under the scope's id, so the next row of the same scope

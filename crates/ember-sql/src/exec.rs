@@ -2354,6 +2354,20 @@ impl<S: Storage> Executor<S> {
                 }
                 out.push((vals, keys));
             }
+        } else if let Some(cols) = self.moved_columns(&exprs, &scope, outer, &order_idx) {
+            // The result is distinct plain columns of the rows (ORDER BY names only result
+            // columns): each value moves out of its row instead of being copied.
+            for mut r in rows {
+                let vals: Vec<Value> = cols
+                    .iter()
+                    .map(|&i| {
+                        r.get_mut(i)
+                            .map_or(Value::Null, |v| core::mem::replace(v, Value::Null))
+                    })
+                    .collect();
+                let keys = order_idx.iter().map(|&i| vals[i].clone()).collect();
+                out.push((vals, keys));
+            }
         } else {
             for r in &rows {
                 let env = Env {
@@ -2381,6 +2395,36 @@ impl<S: Storage> Executor<S> {
             out = dedup_keep_order(out);
         }
         Ok((names, affs, out))
+    }
+
+    /// The row positions of result expressions that are all plain columns of `scope`'s rows,
+    /// each named once, when no ORDER BY term needs the row itself: then the values can move
+    /// out of the rows. `None` otherwise (or if a name does not resolve cleanly here).
+    fn moved_columns(
+        &self,
+        exprs: &[Cow<'_, Expr>],
+        scope: &Scope,
+        outer: Option<&Env<'_>>,
+        order_idx: &[usize],
+    ) -> Option<Vec<usize>> {
+        if order_idx.contains(&usize::MAX) {
+            return None;
+        }
+        let env = Env {
+            scope,
+            row: &[],
+            outer,
+            group: None,
+        };
+        let mut cols: Vec<usize> = Vec::with_capacity(exprs.len());
+        for e in exprs {
+            let i = crate::eval::own_column(e, &env)?;
+            if cols.contains(&i) {
+                return None;
+            }
+            cols.push(i);
+        }
+        Some(cols)
     }
 
     /// Flattens a FROM tree into leaves with their join kinds and conditions.

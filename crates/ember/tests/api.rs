@@ -422,6 +422,13 @@ fn cached_column_positions_follow_schema_and_scope_changes() {
         // One expression over a single table and over a join, in one statement.
         "SELECT a FROM t WHERE b IN (SELECT b FROM u WHERE d > 7) AND a > 1 ORDER BY a",
         "SELECT x.a, y.a FROM t AS x, t AS y WHERE x.a < y.a ORDER BY 1, 2",
+        // Plain result columns move out of the rows; the same column twice, an ORDER BY on
+        // a column not in the result and outer references must not.
+        "SELECT b, a FROM t ORDER BY 2 DESC",
+        "SELECT a, a, b FROM t ORDER BY 1",
+        "SELECT a, b FROM t ORDER BY c DESC",
+        "SELECT DISTINCT d FROM u ORDER BY 1",
+        "SELECT a, (SELECT t.b FROM u WHERE u.d = 7) FROM t ORDER BY a",
     ] {
         let (ours, theirs) = both(&conn, &lite, sql);
         assert_eq!(ours, theirs, "{sql}");
