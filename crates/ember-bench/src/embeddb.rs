@@ -1267,8 +1267,13 @@ impl Sizes {
 /// pages, no syncs: what the engine's device sees).
 #[derive(Debug, Clone, Copy)]
 pub struct Bandwidth {
-    /// Sequential page writes.
+    /// Sequential page writes, one page per call.
     pub seq_write: f64,
+    /// Sequential page writes, `batch` pages per call (ember-api's `--write-pages`): the
+    /// insert figures' theoretical maximum, since the engine writes that many at once.
+    pub seq_write_batched: f64,
+    /// Pages per call of `seq_write_batched`.
+    pub batch: u64,
     /// Sequential page reads (every byte inspected).
     pub seq_read: f64,
     /// Random page reads (every byte inspected).
@@ -1283,16 +1288,19 @@ impl Bandwidth {
             "pages": self.pages,
             "page_bytes": PAGE,
             "seq_write_bytes_per_sec": self.seq_write,
+            "seq_write_batched_bytes_per_sec": self.seq_write_batched,
+            "batch_pages": self.batch,
             "seq_read_bytes_per_sec": self.seq_read,
             "random_read_bytes_per_sec": self.rand_read,
             "how": "a FileBlock file in the scratch directory: the pages written in order \
-                    (no sync), read in order, read in a random order; reads inspect every byte",
+                    (no sync; one page per call, then batch_pages per call), read in order, \
+                    read in a random order; reads inspect every byte",
         })
     }
 }
 
 /// Measures the bandwidth of the engine's device kind, as the paper does (10,000 pages).
-pub fn bandwidth(dir: &Path, pages: u64) -> Result<Bandwidth> {
+pub fn bandwidth(dir: &Path, pages: u64, batch: u64) -> Result<Bandwidth> {
     let path = dir.join("bandwidth.dev");
     let mut f = FileBlock::create(&path, pages * PAGE as u64).map_err(|e| format!("{e:?}"))?;
     let mut buf = [0u8; PAGE];
@@ -1304,6 +1312,19 @@ pub fn bandwidth(dir: &Path, pages: u64) -> Result<Bandwidth> {
             .map_err(|e| format!("{e:?}"))?;
     }
     let seq_write = bytes / t.elapsed().as_secs_f64().max(1e-9);
+    let batch = batch.max(1);
+    let mut big = vec![0u8; PAGE * batch as usize];
+    let t = Instant::now();
+    let mut p = 0;
+    while p < pages {
+        let n = batch.min(pages - p);
+        let len = PAGE * n as usize;
+        big[..8].copy_from_slice(&p.to_le_bytes());
+        f.write(p * PAGE as u64, &big[..len])
+            .map_err(|e| format!("{e:?}"))?;
+        p += n;
+    }
+    let seq_write_batched = bytes / t.elapsed().as_secs_f64().max(1e-9);
     let mut sum = 0u64;
     let t = Instant::now();
     for p in 0..pages {
@@ -1326,6 +1347,8 @@ pub fn bandwidth(dir: &Path, pages: u64) -> Result<Bandwidth> {
     let _ = fs::remove_file(&path);
     Ok(Bandwidth {
         seq_write,
+        seq_write_batched,
+        batch,
         seq_read,
         rand_read,
         pages,
@@ -1532,7 +1555,8 @@ fn run_system(
     let proc_io = ProcIo::delta(proc0);
     let io = io_delta(sys, io0);
     if wants("insert") {
-        let max = bw.seq_write / 16.0;
+        // The engine writes `batch` pages a call: its bound is the bandwidth at that size.
+        let max = bw.seq_write.max(bw.seq_write_batched) / 16.0;
         let rate = recs.len() as f64 / seconds.max(1e-9);
         let mut p = Map::new();
         p.insert(
@@ -1543,7 +1567,9 @@ fn run_system(
         p.insert("share_of_theoretical_max".into(), (rate / max).into());
         p.insert(
             "theoretical_max_basis".into(),
-            "measured sequential write bandwidth ÷ 16 bytes per record".into(),
+            "measured sequential write bandwidth (at the engine's pages per write) ÷ 16 \
+             bytes per record"
+                .into(),
         );
         if let Some(io) = io {
             p.insert("device_writes".into(), io.writes.into());
@@ -1850,7 +1876,11 @@ pub fn main(args: &Args) -> Result<String> {
         .collect::<Result<Vec<_>>>()?;
     let sizes = Sizes::new(args.quick);
     let scratch = Scratch::new(&args.dir, "ember-bench-embeddb")?;
-    let bw = bandwidth(scratch.dir(), sizes.bandwidth_pages)?;
+    let bw = bandwidth(
+        scratch.dir(),
+        sizes.bandwidth_pages,
+        u64::from(args.write_pages),
+    )?;
 
     // Each Table 3 query on the data set it names, else on the first.
     let plan: Vec<(Q, usize)> = Q::ALL
@@ -2159,8 +2189,8 @@ fn markdown(
     let _ = writeln!(
         s,
         "## embeddb{}\n\n{} cores, {}; SQLite {}; {} build. Device (a file, 512-byte pages, no \
-         sync): sequential write {:.0} MB/s, sequential read {:.0} MB/s, random read {:.0} MB/s \
-         ({} pages). Ratios are ember-api (or ember-sql) ops/s ÷ SQLite ops/s (above 1: \
+         sync): sequential write {:.0} MB/s ({:.0} MB/s {} pages a call), sequential read {:.0} \
+         MB/s, random read {:.0} MB/s ({} pages). Ratios are ember-api (or ember-sql) ops/s ÷ SQLite ops/s (above 1: \
          EmberDB is faster): the median over runs of the two systems' ops/s in the same run \
          (run back to back), and the ratio of each system's median run; goals are judged on \
          ember-api's first.\n",
@@ -2174,6 +2204,8 @@ fn markdown(
             "release"
         },
         bw.seq_write / 1e6,
+        bw.seq_write_batched / 1e6,
+        bw.batch,
         bw.seq_read / 1e6,
         bw.rand_read / 1e6,
         bw.pages
@@ -2403,6 +2435,8 @@ mod tests {
         let w = Work::new(&ds, Sizes::new(true), vec![], None);
         let bw = Bandwidth {
             seq_write: 1e8,
+            seq_write_batched: 1e8,
+            batch: 1,
             seq_read: 1e8,
             rand_read: 1e8,
             pages: 1,
