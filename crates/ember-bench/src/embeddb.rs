@@ -2156,16 +2156,6 @@ fn param(r: Option<&RunResult>, key: &str) -> Option<f64> {
     r?.params.get(key)?.as_f64()
 }
 
-fn num(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.0}")
-    } else if x >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    }
-}
-
 /// The goal of a workload (paper 003 / issue 6): a ratio to reach, or none.
 fn goal(w: &str) -> (Option<f64>, &'static str) {
     match w {
@@ -2188,16 +2178,14 @@ fn markdown(
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "## embeddb{}\n\n{} cores, {}; SQLite {}; {} build. Device (a file, 512-byte pages, no \
+        "## embeddb{}\n\n{}; {} build. Device (a file, 512-byte pages, no \
          sync): sequential write {:.0} MB/s ({:.0} MB/s {} pages a call), sequential read {:.0} \
          MB/s, random read {:.0} MB/s ({} pages). Ratios are ember-api (or ember-sql) ops/s ÷ SQLite ops/s (above 1: \
          EmberDB is faster): the median over runs of the two systems' ops/s in the same run \
          (run back to back), and the ratio of each system's median run; goals are judged on \
          ember-api's first.\n",
         if args.quick { " (--quick)" } else { "" },
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        std::env::consts::OS,
-        rusqlite::version(),
+        report::machine_line(),
         if cfg!(debug_assertions) {
             "debug"
         } else {
@@ -2226,8 +2214,9 @@ fn markdown(
             if a.is_none() && b.is_none() {
                 continue;
             }
-            let ops = |r: Option<&RunResult>| r.map_or("–".into(), |r| num(r.ops_per_sec()));
-            let p50 = |r: Option<&RunResult>| r.map_or("–".into(), |r| num(r.p50_us));
+            let ops =
+                |r: Option<&RunResult>| r.map_or("–".into(), |r| report::num(r.ops_per_sec()));
+            let p50 = |r: Option<&RunResult>| r.map_or("–".into(), |r| report::num(r.p50_us));
             let ra = ratio(results, &d.name, w);
             let (g, gtext) = goal(w);
             let met = match (w, g, ra) {
@@ -2262,9 +2251,9 @@ fn markdown(
                 ops(a),
                 ops(e),
                 ops(b),
-                ra.map_or("–".into(), num),
-                ratio_of_medians(results, &d.name, w).map_or("–".into(), num),
-                ratio_sql(results, &d.name, w).map_or("–".into(), num),
+                ra.map_or("–".into(), report::num),
+                ratio_of_medians(results, &d.name, w).map_or("–".into(), report::num),
+                ratio_sql(results, &d.name, w).map_or("–".into(), report::num),
                 p50(a),
                 p50(e),
                 p50(b),

@@ -160,7 +160,19 @@ pub fn write_json(
     Ok(())
 }
 
-fn num(x: f64) -> String {
+/// The machine and the SQLite it ran against, as the Markdown reports open:
+/// "2 cores, linux; SQLite 3.53.2".
+pub fn machine_line() -> String {
+    format!(
+        "{} cores, {}; SQLite {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::env::consts::OS,
+        rusqlite::version()
+    )
+}
+
+/// A figure for a Markdown table: no decimals from 100, one from 10, two below.
+pub fn num(x: f64) -> String {
     if x >= 100.0 {
         format!("{x:.0}")
     } else if x >= 10.0 {

@@ -40,7 +40,7 @@ use serde_json::{Map, Value as Json, json};
 
 use crate::chart;
 use crate::measure::{Latencies, ProcIo, Result};
-use crate::report::RunResult;
+use crate::report::{self, RunResult};
 use crate::stores::Durability;
 use crate::suite::{self, Job, Measured, SuiteArgs};
 use crate::zipf::Zipfian;
@@ -785,16 +785,6 @@ fn find<'a>(
     })
 }
 
-fn num(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.0}")
-    } else if x >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    }
-}
-
 fn ratio(a: Option<&RunResult>, b: Option<&RunResult>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if b.ops_per_sec() > 0.0 => Some(a.ops_per_sec() / b.ops_per_sec()),
@@ -819,13 +809,11 @@ pub fn markdown(results: &[RunResult], notes: &str) -> String {
     let mut s = String::from("## ember-bench sqlitekv: the SQLiteKV evaluation\n\n");
     let _ = writeln!(
         s,
-        "{} cores, {}; SQLite {}. ops/s of every configuration; ratios: lsm/SQLite and \
+        "{}. ops/s of every configuration; ratios: lsm/SQLite and \
          table/SQLite are EmberDB through SQL ÷ SQLite, SQL/API is EmberDB lsm through SQL ÷ its \
          engine API, API/fjall is the engine API ÷ fjall, +cache/lsm is the lsm row with the \
          coordination cache ÷ without (all at the same durability and item size).\n",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        std::env::consts::OS,
-        rusqlite::version()
+        report::machine_line()
     );
     s.push_str("| workload | item B | durability |");
     for l in &labels {
@@ -841,7 +829,7 @@ pub fn markdown(results: &[RunResult], notes: &str) -> String {
     for key in row_keys(results) {
         let _ = write!(s, "| {} | {} | {} |", key.0, key.1, key.2);
         for l in &labels {
-            let c = find(results, &key, l).map_or("–".into(), |r| num(r.ops_per_sec()));
+            let c = find(results, &key, l).map_or("–".into(), |r| report::num(r.ops_per_sec()));
             let _ = write!(s, " {c} |");
         }
         let f = |l: &str| find(results, &key, l);
@@ -877,9 +865,9 @@ pub fn markdown(results: &[RunResult], notes: &str) -> String {
             label(r),
             r.ops,
             r.seconds,
-            num(r.ops_per_sec()),
-            num(r.p50_us),
-            num(r.p99_us),
+            report::num(r.ops_per_sec()),
+            report::num(r.p50_us),
+            report::num(r.p99_us),
             opt(r.app_bytes),
             opt(r.device_bytes),
         );

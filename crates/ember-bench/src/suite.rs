@@ -263,16 +263,6 @@ fn find<'a>(results: &'a [RunResult], w: &str, d: &str, s: &str) -> Option<&'a R
         .find(|r| r.workload == w && durability_of(r) == d && r.system == s)
 }
 
-fn fmt_num(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.0}")
-    } else if x >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    }
-}
-
 /// The ratio of two throughputs, `–` if either is missing.
 fn ratio(a: Option<&RunResult>, b: Option<&RunResult>) -> String {
     match (a, b) {
@@ -298,12 +288,10 @@ pub fn markdown(suite: &str, title: &str, results: &[RunResult], notes: &str) ->
     let mut s = format!("## ember-bench {suite}: {title}\n\n");
     let _ = writeln!(
         s,
-        "{} cores, {}; SQLite {}. Ratios are EmberDB ops/s ÷ SQLite ops/s at the same \
+        "{}. Ratios are EmberDB ops/s ÷ SQLite ops/s at the same \
          durability (above 1: EmberDB is faster); the (p50) ratios are SQLite's median \
          latency ÷ EmberDB's, which a few slow outliers on a noisy machine do not move.\n",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        std::env::consts::OS,
-        rusqlite::version()
+        report::machine_line()
     );
     s.push_str("| workload | durability |");
     for sys in &systems {
@@ -321,7 +309,7 @@ pub fn markdown(suite: &str, title: &str, results: &[RunResult], notes: &str) ->
         let _ = write!(s, "| {w} | {d} |");
         for sys in &systems {
             let cell =
-                find(results, &w, &d, sys).map_or("–".into(), |r| fmt_num(r.ops_per_sec()));
+                find(results, &w, &d, sys).map_or("–".into(), |r| report::num(r.ops_per_sec()));
             let _ = write!(s, " {cell} |");
         }
         let sq = find(results, &w, &d, "sqlite");
@@ -357,9 +345,9 @@ pub fn markdown(suite: &str, title: &str, results: &[RunResult], notes: &str) ->
             r.system,
             r.ops,
             r.seconds,
-            fmt_num(r.ops_per_sec()),
-            fmt_num(r.p50_us),
-            fmt_num(r.p99_us),
+            report::num(r.ops_per_sec()),
+            report::num(r.p50_us),
+            report::num(r.p99_us),
             opt(r.app_bytes),
             opt(r.device_bytes),
         );
