@@ -1434,16 +1434,24 @@ impl<S: Storage> Executor<S> {
 
     /// Rowids of other rows that the row would collide with (rowid or a unique constraint),
     /// or an error if `conflict` says to fail; `Ok(None)` means skip the row (OR IGNORE).
+    ///
+    /// `fresh`: `rowid` came from [`next_rowid`](Self::next_rowid), so no row has it.
+    /// `old`: the row an UPDATE replaces (`old_rowid` its rowid); a UNIQUE constraint whose
+    /// columns keep their values cannot be broken by it (the old row held them alone), so it
+    /// is not probed.
+    #[allow(clippy::too_many_arguments)]
     fn conflicts(
         &mut self,
         t: &TableDef,
         row: &[Value],
         rowid: i64,
-        old_rowid: Option<i64>,
+        fresh: bool,
+        old: Option<(i64, &[Value])>,
         conflict: Conflict,
     ) -> Result<Option<Vec<i64>>> {
         let mut victims = Vec::new();
-        if old_rowid != Some(rowid) && self.storage.contains(&t.engine, rowid)? {
+        let old_rowid = old.map(|(r, _)| r);
+        if !fresh && old_rowid != Some(rowid) && self.storage.contains(&t.engine, rowid)? {
             match conflict {
                 Conflict::Ignore => return Ok(None),
                 Conflict::Replace => victims.push(rowid),
@@ -1459,27 +1467,19 @@ impl<S: Storage> Executor<S> {
             }
         }
         for u in &t.uniques {
+            if let Some((_, before)) = old {
+                if u.columns.iter().all(|&c| before.get(c) == Some(&row[c])) {
+                    continue;
+                }
+            }
             let vals: Vec<Value> = u.columns.iter().map(|&c| row[c].clone()).collect();
             if vals.iter().any(Value::is_null) {
                 continue;
             }
-            let hits = self.storage.index_scan(
-                &u.engine,
-                Bound::Included(&vals),
-                Bound::Included(&vals),
-            )?;
-            for (r, other) in hits {
+            // The index's equality is SQLite's uniqueness (values compared without affinity).
+            for r in self.storage.index_rowids(&u.engine, &vals)? {
                 if Some(r) == old_rowid || r == rowid && old_rowid.is_none() && victims.contains(&r)
                 {
-                    continue;
-                }
-                // The engine index compares exactly; SQLite's uniqueness does too (no affinity).
-                let same = u.columns.iter().all(|&c| {
-                    other
-                        .get(c)
-                        .is_some_and(|v| compare(v, &row[c]) == Ordering::Equal)
-                });
-                if !same {
                     continue;
                 }
                 match conflict {
@@ -1641,6 +1641,7 @@ impl<S: Storage> Executor<S> {
                     rowid_val = Some(row[i].clone());
                 }
             }
+            let fresh = matches!(rowid_val, None | Some(Value::Null));
             let rowid = match rowid_val {
                 None | Some(Value::Null) => self.next_rowid(&t)?,
                 Some(v) => match as_rowid(&v) {
@@ -1654,7 +1655,7 @@ impl<S: Storage> Executor<S> {
             if !self.check_row(&t, &mut row, rowid, ins.conflict)? {
                 continue;
             }
-            let Some(victims) = self.conflicts(&t, &row, rowid, None, ins.conflict)? else {
+            let Some(victims) = self.conflicts(&t, &row, rowid, fresh, None, ins.conflict)? else {
                 continue;
             };
             for v in victims {
@@ -1764,7 +1765,8 @@ impl<S: Storage> Executor<S> {
             if !self.check_row(&t, &mut row, new_rowid, up.conflict)? {
                 continue;
             }
-            let Some(victims) = self.conflicts(&t, &row, new_rowid, Some(rowid), up.conflict)?
+            let Some(victims) =
+                self.conflicts(&t, &row, new_rowid, false, Some((rowid, &old)), up.conflict)?
             else {
                 continue;
             };

@@ -94,6 +94,16 @@ pub trait Storage {
         lo: Bound<&[Value]>,
         hi: Bound<&[Value]>,
     ) -> Result<Vec<Row>>;
+    /// The rowids of the rows whose indexed values equal `values` (one per index column) in
+    /// the index's order, without reading the rows: a uniqueness probe needs no more.
+    fn index_rowids(&mut self, index: &str, values: &[Value]) -> Result<Vec<i64>> {
+        let b = Bound::Included(values);
+        Ok(self
+            .index_scan(index, b, b)?
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect())
+    }
     /// Like [`scan`](Self::scan), from the high end when `desc`, and at most `limit` rows:
     /// `ORDER BY rowid DESC LIMIT 10` reads 10 rows where the engine can.
     fn scan_limited(

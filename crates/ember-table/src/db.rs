@@ -1524,19 +1524,53 @@ impl<D: BlockDevice> Database<D> {
         hi: Bound<&[Value]>,
         order: Order,
     ) -> Result<Vec<Vec<Value>>> {
+        let (id, mut pks) = self.prefix_keys(name, lo, hi)?;
+        order.apply(&mut pks);
+        self.rows_by_keys(id, pks)
+    }
+
+    /// The encoded primary keys of the rows [`find_prefix`](Self::find_prefix) would return,
+    /// in index order, without reading the rows (a uniqueness probe needs no more).
+    #[cfg(feature = "secondary-index")]
+    pub fn find_prefix_keys(
+        &mut self,
+        name: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+    ) -> Result<Vec<Vec<u8>>> {
+        Ok(self.prefix_keys(name, lo, hi)?.1)
+    }
+
+    /// The owning table's id and the primary keys under index `name` within the bounds.
+    #[cfg(feature = "secondary-index")]
+    fn prefix_keys(
+        &mut self,
+        name: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+    ) -> Result<(u64, Vec<Vec<u8>>)> {
         let (id, pos) = self
             .index_owner(name)
             .ok_or_else(|| TableError::NoSuchTable(name.to_string()))?;
         // Keys that start with prefix p lie in [p, successor(p)).
+        let lo_in = lo;
         let lo = match lo {
             Bound::Included(v) => Bound::Included(key_bytes(v)),
             Bound::Excluded(v) => match prefix_successor(key_bytes(v)) {
                 Some(s) => Bound::Included(s),
-                None => return Ok(Vec::new()),
+                None => return Ok((id, Vec::new())),
             },
             Bound::Unbounded => Bound::Unbounded,
         };
         let hi = match hi {
+            // An equality probe: the successor of the key just encoded.
+            Bound::Included(v) if matches!(&lo_in, Bound::Included(l) if *l == v) => match &lo {
+                Bound::Included(l) => match prefix_successor(l.clone()) {
+                    Some(s) => Bound::Excluded(s),
+                    None => Bound::Unbounded,
+                },
+                _ => Bound::Unbounded,
+            },
             Bound::Included(v) => match prefix_successor(key_bytes(v)) {
                 Some(s) => Bound::Excluded(s),
                 None => Bound::Unbounded,
@@ -1548,12 +1582,10 @@ impl<D: BlockDevice> Database<D> {
             (&lo, &hi)
         {
             if l > h {
-                return Ok(Vec::new());
+                return Ok((id, Vec::new()));
             }
         }
-        let mut pks = self.tables[&id].secondary[pos].range(lo, hi)?;
-        order.apply(&mut pks);
-        self.rows_by_keys(id, pks)
+        Ok((id, self.tables[&id].secondary[pos].range(lo, hi)?))
     }
 
     #[cfg(feature = "secondary-index")]
@@ -2412,7 +2444,15 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 }
 
 fn key_bytes(v: &[Value]) -> Vec<u8> {
-    let mut k = Vec::new();
+    let guess: usize = v
+        .iter()
+        .map(|x| match x {
+            Value::Text(t) => t.len() + 3,
+            Value::Blob(b) => b.len() + 3,
+            _ => 10,
+        })
+        .sum();
+    let mut k = Vec::with_capacity(guess);
     encode_key(v, &mut k);
     k
 }

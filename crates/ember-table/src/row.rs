@@ -831,13 +831,16 @@ fn encode_number(n: Option<Num>, out: &mut Vec<u8>) {
 }
 
 fn encode_escaped(tag: u8, bytes: &[u8], out: &mut Vec<u8>) {
+    out.reserve(bytes.len() + 3);
     out.push(tag);
-    for &b in bytes {
-        out.push(b);
-        if b == 0 {
-            out.push(0xFF);
-        }
+    // Runs without a zero byte are copied whole; each zero is followed by 0xFF.
+    let mut rest = bytes;
+    while let Some(z) = rest.iter().position(|&b| b == 0) {
+        out.extend_from_slice(&rest[..=z]);
+        out.push(0xFF);
+        rest = &rest[z + 1..];
     }
+    out.extend_from_slice(rest);
     out.extend_from_slice(&[0, 0]);
 }
 

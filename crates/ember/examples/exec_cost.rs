@@ -1,101 +1,181 @@
 //! The SQL executor's cost per row and per statement, for instruction counts under
-//! callgrind (the machine is too noisy for timings of this size):
+//! callgrind (the machine is too noisy for timings of this size), with SQLite's cost for the
+//! same statements on the same data as the yardstick:
 //!
 //! ```sh
 //! cargo build --release -p ember --example exec_cost
 //! valgrind --tool=callgrind target/release/examples/exec_cost scan table
 //! ```
 //!
-//! Every run builds a 20,000-row table (`k INTEGER PRIMARY KEY, a INT, b INT, c REAL, s TEXT`,
-//! engine `table` or `lsm`) in memory, then runs one workload: `scan` (5 aggregate full
-//! scans with a WHERE), `group` (5 GROUP BY scans), `range` (50 rowid ranges of 1,001 rows),
+//! Every run builds a 20,000-row table in memory, then runs one workload. The engine argument
+//! is `table`, `lsm` or `sqlite` (SQLite through rusqlite, in memory). Workloads on
+//! `t(k INTEGER PRIMARY KEY, a INT, b INT, c REAL, s TEXT)`: `scan` (5 aggregate full scans
+//! with a WHERE), `group` (5 GROUP BY scans), `range` (50 rowid ranges of 1,001 rows),
 //! `point` (20,000 point SELECTs), `insert` (20,000 INSERTs in one transaction), `update`
 //! (20,000 point UPDATEs in one transaction), or `none` (the build alone: subtract it).
+//! Workloads on dbbench's table `b(k BLOB PRIMARY KEY, f0 BLOB)` (16-byte keys, 100-byte
+//! values): `bpoint` (20,000 point SELECTs by `k`), `bupdate` (20,000 `UPDATE … SET f0 = ?`
+//! by `k`), `bscan` (5 full scans returning every row), or `bnone` (the build alone).
 
 use std::error::Error;
+
+/// Rows in each table.
+const N: i64 = 20_000;
+
+/// The workloads over one connection type; `$c` is a connection of it, `$krate` its crate (for
+/// `params!`). Returns a checksum of what was read so nothing is optimized away.
+macro_rules! run_workload {
+    ($c:expr, $what:expr, $using:expr, $krate:ident) => {{
+        let c = $c;
+        let using = $using;
+        let mut acc = 0i64;
+        let what: &str = $what;
+        if what.starts_with('b') {
+            c.execute_batch(&format!(
+                "CREATE TABLE b(k BLOB PRIMARY KEY, f0 BLOB){using}"
+            ))?;
+            c.execute_batch("BEGIN")?;
+            {
+                let mut ins = c.prepare("INSERT INTO b VALUES (?1, ?2)")?;
+                for i in 0..N {
+                    ins.execute($krate::params![blob_key((i * 7919) % N), blob_value(i)])?;
+                }
+            }
+            c.execute_batch("COMMIT")?;
+        } else {
+            c.execute_batch(&format!(
+                "CREATE TABLE t(k INTEGER PRIMARY KEY, a INT, b INT, c REAL, s TEXT){using}"
+            ))?;
+            c.execute_batch("BEGIN")?;
+            {
+                let mut ins = c.prepare("INSERT INTO t VALUES (?1, ?2, ?3, ?4, ?5)")?;
+                for k in 0..N {
+                    ins.execute($krate::params![
+                        k,
+                        k % 97,
+                        k % 13,
+                        k as f64 * 0.5,
+                        "abcdefgh"
+                    ])?;
+                }
+            }
+            c.execute_batch("COMMIT")?;
+        }
+        match what {
+            "scan" => {
+                let mut st = c.prepare("SELECT count(*), sum(a), avg(c) FROM t WHERE b > 3")?;
+                for _ in 0..5 {
+                    let v: i64 = st.query_row([], |r| r.get(0))?;
+                    acc += v;
+                }
+            }
+            "group" => {
+                let mut st = c.prepare("SELECT b, min(a), max(c), count(*) FROM t GROUP BY b")?;
+                for _ in 0..5 {
+                    let mut rows = st.query([])?;
+                    while let Some(r) = rows.next()? {
+                        let v: i64 = r.get(3)?;
+                        acc += v;
+                    }
+                }
+            }
+            "range" => {
+                let mut st = c.prepare("SELECT k, a, s FROM t WHERE k BETWEEN ?1 AND ?2")?;
+                for i in 0..50 {
+                    let lo = (i * 397) % (N - 1000);
+                    let mut rows = st.query([lo, lo + 1000])?;
+                    while let Some(r) = rows.next()? {
+                        let v: i64 = r.get(1)?;
+                        acc += v;
+                    }
+                }
+            }
+            "point" => {
+                let mut st = c.prepare("SELECT a, s FROM t WHERE k = ?1")?;
+                for i in 0..N {
+                    let v: i64 = st.query_row([(i * 7919) % N], |r| r.get(0))?;
+                    acc += v;
+                }
+            }
+            "insert" => {
+                c.execute_batch("BEGIN")?;
+                {
+                    let mut ins = c.prepare("INSERT INTO t VALUES (?1, ?2, ?3, ?4, ?5)")?;
+                    for k in N..2 * N {
+                        ins.execute($krate::params![
+                            k,
+                            k % 97,
+                            k % 13,
+                            k as f64 * 0.5,
+                            "abcdefgh"
+                        ])?;
+                    }
+                }
+                c.execute_batch("COMMIT")?;
+            }
+            "update" => {
+                let mut st = c.prepare("UPDATE t SET a = a + 1 WHERE k = ?1")?;
+                c.execute_batch("BEGIN")?;
+                for i in 0..N {
+                    st.execute([(i * 7919) % N])?;
+                }
+                c.execute_batch("COMMIT")?;
+            }
+            "bpoint" => {
+                let mut st = c.prepare("SELECT f0 FROM b WHERE k = ?1")?;
+                for i in 0..N {
+                    let v: Vec<u8> = st.query_row([blob_key((i * 7877) % N)], |r| r.get(0))?;
+                    acc += v.len() as i64;
+                }
+            }
+            "bupdate" => {
+                let mut st = c.prepare("UPDATE b SET f0 = ?2 WHERE k = ?1")?;
+                c.execute_batch("BEGIN")?;
+                for i in 0..N {
+                    st.execute($krate::params![blob_key((i * 7877) % N), blob_value(i + 1)])?;
+                }
+                c.execute_batch("COMMIT")?;
+            }
+            "bscan" => {
+                let mut st = c.prepare("SELECT k, f0 FROM b")?;
+                for _ in 0..5 {
+                    let mut rows = st.query([])?;
+                    while let Some(r) = rows.next()? {
+                        let v: Vec<u8> = r.get(1)?;
+                        acc += v.len() as i64;
+                    }
+                }
+            }
+            _ => {}
+        }
+        acc
+    }};
+}
 
 fn main() -> Result<(), Box<dyn Error>> {
     let what = std::env::args().nth(1).unwrap_or("scan".into());
     let engine = std::env::args().nth(2).unwrap_or("table".into());
-    let using = match engine.as_str() {
-        "lsm" => " USING lsm",
-        _ => "",
+    let acc = match engine.as_str() {
+        "sqlite" => {
+            let c = rusqlite::Connection::open_in_memory()?;
+            run_workload!(&c, what.as_str(), "", rusqlite)
+        }
+        _ => {
+            let using = if engine == "lsm" { " USING lsm" } else { "" };
+            let c = ember::Connection::open_in_memory()?;
+            run_workload!(&c, what.as_str(), using, ember)
+        }
     };
-    let c = ember::Connection::open_in_memory()?;
-    c.execute_batch(&format!(
-        "CREATE TABLE t(k INTEGER PRIMARY KEY, a INT, b INT, c REAL, s TEXT){using}"
-    ))?;
-    let n: i64 = 20_000;
-    c.execute_batch("BEGIN")?;
-    insert_rows(&c, 0..n)?;
-    c.execute_batch("COMMIT")?;
-    let mut acc = 0i64;
-    match what.as_str() {
-        "scan" => {
-            let mut st = c.prepare("SELECT count(*), sum(a), avg(c) FROM t WHERE b > 3")?;
-            for _ in 0..5 {
-                let v: i64 = st.query_row([], |r| r.get(0))?;
-                acc += v;
-            }
-        }
-        "group" => {
-            let mut st = c.prepare("SELECT b, min(a), max(c), count(*) FROM t GROUP BY b")?;
-            for _ in 0..5 {
-                let mut rows = st.query([])?;
-                while let Some(r) = rows.next()? {
-                    let v: i64 = r.get(3)?;
-                    acc += v;
-                }
-            }
-        }
-        "range" => {
-            let mut st = c.prepare("SELECT k, a, s FROM t WHERE k BETWEEN ?1 AND ?2")?;
-            for i in 0..50 {
-                let lo = (i * 397) % (n - 1000);
-                let mut rows = st.query([lo, lo + 1000])?;
-                while let Some(r) = rows.next()? {
-                    let v: i64 = r.get(1)?;
-                    acc += v;
-                }
-            }
-        }
-        "point" => {
-            let mut st = c.prepare("SELECT a, s FROM t WHERE k = ?1")?;
-            for i in 0..20_000i64 {
-                let v: i64 = st.query_row([(i * 7919) % n], |r| r.get(0))?;
-                acc += v;
-            }
-        }
-        "insert" => {
-            c.execute_batch("BEGIN")?;
-            insert_rows(&c, n..n + 20_000)?;
-            c.execute_batch("COMMIT")?;
-        }
-        "update" => {
-            let mut st = c.prepare("UPDATE t SET a = a + 1 WHERE k = ?1")?;
-            c.execute_batch("BEGIN")?;
-            for i in 0..20_000i64 {
-                st.execute([(i * 7919) % n])?;
-            }
-            c.execute_batch("COMMIT")?;
-        }
-        _ => {}
-    }
     println!("{what} {engine} {acc}");
     Ok(())
 }
 
-/// Inserts the rows with these keys (`a`, `b`, `c` derived from the key, `s` fixed).
-fn insert_rows(c: &ember::Connection, keys: std::ops::Range<i64>) -> Result<(), Box<dyn Error>> {
-    let mut ins = c.prepare("INSERT INTO t VALUES (?1, ?2, ?3, ?4, ?5)")?;
-    for k in keys {
-        ins.execute(ember::params![
-            k,
-            k % 97,
-            k % 13,
-            k as f64 * 0.5,
-            "abcdefgh"
-        ])?;
-    }
-    Ok(())
+/// dbbench's 16-byte key for `i`.
+fn blob_key(i: i64) -> Vec<u8> {
+    format!("{i:016}").into_bytes()
+}
+
+/// A 100-byte value that depends on `i`.
+fn blob_value(i: i64) -> Vec<u8> {
+    (0..100).map(|j| b'a' + ((i + j) % 26) as u8).collect()
 }

@@ -641,32 +641,8 @@ impl<E: Env> LsmStore<E> {
         lo: Bound<&[Value]>,
         hi: Bound<&[Value]>,
     ) -> Result<Vec<Row>> {
-        let io = object(index)?;
-        let info = self
-            .indexes
-            .get(&index.to_ascii_lowercase())
-            .cloned()
-            .ok_or_else(|| SqlError::Storage(format!("lsm engine: no index {index}")))?;
-        let base = lsmkey::object_prefix(INDEX, io);
-        let enc = |vals: &[Value]| {
-            let mut k = base.clone();
-            for v in vals {
-                lsmkey::encode_value(&mut k, v);
-            }
-            k
-        };
-        let start = match lo {
-            Bound::Unbounded => base.clone(),
-            Bound::Included(v) => enc(v),
-            Bound::Excluded(v) => match lsmkey::prefix_end(&enc(v)) {
-                Some(k) => k,
-                None => return Ok(Vec::new()),
-            },
-        };
-        let end = match hi {
-            Bound::Unbounded => lsmkey::prefix_end(&base),
-            Bound::Included(v) => lsmkey::prefix_end(&enc(v)),
-            Bound::Excluded(v) => Some(enc(v)),
+        let Some((info, start, end)) = self.index_bounds(index, lo, hi)? else {
+            return Ok(Vec::new());
         };
         let cacheable = self.range_cacheable(&start, end.as_deref());
         let query = query_key(b'I', &start, end.as_deref());
@@ -677,8 +653,7 @@ impl<E: Env> LsmStore<E> {
         let mut out = Vec::new();
         let mut raw = Vec::new();
         for (k, _) in self.range(&start, end.as_deref())? {
-            let rowid = lsmkey::rowid_of(&k)
-                .ok_or_else(|| SqlError::Storage(format!("lsm engine: short key {k:02x?}")))?;
+            let rowid = index_rowid(&k)?;
             let key = lsmkey::row_key(obj, rowid);
             let bytes = self.read(&key)?.ok_or_else(|| {
                 SqlError::Storage(format!(
@@ -698,6 +673,62 @@ impl<E: Env> LsmStore<E> {
         }
         Ok(out)
     }
+
+    /// The rowids under `values` in an index, read from the index entries alone.
+    pub fn index_rowids(&mut self, index: &str, values: &[Value]) -> Result<Vec<i64>> {
+        let b = Bound::Included(values);
+        let Some((_, start, end)) = self.index_bounds(index, b, b)? else {
+            return Ok(Vec::new());
+        };
+        self.range(&start, end.as_deref())?
+            .iter()
+            .map(|(k, _)| index_rowid(k))
+            .collect()
+    }
+
+    /// An index's definition and the key range its entries within the bounds lie in
+    /// (`None`: an empty range).
+    #[allow(clippy::type_complexity)]
+    fn index_bounds(
+        &self,
+        index: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+    ) -> Result<Option<(IndexInfo, Vec<u8>, Option<Vec<u8>>)>> {
+        let io = object(index)?;
+        let info = self
+            .indexes
+            .get(&index.to_ascii_lowercase())
+            .cloned()
+            .ok_or_else(|| SqlError::Storage(format!("lsm engine: no index {index}")))?;
+        let base = lsmkey::object_prefix(INDEX, io);
+        let enc = |vals: &[Value]| {
+            let mut k = base.clone();
+            for v in vals {
+                lsmkey::encode_value(&mut k, v);
+            }
+            k
+        };
+        let start = match lo {
+            Bound::Unbounded => base.clone(),
+            Bound::Included(v) => enc(v),
+            Bound::Excluded(v) => match lsmkey::prefix_end(&enc(v)) {
+                Some(k) => k,
+                None => return Ok(None),
+            },
+        };
+        let end = match hi {
+            Bound::Unbounded => lsmkey::prefix_end(&base),
+            Bound::Included(v) => lsmkey::prefix_end(&enc(v)),
+            Bound::Excluded(v) => Some(enc(v)),
+        };
+        Ok(Some((info, start, end)))
+    }
+}
+
+/// The rowid at the end of an index entry's key.
+fn index_rowid(k: &[u8]) -> Result<i64> {
+    lsmkey::rowid_of(k).ok_or_else(|| SqlError::Storage(format!("lsm engine: short key {k:02x?}")))
 }
 
 /// A query's identity in the cache: kind (`P` point, `R` rowid range, `I` index range),

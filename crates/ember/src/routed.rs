@@ -461,6 +461,18 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
             self.table.index_scan(index, lo, hi)
         }
     }
+    fn index_rowids(&mut self, index: &str, values: &[Value]) -> Result<Vec<i64>> {
+        if ts(index) {
+            let b = Bound::Included(values);
+            let rows = self.ts.index_scan(index, b, b)?;
+            return Ok(rows.into_iter().map(|(r, _)| r).collect());
+        }
+        if lsm(index) {
+            self.store(index)?.index_rowids(index, values)
+        } else {
+            self.table.index_rowids(index, values)
+        }
+    }
     fn index_scan_limited(
         &mut self,
         index: &str,

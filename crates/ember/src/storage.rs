@@ -12,7 +12,7 @@ use ember_device::BlockDevice;
 use ember_sql::{ColumnSpec, Result, Row, SqlError, Storage, Value};
 use ember_table::{
     Column, Database, IndexKind, Order, RowError, RowValues, Schema, TableError, Value as TValue,
-    ValueRef,
+    ValueRef, row::decode_key,
 };
 
 use crate::shared::SharedDb;
@@ -349,6 +349,20 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
             )
             .map_err(err)?;
         rows.into_iter().map(split).collect()
+    }
+
+    fn index_rowids(&mut self, index: &str, values: &[Value]) -> Result<Vec<i64>> {
+        let vals: Vec<TValue> = values.iter().map(to_t).collect();
+        let b = Bound::Included(&vals[..]);
+        let pks = self.db.lock()?.find_prefix_keys(index, b, b).map_err(err)?;
+        pks.iter()
+            .map(|pk| match decode_key(pk, 1).as_deref() {
+                Ok([TValue::Integer(id)]) => Ok(*id),
+                _ => Err(SqlError::Storage(format!(
+                    "index {index} holds a primary key that is not a rowid: {pk:02x?}"
+                ))),
+            })
+            .collect()
     }
 
     fn index_scan_limited(
