@@ -1529,6 +1529,28 @@ impl<D: BlockDevice> Database<D> {
         self.rows_by_keys(id, pks)
     }
 
+    /// Like [`find_prefix_with`](Self::find_prefix_with), handing each row to `visit` as it
+    /// decodes from its block (see [`range_visit`](Self::range_visit)).
+    #[cfg(feature = "secondary-index")]
+    pub fn find_prefix_visit(
+        &mut self,
+        name: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+        order: Order,
+        mut visit: impl FnMut(RowValues<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let (id, mut pks) = self.prefix_keys(name, lo, hi)?;
+        order.apply(&mut pks);
+        for pk in pks {
+            if let Some(loc) = self.index_get(id, &pk)? {
+                self.visit_row(loc, &pk, &mut visit)?;
+            }
+        }
+        self.evict();
+        Ok(())
+    }
+
     /// The encoded primary keys of the rows [`find_prefix`](Self::find_prefix) would return,
     /// in index order, without reading the rows (a uniqueness probe needs no more).
     #[cfg(feature = "secondary-index")]
@@ -1553,7 +1575,7 @@ impl<D: BlockDevice> Database<D> {
             .index_owner(name)
             .ok_or_else(|| TableError::NoSuchTable(name.to_string()))?;
         // Keys that start with prefix p lie in [p, successor(p)).
-        let lo_in = lo;
+        let (lo_in, hi_in) = (lo, hi);
         let lo = match lo {
             Bound::Included(v) => Bound::Included(key_bytes(v)),
             Bound::Excluded(v) => match prefix_successor(key_bytes(v)) {
@@ -1585,7 +1607,14 @@ impl<D: BlockDevice> Database<D> {
                 return Ok((id, Vec::new()));
             }
         }
-        Ok((id, self.tables[&id].secondary[pos].range(lo, hi)?))
+        let sec = &self.tables[&id].secondary[pos];
+        if let (Bound::Included(v), Bound::Included(k)) = (lo_in, &lo) {
+            if v.len() == sec.def.columns.len() && hi_in == lo_in {
+                // Every column equal: one probe, on a hash index too.
+                return Ok((id, sec.get(k)));
+            }
+        }
+        Ok((id, sec.range(lo, hi)?))
     }
 
     #[cfg(feature = "secondary-index")]
@@ -1632,28 +1661,33 @@ impl<D: BlockDevice> Database<D> {
         old: Option<&[Value]>,
         new: Option<&[Value]>,
     ) -> Result<()> {
-        let n = self.tables[&id].secondary.len();
-        // Check every unique index before changing any.
-        if let Some(row) = new {
-            let t = self
-                .tables
-                .get_mut(&id)
-                .ok_or(TableError::Invalid("table"))?;
-            for sec in &mut t.secondary {
-                let (k, null) = sec.key(row);
-                if sec.conflicts(&k, null, pk) {
-                    return Err(TableError::Constraint("duplicate key in a unique index"));
+        // The indexes whose values change, with their old and new keys; every unique one is
+        // checked before any changes.
+        let mut changes: Vec<(usize, Option<Vec<u8>>, Option<Vec<u8>>)> = Vec::new();
+        let t = self.tables.get(&id).ok_or(TableError::Invalid("table"))?;
+        for (i, sec) in t.secondary.iter().enumerate() {
+            if let (Some(o), Some(n)) = (old, new) {
+                // Equal values encode alike: the entry stays.
+                if sec.def.columns.iter().all(|&c| o.get(c) == n.get(c)) {
+                    continue;
                 }
             }
-        }
-        for i in 0..n {
-            let (old_k, new_k) = {
-                let sec = &self.tables[&id].secondary[i];
-                (old.map(|r| sec.key(r).0), new.map(|r| sec.key(r).0))
+            let new_k = match new {
+                Some(row) => {
+                    let (k, null) = sec.key(row);
+                    if sec.conflicts(&k, null, pk) {
+                        return Err(TableError::Constraint("duplicate key in a unique index"));
+                    }
+                    Some(k)
+                }
+                None => None,
             };
-            if old_k == new_k {
-                continue;
+            let old_k = old.map(|r| sec.key(r).0);
+            if old_k != new_k {
+                changes.push((i, old_k, new_k));
             }
+        }
+        for (i, old_k, new_k) in changes {
             if let Some(k) = old_k {
                 if let Some(sec) = self.tables.get_mut(&id).map(|t| &mut t.secondary[i]) {
                     sec.remove(&k, pk);

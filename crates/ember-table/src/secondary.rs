@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
 use crate::error::{Result, TableError};
-use crate::row::{Value, encode_key};
+use crate::row::{Value, encode_key, encode_key_value};
 use crate::schema::{IndexDef, IndexKind};
 
 #[derive(Debug)]
@@ -36,10 +36,13 @@ impl Secondary {
 
     /// The index key of a row, and whether it holds a NULL (exempt from uniqueness).
     pub(crate) fn key(&self, row: &[Value]) -> (Vec<u8>, bool) {
-        let vals: Vec<Value> = self.def.columns.iter().map(|&c| row[c].clone()).collect();
-        let null = vals.contains(&Value::Null);
         let mut k = Vec::new();
-        encode_key(&vals, &mut k);
+        let mut null = false;
+        for &c in &self.def.columns {
+            let v = row.get(c).unwrap_or(&Value::Null);
+            null |= matches!(v, Value::Null);
+            encode_key_value(v.as_value_ref(), &mut k);
+        }
         (k, null)
     }
 
@@ -51,8 +54,12 @@ impl Secondary {
     }
 
     /// Whether adding `pk` under `key` would break uniqueness.
-    pub(crate) fn conflicts(&mut self, key: &[u8], null: bool, pk: &[u8]) -> bool {
-        self.def.unique && !null && self.set(key).is_some_and(|s| s.iter().any(|p| p != pk))
+    pub(crate) fn conflicts(&self, key: &[u8], null: bool, pk: &[u8]) -> bool {
+        let set = match &self.map {
+            Map::Hash(m) => m.get(key),
+            Map::Tree(m) => m.get(key),
+        };
+        self.def.unique && !null && set.is_some_and(|s| s.iter().any(|p| p != pk))
     }
 
     pub(crate) fn add(&mut self, key: Vec<u8>, pk: Vec<u8>) {
@@ -75,15 +82,20 @@ impl Secondary {
         }
     }
 
+    /// Primary keys of the rows whose encoded index key is `key`.
+    pub(crate) fn get(&self, key: &[u8]) -> Vec<Vec<u8>> {
+        let hit = match &self.map {
+            Map::Hash(m) => m.get(key),
+            Map::Tree(m) => m.get(key),
+        };
+        hit.map(|s| s.iter().cloned().collect()).unwrap_or_default()
+    }
+
     /// Primary keys of the rows whose indexed columns equal `values`.
     pub(crate) fn lookup(&self, values: &[Value]) -> Vec<Vec<u8>> {
         let mut k = Vec::new();
         encode_key(values, &mut k);
-        let hit = match &self.map {
-            Map::Hash(m) => m.get(&k),
-            Map::Tree(m) => m.get(&k),
-        };
-        hit.map(|s| s.iter().cloned().collect()).unwrap_or_default()
+        self.get(&k)
     }
 
     /// Primary keys of the rows whose indexed columns lie within the bounds, in index order

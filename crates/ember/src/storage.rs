@@ -62,6 +62,33 @@ pub(crate) fn from_t(v: TValue) -> Value {
     }
 }
 
+/// Runs an engine call that hands rows to a visitor, collecting them as (rowid, SQL row):
+/// each row decodes from its block straight into SQL values.
+fn collect_rows(
+    call: impl FnOnce(
+        &mut dyn FnMut(RowValues<'_>) -> ember_table::Result<()>,
+    ) -> ember_table::Result<()>,
+) -> Result<Vec<Row>> {
+    let mut out = Vec::new();
+    let mut bad = None;
+    call(&mut |mut values| {
+        match values.next().transpose()? {
+            Some(ValueRef::Integer(id)) => out.push((id, sql_values(values)?)),
+            _ => {
+                bad.get_or_insert_with(|| {
+                    SqlError::Storage("an engine row whose rowid is not an integer".into())
+                });
+            }
+        }
+        Ok(())
+    })
+    .map_err(err)?;
+    match bad {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
 fn err(e: TableError) -> SqlError {
     SqlError::Storage(e.to_string())
 }
@@ -106,34 +133,27 @@ impl<D: BlockDevice> TableStorage<D> {
     ) -> Result<Vec<Row>> {
         let b = |x: Bound<i64>| x.map(|i| [TValue::Integer(i)]);
         let (lo, hi) = (b(lo), b(hi));
-        let mut out = Vec::new();
-        let mut bad = None;
-        self.db
-            .lock()?
-            .range_visit(
-                table,
-                lo.as_ref().map(|a| &a[..]),
-                hi.as_ref().map(|a| &a[..]),
-                order,
-                |mut values| {
-                    match values.next().transpose()? {
-                        Some(ValueRef::Integer(id)) => out.push((id, sql_values(values)?)),
-                        _ => {
-                            bad.get_or_insert_with(|| {
-                                SqlError::Storage(
-                                    "an engine row whose rowid is not an integer".into(),
-                                )
-                            });
-                        }
-                    }
-                    Ok(())
-                },
-            )
-            .map_err(err)?;
-        match bad {
-            Some(e) => Err(e),
-            None => Ok(out),
-        }
+        let (lo, hi) = (lo.as_ref().map(|a| &a[..]), hi.as_ref().map(|a| &a[..]));
+        let mut db = self.db.lock()?;
+        collect_rows(|visit| db.range_visit(table, lo, hi, order, visit))
+    }
+
+    /// The rows an index gives within the bounds, decoded straight into SQL rows.
+    fn index_rows(
+        &mut self,
+        index: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+        order: Order,
+    ) -> Result<Vec<Row>> {
+        let conv = |b: Bound<&[Value]>| b.map(|v| v.iter().map(to_t).collect::<Vec<_>>());
+        let (lo, hi) = (conv(lo), conv(hi));
+        let (lo, hi) = (
+            lo.as_ref().map(Vec::as_slice),
+            hi.as_ref().map(Vec::as_slice),
+        );
+        let mut db = self.db.lock()?;
+        collect_rows(|visit| db.find_prefix_visit(index, lo, hi, order, visit))
     }
 
     /// Wraps an open table-engine database.
@@ -337,18 +357,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         lo: Bound<&[Value]>,
         hi: Bound<&[Value]>,
     ) -> Result<Vec<Row>> {
-        let conv = |b: Bound<&[Value]>| b.map(|v| v.iter().map(to_t).collect::<Vec<_>>());
-        let (lo, hi) = (conv(lo), conv(hi));
-        let rows = self
-            .db
-            .lock()?
-            .find_prefix(
-                index,
-                lo.as_ref().map(Vec::as_slice),
-                hi.as_ref().map(Vec::as_slice),
-            )
-            .map_err(err)?;
-        rows.into_iter().map(split).collect()
+        self.index_rows(index, lo, hi, Order::default())
     }
 
     fn index_rowids(&mut self, index: &str, values: &[Value]) -> Result<Vec<i64>> {
@@ -373,24 +382,12 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         desc: bool,
         limit: usize,
     ) -> Result<Vec<Row>> {
-        let conv = |b: Bound<&[Value]>| b.map(|v| v.iter().map(to_t).collect::<Vec<_>>());
-        let (lo, hi) = (conv(lo), conv(hi));
         let order = if desc {
             Order::desc(Some(limit))
         } else {
             Order::asc(Some(limit))
         };
-        let rows = self
-            .db
-            .lock()?
-            .find_prefix_with(
-                index,
-                lo.as_ref().map(Vec::as_slice),
-                hi.as_ref().map(Vec::as_slice),
-                order,
-            )
-            .map_err(err)?;
-        rows.into_iter().map(split).collect()
+        self.index_rows(index, lo, hi, order)
     }
 
     fn begin(&mut self) -> Result<()> {
