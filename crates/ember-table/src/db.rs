@@ -1663,7 +1663,7 @@ impl<D: BlockDevice> Database<D> {
     ) -> Result<()> {
         // The indexes whose values change, with their old and new keys; every unique one is
         // checked before any changes.
-        let mut changes: Vec<(usize, Option<Vec<u8>>, Option<Vec<u8>>)> = Vec::new();
+        let mut changes: Vec<(usize, KeyChange)> = Vec::new();
         let t = self.tables.get(&id).ok_or(TableError::Invalid("table"))?;
         for (i, sec) in t.secondary.iter().enumerate() {
             if let (Some(o), Some(n)) = (old, new) {
@@ -1684,10 +1684,10 @@ impl<D: BlockDevice> Database<D> {
             };
             let old_k = old.map(|r| sec.key(r).0);
             if old_k != new_k {
-                changes.push((i, old_k, new_k));
+                changes.push((i, (old_k, new_k)));
             }
         }
-        for (i, old_k, new_k) in changes {
+        for (i, (old_k, new_k)) in changes {
             if let Some(k) = old_k {
                 if let Some(sec) = self.tables.get_mut(&id).map(|t| &mut t.secondary[i]) {
                     sec.remove(&k, pk);
@@ -2476,6 +2476,10 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
         Bound::Unbounded => Bound::Unbounded,
     }
 }
+
+/// A secondary index entry's key before and after a change (`None`: no entry).
+#[cfg(feature = "secondary-index")]
+type KeyChange = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 fn key_bytes(v: &[Value]) -> Vec<u8> {
     let guess: usize = v
