@@ -1584,6 +1584,13 @@ impl<D: BlockDevice> Database<D> {
             },
             Bound::Unbounded => Bound::Unbounded,
         };
+        if let (Bound::Included(v), Bound::Included(k)) = (lo_in, &lo) {
+            let sec = &self.tables[&id].secondary[pos];
+            if hi_in == lo_in && v.len() == sec.def.columns.len() {
+                // Every column equal: one probe, on a hash index too.
+                return Ok((id, sec.get(k)));
+            }
+        }
         let hi = match hi {
             // An equality probe: the successor of the key just encoded.
             Bound::Included(v) if matches!(&lo_in, Bound::Included(l) if *l == v) => match &lo {
@@ -1607,14 +1614,7 @@ impl<D: BlockDevice> Database<D> {
                 return Ok((id, Vec::new()));
             }
         }
-        let sec = &self.tables[&id].secondary[pos];
-        if let (Bound::Included(v), Bound::Included(k)) = (lo_in, &lo) {
-            if v.len() == sec.def.columns.len() && hi_in == lo_in {
-                // Every column equal: one probe, on a hash index too.
-                return Ok((id, sec.get(k)));
-            }
-        }
-        Ok((id, sec.range(lo, hi)?))
+        Ok((id, self.tables[&id].secondary[pos].range(lo, hi)?))
     }
 
     #[cfg(feature = "secondary-index")]
