@@ -3359,7 +3359,11 @@ impl<S: Storage> Executor<S> {
                                 group: None,
                             };
                             let rows = Rc::new(self.fetch(t, &Access::Full, &env)?);
-                            full_cache[k] = Some(rows.clone());
+                            // Kept for the next partial row only if there is one: the only
+                            // reader moves the rows instead of copying them.
+                            if acc.len() > 1 {
+                                full_cache[k] = Some(rows.clone());
+                            }
                             rows
                         }
                     },
