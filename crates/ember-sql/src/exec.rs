@@ -98,7 +98,27 @@ struct Leaf {
     src: LeafSrc,
     kind: JoinKind,
     on: Vec<Expr>,
-    label: String,
+    /// How EXPLAIN QUERY PLAN names it.
+    label: Rc<str>,
+}
+
+/// A table as a FROM item under one alias (lowercase; empty: none), made once per schema:
+/// its definition, its scope and its EXPLAIN label.
+#[derive(Debug, Clone)]
+struct LeafDef {
+    alias: Rc<str>,
+    table: Rc<TableDef>,
+    scope: Rc<Scope>,
+    label: Rc<str>,
+}
+
+/// `name` in lowercase, borrowed when it already is (catalog keys are lowercase).
+fn lower(name: &str) -> Cow<'_, str> {
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(name)
+    }
 }
 
 /// A query's column names, rows and column affinities.
@@ -132,7 +152,7 @@ pub struct Executor<S: Storage> {
     plans: BTreeMap<(u64, usize, usize), Rc<Access>>,
     /// Each table's definition and row scope as FROM items use them, by table and alias
     /// (shared, not rebuilt per execution); emptied with the plans.
-    leaf_defs: BTreeMap<(String, String), (Rc<TableDef>, Rc<Scope>)>,
+    leaf_defs: BTreeMap<String, Vec<LeafDef>>,
     /// Each table's definition as INSERT, UPDATE and DELETE use it; emptied with the plans.
     write_defs: BTreeMap<String, Rc<TableDef>>,
     /// The statement running (its parse id).
@@ -1338,13 +1358,37 @@ impl<S: Storage> Executor<S> {
     /// [`table_scope`](Self::table_scope) of a table under its own name, made once per
     /// schema (kept with the planner's table definitions, and cleared with them).
     fn own_scope(&mut self, t: &TableDef) -> Rc<Scope> {
-        let ck = (key(&t.name), String::new());
-        if let Some((_, sc)) = self.leaf_defs.get(&ck) {
-            return sc.clone();
+        self.leaf_def(t, None).scope.clone()
+    }
+
+    /// The [`LeafDef`] of a table under an alias, made on first use.
+    fn leaf_def(&mut self, t: &TableDef, alias: Option<&str>) -> LeafDef {
+        let a = alias.unwrap_or("");
+        let name = lower(&t.name);
+        if let Some(d) = self
+            .leaf_defs
+            .get(&*name)
+            .and_then(|defs| defs.iter().find(|d| d.alias.eq_ignore_ascii_case(a)))
+        {
+            return d.clone();
         }
-        let sc = Rc::new(Self::table_scope(t, &t.name));
-        self.leaf_defs.insert(ck, (Rc::new(t.clone()), sc.clone()));
-        sc
+        let table = Rc::new(t.clone());
+        let scope = Rc::new(Self::table_scope(&table, alias.unwrap_or(&t.name)));
+        let label: Rc<str> = match alias {
+            Some(a) => format!("{} AS {a}", t.name).into(),
+            None => t.name.as_str().into(),
+        };
+        let def = LeafDef {
+            alias: key(a).into(),
+            table,
+            scope,
+            label,
+        };
+        self.leaf_defs
+            .entry(name.into_owned())
+            .or_default()
+            .push(def.clone());
+        def
     }
 
     /// The scope of a table's rows: its columns and, last, the hidden rowid.
@@ -1677,13 +1721,13 @@ impl<S: Storage> Executor<S> {
         t: &Rc<TableDef>,
         filter: Option<&Expr>,
     ) -> Result<Vec<(i64, Vec<Value>)>> {
-        let scope = self.own_scope(t);
+        let d = self.leaf_def(t, None);
         let leaf = Leaf {
-            scope,
+            scope: d.scope.clone(),
             src: LeafSrc::Table(t.clone()),
             kind: JoinKind::Inner,
             on: Vec::new(),
-            label: t.name.clone(),
+            label: d.label.clone(),
         };
         let mut conj = Vec::new();
         if let Some(f) = filter {
@@ -2566,7 +2610,7 @@ impl<S: Storage> Executor<S> {
             src: LeafSrc::Rows(Rc::new(rows)),
             kind: JoinKind::Inner,
             on: Vec::new(),
-            label,
+            label: label.into(),
         }
     }
 
@@ -2576,30 +2620,31 @@ impl<S: Storage> Executor<S> {
         alias: Option<&str>,
         outer: Option<&Env<'_>>,
     ) -> Result<Leaf> {
-        let k = key(name);
-        if let Some(t) = self.catalog.tables.get(&k) {
-            let ck = (k.clone(), alias.map(key).unwrap_or_default());
-            let (t, scope) = match self.leaf_defs.get(&ck) {
-                Some((t, sc)) => (t.clone(), sc.clone()),
-                None => {
-                    let t = Rc::new(t.clone());
-                    let sc = Rc::new(Self::table_scope(&t, alias.unwrap_or(&t.name)));
-                    self.leaf_defs.insert(ck, (t.clone(), sc.clone()));
-                    (t, sc)
-                }
-            };
-            let label = match alias {
-                Some(a) => format!("{} AS {a}", t.name),
-                None => t.name.clone(),
-            };
+        let k = lower(name);
+        let cached = self.leaf_defs.get(&*k).and_then(|defs| {
+            let a = alias.unwrap_or("");
+            defs.iter()
+                .find(|d| d.alias.eq_ignore_ascii_case(a))
+                .cloned()
+        });
+        let def = match (cached, self.catalog.tables.get(&*k)) {
+            (Some(d), _) => Some(d),
+            (None, Some(t)) => {
+                let t = t.clone();
+                Some(self.leaf_def(&t, alias))
+            }
+            (None, None) => None,
+        };
+        if let Some(d) = def {
             return Ok(Leaf {
-                scope,
-                src: LeafSrc::Table(t),
+                scope: d.scope.clone(),
+                src: LeafSrc::Table(d.table.clone()),
                 kind: JoinKind::Inner,
                 on: Vec::new(),
-                label,
+                label: d.label.clone(),
             });
         }
+        let k = k.into_owned();
         if let Some(v) = self.catalog.views.get(&k).cloned() {
             if self.view_depth > 32 {
                 return Err(SqlError::invalid(format!(
