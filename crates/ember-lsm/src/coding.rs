@@ -12,6 +12,11 @@ pub fn put_varint(out: &mut Vec<u8>, mut x: u64) {
     out.push(x as u8);
 }
 
+/// Bytes of `x` as an LEB128 varint.
+pub fn varint_len(x: u64) -> usize {
+    (64 - (x | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 /// Appends a length-prefixed byte string.
 pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_varint(out, b.len() as u64);
@@ -67,6 +72,13 @@ impl<'a> Reader<'a> {
 
     /// A varint.
     pub fn varint(&mut self) -> Result<u64> {
+        // One byte, the common case (lengths and counts under 128).
+        if let Some(&b) = self.buf.get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(b));
+        }
         let mut x = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.take(1)?[0];
@@ -216,4 +228,30 @@ pub fn open_block(kind: BlockKind, table: u64, offset: u64, block: &[u8]) -> Res
         return Err(bad("checksum mismatch"));
     }
     Ok(&block[BLOCK_HEADER..])
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn varints_round_trip_and_know_their_length() {
+        let mut xs = vec![0, 1, 127, 128, 255, 16_383, 16_384, u64::MAX - 1, u64::MAX];
+        xs.extend((0..64).map(|s| 1u64 << s));
+        xs.extend((1..64).map(|s| (1u64 << s) - 1));
+        for x in xs {
+            let mut out = Vec::new();
+            put_varint(&mut out, x);
+            assert_eq!(varint_len(x), out.len(), "{x}");
+            out.push(0x55);
+            let mut r = Reader::new(&out, "t", 0, 0);
+            assert_eq!(r.varint().unwrap(), x);
+            assert_eq!(r.u8().unwrap(), 0x55);
+        }
+        // Truncated and overlong varints are errors, not panics.
+        assert!(Reader::new(&[0x80], "t", 0, 0).varint().is_err());
+        assert!(Reader::new(&[0xff; 11], "t", 0, 0).varint().is_err());
+        assert!(Reader::new(&[], "t", 0, 0).varint().is_err());
+    }
 }

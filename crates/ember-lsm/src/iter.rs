@@ -191,6 +191,23 @@ impl Merge {
 
     /// The next key with its newest value or tombstone.
     pub fn next_entry(&mut self, f: &mut dyn Fetch) -> Result<Option<Entry>> {
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        Ok(match self.next_into(f, &mut key, &mut value)? {
+            None => None,
+            Some(true) => Some((key, Some(value))),
+            Some(false) => Some((key, None)),
+        })
+    }
+
+    /// The next key with its newest value or tombstone, into `key` and `value` (cleared
+    /// first; a merge that writes tables reuses them, allocating nothing per entry):
+    /// `Some(true)` for a value, `Some(false)` for a tombstone, `None` at the end.
+    pub fn next_into(
+        &mut self,
+        f: &mut dyn Fetch,
+        key: &mut Vec<u8>,
+        value: &mut Vec<u8>,
+    ) -> Result<Option<bool>> {
         loop {
             for s in &mut self.sources {
                 s.fill(f)?;
@@ -206,30 +223,36 @@ impl Merge {
             let Some((k, v)) = best else {
                 return Ok(None);
             };
-            let entry: Entry = (k.to_vec(), v.map(<[u8]>::to_vec));
+            key.clear();
+            key.extend_from_slice(k);
+            value.clear();
+            let is_value = v.is_some();
+            if let Some(v) = v {
+                value.extend_from_slice(v);
+            }
             for s in &mut self.sources {
-                if s.current().is_some_and(|c| c.0 == entry.0) {
+                if s.current().is_some_and(|c| c.0 == key.as_slice()) {
                     s.advance();
                 }
             }
             let below = match &self.lower {
-                Bound::Included(lo) => entry.0 < *lo,
-                Bound::Excluded(lo) => entry.0 <= *lo,
+                Bound::Included(lo) => *key < *lo,
+                Bound::Excluded(lo) => *key <= *lo,
                 Bound::Unbounded => false,
             };
             if below {
                 continue;
             }
             let above = match &self.upper {
-                Bound::Included(hi) => entry.0 > *hi,
-                Bound::Excluded(hi) => entry.0 >= *hi,
+                Bound::Included(hi) => *key > *hi,
+                Bound::Excluded(hi) => *key >= *hi,
                 Bound::Unbounded => false,
             };
             if above {
                 self.sources.clear();
                 return Ok(None);
             }
-            return Ok(Some(entry));
+            return Ok(Some(is_value));
         }
     }
 }

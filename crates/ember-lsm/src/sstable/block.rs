@@ -12,7 +12,6 @@
 
 use crate::coding::{Reader, put_varint};
 use crate::error::Result;
-use crate::memtable::Value;
 
 /// Entries between restart points.
 pub const RESTART_INTERVAL: usize = 16;
@@ -28,7 +27,7 @@ pub struct BlockBuilder {
 
 impl BlockBuilder {
     /// Adds an entry (keys in strictly ascending order).
-    pub fn add(&mut self, key: &[u8], value: &Value) {
+    pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) {
         let shared = if self.count.is_multiple_of(RESTART_INTERVAL) {
             self.restarts.push(self.buf.len() as u32);
             0
@@ -191,6 +190,7 @@ impl DataBlock {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::memtable::Value;
 
     #[test]
     fn blocks_round_trip_with_prefixes_and_tombstones() {
@@ -199,7 +199,7 @@ mod tests {
         for i in 0..40u32 {
             let k = format!("key{i:04}").into_bytes();
             let v = (i % 3 != 0).then(|| vec![i as u8; i as usize]);
-            b.add(&k, &v);
+            b.add(&k, v.as_deref());
             want.push((k, v));
         }
         let p = b.finish();

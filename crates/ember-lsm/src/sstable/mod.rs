@@ -20,7 +20,6 @@ pub mod bloom;
 use crate::coding::{BlockKind, Reader, open_block, put_bytes, put_varint, seal};
 use crate::env::{BlobId, Env};
 use crate::error::{LsmError, Result};
-use crate::memtable::Value;
 use block::BlockBuilder;
 use bloom::{Bloom, key_hash};
 
@@ -180,7 +179,7 @@ impl TableBuilder {
     }
 
     /// Adds an entry (keys strictly ascending).
-    pub fn add(&mut self, key: &[u8], value: &Value) {
+    pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) {
         if self.smallest.is_none() {
             self.smallest = Some(key.to_vec());
         }
