@@ -139,6 +139,35 @@ pub fn le64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(x)
 }
 
+/// A hasher for the engine's integer-keyed maps (blob ids, cache keys): one multiply and a
+/// rotate per word (FxHash), where the standard library's SipHash spends some hundred
+/// instructions per lookup. The keys are the engine's own numbers, not attacker-chosen.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+}
+
+/// A `HashMap` builder with [`IdHasher`].
+pub type IdHash = std::hash::BuildHasherDefault<IdHasher>;
+
 /// Format version of every block this build writes.
 pub const VERSION: u8 = 1;
 /// Magic of a sorted-table block.

@@ -13,7 +13,7 @@
 //! * open: the manifest, then every live log is replayed into a memtable, which is written
 //!   as a level-0 table with a fresh log and a new manifest before the old logs go.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -21,6 +21,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::cache::{Cache, Cached};
+use crate::coding::IdHash;
 use crate::compaction::{self, LEVELS, Levels, Pick};
 use crate::env::{BlobId, Env};
 use crate::error::{LsmError, Result};
@@ -118,7 +119,7 @@ struct Core<E: Env> {
     next_blob: BlobId,
     generation: u64,
     seq: u64,
-    pinned: HashMap<BlobId, Pinned>,
+    pinned: HashMap<BlobId, Pinned, IdHash>,
     pinned_bytes: usize,
     cache: Cache,
     obsolete: Vec<Arc<TableMeta>>,
@@ -128,6 +129,8 @@ struct Core<E: Env> {
     group: Vec<Pending>,
     /// The log record being built (its capacity reused from commit to commit).
     rec: Vec<u8>,
+    /// The block being read (its capacity reused from read to read).
+    scratch: Vec<u8>,
 }
 
 /// A log record buffer above this many bytes is not kept for the next commit.
@@ -297,7 +300,7 @@ impl<E: Env> Core<E> {
             .take(self.opts.pinned_levels)
             .flatten()
             .collect();
-        let keep: std::collections::HashSet<BlobId> = want.iter().map(|t| t.id).collect();
+        let keep: HashSet<BlobId, IdHash> = want.iter().map(|t| t.id).collect();
         self.pinned.retain(|id, _| keep.contains(id));
         for t in want {
             if self.pinned.contains_key(&t.id) {
@@ -580,7 +583,7 @@ impl<E: Env> Core<E> {
         if let Some(Cached::Data(d)) = self.cache.get(key) {
             return Ok(d);
         }
-        let d = Arc::new(sstable::read_data(&mut self.env, t, h)?);
+        let d = Arc::new(sstable::read_data(&mut self.env, t, h, &mut self.scratch)?);
         let limit = self.cache_limit();
         self.cache
             .insert(key, Cached::Data(d.clone()), d.charge(), limit);
@@ -597,7 +600,13 @@ impl<E: Env> Fetch for Direct<'_, E> {
         self.0.index(t)
     }
     fn data(&mut self, t: &TableMeta, h: Handle) -> Result<Arc<DataBlock>> {
-        Ok(Arc::new(sstable::read_data(&mut self.0.env, t, h)?))
+        let core = &mut *self.0;
+        Ok(Arc::new(sstable::read_data(
+            &mut core.env,
+            t,
+            h,
+            &mut core.scratch,
+        )?))
     }
 }
 
@@ -645,7 +654,7 @@ impl<E: Env> Db<E> {
             next_blob: 1,
             generation: 0,
             seq: 0,
-            pinned: HashMap::new(),
+            pinned: HashMap::default(),
             pinned_bytes: 0,
             cache: Cache::default(),
             obsolete: Vec::new(),
@@ -653,6 +662,7 @@ impl<E: Env> Db<E> {
             poisoned: None,
             group: Vec::new(),
             rec: Vec::new(),
+            scratch: Vec::new(),
         }
     }
 

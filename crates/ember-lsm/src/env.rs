@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use ember_table::space::Extent as SpaceExtent;
 use ember_table::{BlockRef, ExtentSpace};
 
-use crate::coding::Reader;
+use crate::coding::{IdHash, Reader};
 use crate::error::{LsmError, Result};
 
 /// A blob's number. Numbers come from the manifest's counter and are never reused.
@@ -80,14 +80,14 @@ fn encode_locator(ext: &[SpaceExtent]) -> Vec<u8> {
 #[derive(Debug)]
 pub struct SpaceEnv<S: ExtentSpace> {
     sm: S,
-    blobs: HashMap<BlobId, Vec<SpaceExtent>>,
+    blobs: HashMap<BlobId, Vec<SpaceExtent>, IdHash>,
 }
 
 impl<S: ExtentSpace> SpaceEnv<S> {
     /// A new environment in `sm`: allocates two root slots of `root_bytes` each (durably) and
     /// clears their headers. Keep [`root_locator`](Self::root_locator) to open it again.
     pub fn create(mut sm: S, root_bytes: u64) -> Result<Self> {
-        let mut blobs = HashMap::new();
+        let mut blobs = HashMap::default();
         for id in ROOT_SLOTS {
             let ext = sm.allocate_extents(root_bytes.max(512))?;
             blobs.insert(id, ext);
@@ -104,7 +104,7 @@ impl<S: ExtentSpace> SpaceEnv<S> {
     pub fn open(sm: S, root: &[u8]) -> Result<Self> {
         let mut env = SpaceEnv {
             sm,
-            blobs: HashMap::new(),
+            blobs: HashMap::default(),
         };
         let mut r = Reader::new(root, "root locator", 0, 0);
         for id in ROOT_SLOTS {
@@ -143,25 +143,24 @@ impl<S: ExtentSpace> SpaceEnv<S> {
         self.sm
     }
 
-    /// Calls `f` on each piece of `[offset, offset + len)` of blob `id`: (device offset,
-    /// range within the caller's buffer).
+    /// Calls `f` on each piece of `[offset, offset + len)` of blob `id`: the space, the
+    /// piece's device offset and its range within the caller's buffer. Allocates nothing.
     fn pieces(
-        &self,
+        &mut self,
         id: BlobId,
         offset: u64,
         len: usize,
-    ) -> Result<Vec<(u64, std::ops::Range<usize>)>> {
+        mut f: impl FnMut(&mut S, u64, std::ops::Range<usize>) -> Result<()>,
+    ) -> Result<()> {
         let ext = self.blobs.get(&id).ok_or(LsmError::NoSuchBlob(id))?;
         let cap: u64 = ext.iter().map(|e| e.len).sum();
-        let oob = LsmError::OutOfBounds {
-            blob: id,
-            offset,
-            len: len as u64,
-        };
         if offset.checked_add(len as u64).is_none_or(|end| end > cap) {
-            return Err(oob);
+            return Err(LsmError::OutOfBounds {
+                blob: id,
+                offset,
+                len: len as u64,
+            });
         }
-        let mut out = Vec::new();
         let (mut at, mut done) = (offset, 0usize);
         let mut base = 0u64;
         for e in ext {
@@ -171,13 +170,13 @@ impl<S: ExtentSpace> SpaceEnv<S> {
             if at < base + e.len {
                 let within = at - base;
                 let n = ((e.len - within) as usize).min(len - done);
-                out.push((e.offset + within, done..done + n));
+                f(&mut self.sm, e.offset + within, done..done + n)?;
                 done += n;
                 at += n as u64;
             }
             base += e.len;
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -212,17 +211,15 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
     }
 
     fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
-        for (at, r) in self.pieces(id, offset, data.len())? {
-            self.sm.write_at(at, &data[r])?;
-        }
-        Ok(())
+        self.pieces(id, offset, data.len(), |sm, at, r| {
+            Ok(sm.write_at(at, &data[r])?)
+        })
     }
 
     fn read(&mut self, id: BlobId, offset: u64, buf: &mut [u8]) -> Result<()> {
-        for (at, r) in self.pieces(id, offset, buf.len())? {
-            self.sm.read_at(at, &mut buf[r])?;
-        }
-        Ok(())
+        self.pieces(id, offset, buf.len(), |sm, at, r| {
+            Ok(sm.read_at(at, &mut buf[r])?)
+        })
     }
 
     fn capacity(&self, id: BlobId) -> Result<u64> {

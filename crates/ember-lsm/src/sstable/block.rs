@@ -110,8 +110,10 @@ impl DataBlock {
             .ok_or_else(|| r.bad("restart array beyond the block"))?;
         let body = &payload[..payload.len() - trailer];
         r = Reader::new(body, "data block", table, offset);
-        let mut buf: Vec<u8> = Vec::with_capacity(body.len() + body.len() / 2);
-        let mut ents: Vec<Ent> = Vec::new();
+        // Full keys take a little more room than prefix-compressed ones (less the three
+        // length bytes of each entry); every entry takes at least three bytes of the body.
+        let mut buf: Vec<u8> = Vec::with_capacity(body.len() + body.len() / 4);
+        let mut ents: Vec<Ent> = Vec::with_capacity((n * RESTART_INTERVAL).min(body.len() / 3 + 1));
         let mut last = 0..0;
         while r.remaining() > 0 {
             let shared = r.varint()? as usize;
@@ -146,8 +148,11 @@ impl DataBlock {
             });
             last = key..key_end;
         }
-        if buf.capacity() > buf.len() + buf.len() / 4 {
+        if buf.capacity() > buf.len() + buf.len() / 2 {
             buf.shrink_to_fit();
+        }
+        if ents.capacity() > ents.len() + ents.len() / 2 {
+            ents.shrink_to_fit();
         }
         Ok(DataBlock { buf, ents })
     }
