@@ -55,6 +55,11 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Bytes read so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
     /// Bytes not yet read.
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos

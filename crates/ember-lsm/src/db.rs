@@ -28,7 +28,7 @@ use crate::error::{LsmError, Result};
 use crate::iter::{Fetch, Merge, Source};
 use crate::manifest::{LogMeta, Manifest};
 use crate::memtable::{ENTRY_OVERHEAD, Memtable, Value, WriteBatch};
-use crate::sstable::block::DataBlock;
+use crate::sstable::block::{Cursor, DataBlock};
 use crate::sstable::bloom::Bloom;
 use crate::sstable::{self, Handle, Index, TableBuilder, TableMeta};
 use crate::wal::{self, Wal};
@@ -131,6 +131,8 @@ struct Core<E: Env> {
     rec: Vec<u8>,
     /// The block being read (its capacity reused from read to read).
     scratch: Vec<u8>,
+    /// The cursor point reads search blocks with (its key buffer reused).
+    cursor: Cursor,
 }
 
 /// A log record buffer above this many bytes is not kept for the next commit.
@@ -353,11 +355,12 @@ impl<E: Env> Core<E> {
             return Ok(None);
         };
         let block = self.data(t, *h)?;
-        let i = block.seek(key);
-        Ok(block
-            .entry(i)
-            .filter(|(k, _)| *k == key)
-            .map(|(_, v)| v.map(<[u8]>::to_vec)))
+        let mut cur = std::mem::take(&mut self.cursor);
+        let r = block
+            .get(key, &mut cur)
+            .map(|v| v.map(|v| v.map(<[u8]>::to_vec)));
+        self.cursor = cur;
+        r
     }
 
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -663,6 +666,7 @@ impl<E: Env> Db<E> {
             group: Vec::new(),
             rec: Vec::new(),
             scratch: Vec::new(),
+            cursor: Cursor::default(),
         }
     }
 

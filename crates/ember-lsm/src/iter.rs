@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::memtable::{Memtable, Value};
-use crate::sstable::block::DataBlock;
+use crate::sstable::block::{Cursor, DataBlock};
 use crate::sstable::{Handle, Index, TableMeta};
 
 /// A key and its newest value or tombstone.
@@ -53,7 +53,9 @@ pub enum Source {
         /// The block, once read.
         block: Option<Arc<DataBlock>>,
         /// Current entry in the block.
-        ei: usize,
+        cur: Cursor,
+        /// The current entry was consumed: move on at the next fill.
+        step: bool,
         /// The key to position at, until the first block is read.
         seek: Option<Vec<u8>>,
     },
@@ -82,7 +84,8 @@ impl Source {
             index: None,
             bi: 0,
             block: None,
-            ei: 0,
+            cur: Cursor::default(),
+            step: false,
             seek,
         }
     }
@@ -118,11 +121,15 @@ impl Source {
                 index,
                 bi,
                 block,
-                ei,
+                cur,
+                step,
                 seek,
             } => loop {
                 if let Some(b) = block {
-                    if *ei < b.len() {
+                    if std::mem::take(step) {
+                        b.step(cur)?;
+                    }
+                    if cur.valid() {
                         return Ok(());
                     }
                     *block = None;
@@ -147,7 +154,10 @@ impl Source {
                     continue;
                 };
                 let b = f.data(t, *h)?;
-                *ei = seek.take().map_or(0, |k| b.seek(&k));
+                match seek.take() {
+                    Some(k) => b.seek(&k, cur)?,
+                    None => b.first(cur)?,
+                }
                 *block = Some(b);
             },
         }
@@ -157,7 +167,10 @@ impl Source {
     fn current(&self) -> Option<(&[u8], Option<&[u8]>)> {
         match self {
             Source::Mem { buf, .. } => buf.front().map(|(k, v)| (k.as_slice(), v.as_deref())),
-            Source::Tables { block, ei, .. } => block.as_ref().and_then(|b| b.entry(*ei)),
+            Source::Tables { block, cur, .. } => block
+                .as_ref()
+                .filter(|_| cur.valid())
+                .map(|b| (cur.key(), cur.value(b))),
         }
     }
 
@@ -166,7 +179,7 @@ impl Source {
             Source::Mem { buf, .. } => {
                 buf.pop_front();
             }
-            Source::Tables { ei, .. } => *ei += 1,
+            Source::Tables { step, .. } => *step = true,
         }
     }
 }
