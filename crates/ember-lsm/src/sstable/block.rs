@@ -16,6 +16,26 @@ use crate::error::Result;
 /// Entries between restart points.
 pub const RESTART_INTERVAL: usize = 16;
 
+/// A varint at `*pos` of `buf` (moved past it); `None` if truncated or too long.
+#[inline(always)]
+fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let b = *buf.get(*pos)?;
+    *pos += 1;
+    if b < 0x80 {
+        return Some(u64::from(b));
+    }
+    let mut x = u64::from(b & 0x7f);
+    for shift in (7..64).step_by(7) {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        x |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(x);
+        }
+    }
+    None
+}
+
 /// Builds one data block's payload.
 #[derive(Debug, Default)]
 pub struct BlockBuilder {
@@ -171,59 +191,65 @@ impl DataBlock {
 
     /// The key of restart point `i`, stored whole.
     fn restart_key(&self, i: usize) -> Result<&[u8]> {
-        let at = self.restart(i);
-        let mut r = Reader::new(
-            &self.buf[at..self.body],
-            "data block",
-            self.table,
-            self.offset,
-        );
-        if r.varint()? != 0 {
+        let body = &self.buf[..self.body];
+        let mut pos = self.restart(i);
+        let bad = || self.bad("truncated entry");
+        if varint(body, &mut pos).ok_or_else(bad)? != 0 {
             return Err(self.bad("restart entry shares a prefix"));
         }
-        let n = r.length()?;
-        r.varint()?;
-        r.take(n)
+        let n = varint(body, &mut pos).ok_or_else(bad)?;
+        varint(body, &mut pos).ok_or_else(bad)?;
+        let end = usize::try_from(n)
+            .ok()
+            .and_then(|n| pos.checked_add(n))
+            .ok_or_else(bad)?;
+        body.get(pos..end).ok_or_else(bad)
     }
 
     /// Reads the entry at `cur.next` into `cur`, whose key is the previous entry's (or empty
     /// at a restart point); past the last entry, `cur` becomes invalid.
     fn parse_next(&self, cur: &mut Cursor) -> Result<()> {
-        let at = cur.next;
-        if at >= self.body {
+        let body = &self.buf[..self.body];
+        let mut pos = cur.next;
+        if pos >= body.len() {
             cur.valid = false;
             return Ok(());
         }
-        let mut r = Reader::new(
-            &self.buf[at..self.body],
-            "data block",
-            self.table,
-            self.offset,
-        );
-        let shared = r.varint()?;
-        let unshared = r.length()?;
-        let vtag = r.varint()?;
+        let bad = || self.bad("truncated entry");
+        let shared = varint(body, &mut pos).ok_or_else(bad)?;
+        let unshared = varint(body, &mut pos).ok_or_else(bad)?;
+        let vtag = varint(body, &mut pos).ok_or_else(bad)?;
         if shared > cur.key.len() as u64 {
             return Err(self.bad("shared prefix longer than the previous key"));
         }
         let shared = shared as usize;
-        let suffix = r.take(unshared)?;
+        let key_end = usize::try_from(unshared)
+            .ok()
+            .and_then(|n| pos.checked_add(n))
+            .filter(|&e| e <= body.len())
+            .ok_or_else(bad)?;
+        let suffix = &body[pos..key_end];
         // The previous key and this one agree on `shared` bytes: the rest decides the order.
         if cur.valid && suffix <= &cur.key[shared..] {
             return Err(self.bad("keys out of order"));
         }
         cur.key.truncate(shared);
         cur.key.extend_from_slice(suffix);
+        pos = key_end;
         cur.value = match vtag {
             0 => None,
             n => {
-                let n = usize::try_from(n - 1).map_err(|_| self.bad("value length"))?;
-                let start = at + r.position();
-                r.take(n)?;
-                Some((start, n))
+                let end = usize::try_from(n - 1)
+                    .ok()
+                    .and_then(|n| pos.checked_add(n))
+                    .filter(|&e| e <= body.len())
+                    .ok_or_else(bad)?;
+                let start = pos;
+                pos = end;
+                Some((start, end - start))
             }
         };
-        cur.next = at + r.position();
+        cur.next = pos;
         cur.valid = true;
         Ok(())
     }
