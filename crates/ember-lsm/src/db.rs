@@ -78,6 +78,15 @@ impl Options {
     }
 }
 
+impl Options {
+    /// Bytes of each memtable's key filter: a sixteenth of the write buffer (at least some
+    /// 36 bits per key, since every entry is charged more than 64 bytes), so that a point
+    /// read of a key a memtable does not hold seldom searches it.
+    pub fn memtable_filter_bytes(&self) -> usize {
+        self.write_buffer / 16
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Self::with_budget(8 << 20)
@@ -277,9 +286,10 @@ impl<E: Env> Core<E> {
     }
 
     fn cache_limit(&self) -> usize {
+        let memtables = 2 * (self.opts.write_buffer + self.mem.filter_bytes());
         self.opts
             .memory_budget
-            .saturating_sub(2 * self.opts.write_buffer + self.pinned_bytes)
+            .saturating_sub(memtables + self.pinned_bytes)
     }
 
     fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>> {
@@ -398,7 +408,8 @@ impl<E: Env> Core<E> {
         }
         let (wal, log) = self.new_log(at_least)?;
         let old_log = std::mem::replace(&mut self.log, log);
-        let old_mem = std::mem::replace(&mut self.mem, Arc::new(Memtable::new()));
+        let fresh = Arc::new(Memtable::with_filter(self.opts.memtable_filter_bytes()));
+        let old_mem = std::mem::replace(&mut self.mem, fresh);
         self.wal = wal;
         self.imm = Some((old_mem, old_log));
         self.write_manifest()
@@ -642,10 +653,11 @@ impl<E: Env> Db<E> {
     }
 
     fn empty_core(env: E, opts: Options) -> Core<E> {
+        let mem = Arc::new(Memtable::with_filter(opts.memtable_filter_bytes()));
         Core {
             env,
             opts,
-            mem: Arc::new(Memtable::new()),
+            mem,
             wal: Wal::new(0, 0),
             log: LogMeta {
                 id: 0,
@@ -898,7 +910,12 @@ impl<E: Env> Db<E> {
     pub fn memory_usage(&self) -> MemoryUsage {
         let core = lock(&self.shared.core);
         MemoryUsage {
-            memtables: core.mem.bytes() + core.imm.as_ref().map_or(0, |(m, _)| m.bytes()),
+            memtables: core.mem.bytes()
+                + core.mem.filter_bytes()
+                + core
+                    .imm
+                    .as_ref()
+                    .map_or(0, |(m, _)| m.bytes() + m.filter_bytes()),
             pinned: core.pinned_bytes,
             cache: core.cache.bytes(),
         }
