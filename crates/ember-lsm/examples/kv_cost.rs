@@ -14,8 +14,10 @@
 //! the system's temporary directory through the table engine's space manager, as the suite
 //! does; `mem` keeps it in RAM. Each phase is its own function (`phase_put`, `phase_get`)
 //! so callgrind's inclusive counts split them: divide by `N` for instructions per operation.
+//! The wall time per operation it prints is one run's (compare medians of several).
 
 use std::error::Error;
+use std::time::Instant;
 
 use ember_device::file::FileBlock;
 use ember_device::{BlockDevice, MemBlock, SplitMix64};
@@ -65,10 +67,16 @@ fn run<D: BlockDevice>(dev: D, n: u64) -> Result<(), Box<dyn Error>> {
     let db = Db::create(env, Options::with_budget(8 << 20))?;
     let mut rng = SplitMix64::new(3);
     let values: Vec<u8> = (0..(1 << 20)).map(|_| rng.byte()).collect();
-    phase_put(&db, &permutation(n, 1), &values)?;
-    let bytes = phase_get(&db, &permutation(n, 2))?;
+    let (puts, gets) = (permutation(n, 1), permutation(n, 2));
+    let t = Instant::now();
+    phase_put(&db, &puts, &values)?;
+    let put_ns = t.elapsed().as_nanos() as f64 / n as f64;
+    let t = Instant::now();
+    let bytes = phase_get(&db, &gets)?;
+    let get_ns = t.elapsed().as_nanos() as f64 / n as f64;
     println!(
-        "{n} puts, {n} gets ({bytes} bytes read), levels {:?}",
+        "{n} puts ({put_ns:.0} ns each), {n} gets ({get_ns:.0} ns each, {bytes} bytes read), \
+         levels {:?}",
         db.level_counts()
     );
     db.close()?.into_space().close()?;

@@ -400,24 +400,37 @@ impl<E: Env> Core<E> {
     }
 
     /// Freezes the memtable and starts a new log; flushes the older immutable memtable
-    /// first if there still is one.
+    /// first if there still is one. One manifest names the flushed tables (and no longer its
+    /// log) and the new log: the tables are synced before it, the flushed log removed after.
     fn rotate(&mut self, at_least: u64) -> Result<()> {
-        if self.imm.is_some() {
-            self.flush_imm()?;
-            while self.compact_once()? {}
-        }
+        let flushed = self.write_imm()?;
         let (wal, log) = self.new_log(at_least)?;
+        let old_log_id = match flushed {
+            Some((levels, id)) => {
+                self.imm = None;
+                self.set_levels(levels);
+                Some(id)
+            }
+            None => None,
+        };
         let old_log = std::mem::replace(&mut self.log, log);
         let fresh = Arc::new(Memtable::with_filter(self.opts.memtable_filter_bytes()));
         let old_mem = std::mem::replace(&mut self.mem, fresh);
         self.wal = wal;
         self.imm = Some((old_mem, old_log));
-        self.write_manifest()
+        self.write_manifest()?;
+        if let Some(id) = old_log_id {
+            self.env.remove(id)?;
+            while self.compact_once()? {}
+        }
+        Ok(())
     }
 
-    fn flush_imm(&mut self) -> Result<()> {
+    /// Writes the immutable memtable as level-0 tables and syncs them; returns the levels
+    /// with them (not installed yet) and the id of its log, or `None` if there is none.
+    fn write_imm(&mut self) -> Result<Option<(Levels, BlobId)>> {
         let Some((imm, log)) = self.imm.clone() else {
-            return Ok(());
+            return Ok(None);
         };
         let mut sink = TableSink::new(false);
         imm.for_each_newest(|k, v| sink.add(self, k, v))?;
@@ -427,10 +440,17 @@ impl<E: Env> Core<E> {
         for t in tables.into_iter().rev() {
             levels[0].insert(0, t);
         }
+        Ok(Some((levels, log.id)))
+    }
+
+    fn flush_imm(&mut self) -> Result<()> {
+        let Some((levels, log)) = self.write_imm()? else {
+            return Ok(());
+        };
         self.imm = None;
         self.set_levels(levels);
         self.write_manifest()?;
-        self.env.remove(log.id)
+        self.env.remove(log)
     }
 
     fn pick(&self) -> Option<Pick> {
@@ -502,13 +522,16 @@ impl<E: Env> Core<E> {
 
     /// Removes merged tables no iterator reads any more.
     fn purge(&mut self) -> Result<()> {
-        let mut keep = Vec::new();
-        for t in std::mem::take(&mut self.obsolete) {
-            if Arc::strong_count(&t) == 1 {
-                self.env.remove(t.id)?;
-            } else {
-                keep.push(t);
-            }
+        let (gone, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.obsolete)
+            .into_iter()
+            .partition(|t| Arc::strong_count(t) == 1);
+        let ids: Vec<BlobId> = gone.iter().map(|t| t.id).collect();
+        if let Err(e) = self.env.remove_all(&ids) {
+            // Whatever was not removed stays to be tried again.
+            self.obsolete = keep;
+            self.obsolete
+                .extend(gone.into_iter().filter(|t| self.env.capacity(t.id).is_ok()));
+            return Err(e);
         }
         self.obsolete = keep;
         Ok(())
