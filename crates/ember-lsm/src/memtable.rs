@@ -18,6 +18,10 @@
 //! borrowed key (`[u8]` comparisons, no search key built, nothing allocated but the value
 //! it returns), then a walk of that key's versions — usually just the inline one.
 //!
+//! Beside the map, a bloom filter of the keys (a sixteenth of the write buffer, filled as
+//! keys go in, charged to the memtables' RAM) answers most point reads of a key the memtable
+//! does not hold without searching the map.
+//!
 //! Why this and not a map keyed by `(key, Reverse(sequence))` or a skiplist: the composite
 //! key forced every probe to allocate an owned search key and to compare sequence numbers
 //! alongside the bytes, and every version of a hot key took a tree node of its own; a

@@ -9,6 +9,8 @@
 //! restarts:  count × u32 offset of a restart entry (every 16th entry)
 //! count:     u32 number of restarts
 //! ```
+//!
+//! A block is read into RAM (and cached) as this payload, not decoded: see [`DataBlock`].
 
 use crate::coding::{Reader, put_varint};
 use crate::error::Result;
