@@ -134,28 +134,37 @@ impl WriteBatch {
 struct Versions {
     /// Sequence number of the newest version.
     seq: u64,
-    /// The newest version.
-    value: Value,
+    /// The newest version (boxed slices: two words, not three, per map entry).
+    value: Stored,
     /// Older versions, oldest first (a new version pushes the previous newest at the end,
     /// so a key rewritten many times costs O(1) per write; readers walk it backwards).
-    older: Vec<(u64, Value)>,
+    /// Boxed: one word in the map entry while there are none.
+    #[allow(
+        clippy::box_collection,
+        reason = "one word per map entry instead of three while the key has one version"
+    )]
+    older: Option<Box<Vec<(u64, Stored)>>>,
 }
+
+/// A value or tombstone as a memtable keeps it.
+type Stored = Option<Box<[u8]>>;
 
 impl Versions {
     /// The newest version with a sequence number ≤ `snap`, if any.
-    fn at(&self, snap: u64) -> Option<&Value> {
+    fn at(&self, snap: u64) -> Option<Option<&[u8]>> {
         if self.seq <= snap {
-            return Some(&self.value);
+            return Some(self.value.as_deref());
         }
         self.older
+            .as_deref()?
             .iter()
             .rev()
             .find(|(s, _)| *s <= snap)
-            .map(|(_, v)| v)
+            .map(|(_, v)| v.as_deref())
     }
 }
 
-type Map = BTreeMap<Vec<u8>, Versions>;
+type Map = BTreeMap<Box<[u8]>, Versions>;
 
 /// Probes of the memtable filter.
 const FILTER_PROBES: u64 = 3;
@@ -213,20 +222,23 @@ struct Inner {
 }
 
 fn insert_into(inner: &mut Inner, seq: u64, key: Vec<u8>, value: Value) {
-    match inner.map.entry(key) {
+    // A vector whose capacity is its length (as a batch's keys and values are) becomes a
+    // boxed slice without copying.
+    let value = value.map(Vec::into_boxed_slice);
+    match inner.map.entry(key.into_boxed_slice()) {
         Entry::Vacant(e) => {
             inner.filter.add(e.key());
             e.insert(Versions {
                 seq,
                 value,
-                older: Vec::new(),
+                older: None,
             });
         }
         Entry::Occupied(mut e) => {
             let v = e.get_mut();
             let old_seq = std::mem::replace(&mut v.seq, seq);
             let old = std::mem::replace(&mut v.value, value);
-            v.older.push((old_seq, old));
+            v.older.get_or_insert_default().push((old_seq, old));
         }
     }
 }
@@ -322,7 +334,7 @@ impl Memtable {
             return None;
         }
         let v = m.map.get(key)?.at(snap)?;
-        Some(f(v.as_deref()))
+        Some(f(v))
     }
 
     /// The newest version of `key` at sequence `snap`: `None` if the memtable does not know
@@ -343,7 +355,7 @@ impl Memtable {
             if out.len() == n {
                 break;
             }
-            out.push((k.clone(), v.clone()));
+            out.push((k.to_vec(), v.map(<[u8]>::to_vec)));
         }
         out
     }
