@@ -8,9 +8,11 @@
 //! flushed to a level-0 table.
 //!
 //! In-memory format: an ordered map (`BTreeMap`) from the user key — the bytes alone, in the
-//! vector the write batch brought, so an insert copies nothing — to that key's versions,
-//! newest first: the newest `(sequence, value or tombstone)` inline, older ones in a vector
-//! kept oldest first so that a write appends and a reader walks it backwards.
+//! buffer the write batch brought (an exact-size vector becomes a boxed slice without a
+//! copy), so an insert copies nothing — to that key's versions, newest first: the newest
+//! `(sequence, value or tombstone)` inline, older ones in a boxed vector (absent while there
+//! are none) kept oldest first so that a write appends and a reader walks it backwards. A
+//! map entry is 48 bytes plus the key's and the value's heap blocks.
 //!
 //! Visibility rule: a read at snapshot `s` sees, for each key, the version with the highest
 //! sequence number ≤ `s`; a key all of whose versions are newer than `s` is absent at `s`,
