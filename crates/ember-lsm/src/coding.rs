@@ -12,6 +12,11 @@ pub fn put_varint(out: &mut Vec<u8>, mut x: u64) {
     out.push(x as u8);
 }
 
+/// Bytes of `x` as an LEB128 varint.
+pub fn varint_len(x: u64) -> usize {
+    (64 - (x | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 /// Appends a length-prefixed byte string.
 pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_varint(out, b.len() as u64);
@@ -50,6 +55,11 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Bytes read so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
     /// Bytes not yet read.
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
@@ -67,6 +77,13 @@ impl<'a> Reader<'a> {
 
     /// A varint.
     pub fn varint(&mut self) -> Result<u64> {
+        // One byte, the common case (lengths and counts under 128).
+        if let Some(&b) = self.buf.get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(b));
+        }
         let mut x = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.take(1)?[0];
@@ -126,6 +143,35 @@ pub fn le64(b: &[u8], at: usize) -> u64 {
     x.copy_from_slice(&b[at..at + 8]);
     u64::from_le_bytes(x)
 }
+
+/// A hasher for the engine's integer-keyed maps (blob ids, cache keys): one multiply and a
+/// rotate per word (FxHash), where the standard library's SipHash spends some hundred
+/// instructions per lookup. The keys are the engine's own numbers, not attacker-chosen.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+}
+
+/// A `HashMap` builder with [`IdHasher`].
+pub type IdHash = std::hash::BuildHasherDefault<IdHasher>;
 
 /// Format version of every block this build writes.
 pub const VERSION: u8 = 1;
@@ -216,4 +262,30 @@ pub fn open_block(kind: BlockKind, table: u64, offset: u64, block: &[u8]) -> Res
         return Err(bad("checksum mismatch"));
     }
     Ok(&block[BLOCK_HEADER..])
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn varints_round_trip_and_know_their_length() {
+        let mut xs = vec![0, 1, 127, 128, 255, 16_383, 16_384, u64::MAX - 1, u64::MAX];
+        xs.extend((0..64).map(|s| 1u64 << s));
+        xs.extend((1..64).map(|s| (1u64 << s) - 1));
+        for x in xs {
+            let mut out = Vec::new();
+            put_varint(&mut out, x);
+            assert_eq!(varint_len(x), out.len(), "{x}");
+            out.push(0x55);
+            let mut r = Reader::new(&out, "t", 0, 0);
+            assert_eq!(r.varint().unwrap(), x);
+            assert_eq!(r.u8().unwrap(), 0x55);
+        }
+        // Truncated and overlong varints are errors, not panics.
+        assert!(Reader::new(&[0x80], "t", 0, 0).varint().is_err());
+        assert!(Reader::new(&[0xff; 11], "t", 0, 0).varint().is_err());
+        assert!(Reader::new(&[], "t", 0, 0).varint().is_err());
+    }
 }

@@ -6,14 +6,16 @@
 //! * commit: one log record per commit group, then one `sync` if any batch asked for it;
 //!   the memtable is updated after the record is written.
 //! * rotation: a new log blob is created (its allocation is durable), then a manifest naming
-//!   the old and the new log is written and synced; the old memtable becomes immutable.
+//!   the old and the new log is written and synced; the old memtable becomes immutable. If
+//!   an older immutable memtable is still unflushed, its tables are written and synced
+//!   first, and that same manifest names them instead of its log, which is removed after.
 //! * flush / compaction: the new tables are written and synced, then a manifest naming them
 //!   (and no longer naming the flushed log or the merged tables) is written and synced, and
 //!   only then are the old blobs removed — once no iterator reads them.
 //! * open: the manifest, then every live log is replayed into a memtable, which is written
 //!   as a level-0 table with a fresh log and a new manifest before the old logs go.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -21,13 +23,14 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::cache::{Cache, Cached};
+use crate::coding::IdHash;
 use crate::compaction::{self, LEVELS, Levels, Pick};
 use crate::env::{BlobId, Env};
 use crate::error::{LsmError, Result};
-use crate::iter::{Entry, Fetch, Merge, Source};
+use crate::iter::{Fetch, Merge, Source};
 use crate::manifest::{LogMeta, Manifest};
 use crate::memtable::{ENTRY_OVERHEAD, Memtable, Value, WriteBatch};
-use crate::sstable::block::DataBlock;
+use crate::sstable::block::{Cursor, DataBlock};
 use crate::sstable::bloom::Bloom;
 use crate::sstable::{self, Handle, Index, TableBuilder, TableMeta};
 use crate::wal::{self, Wal};
@@ -77,6 +80,15 @@ impl Options {
     }
 }
 
+impl Options {
+    /// Bytes of each memtable's key filter: a sixteenth of the write buffer (at least some
+    /// 36 bits per key, since every entry is charged more than 64 bytes), so that a point
+    /// read of a key a memtable does not hold seldom searches it.
+    pub fn memtable_filter_bytes(&self) -> usize {
+        self.write_buffer / 16
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Self::with_budget(8 << 20)
@@ -118,13 +130,24 @@ struct Core<E: Env> {
     next_blob: BlobId,
     generation: u64,
     seq: u64,
-    pinned: HashMap<BlobId, Pinned>,
+    pinned: HashMap<BlobId, Pinned, IdHash>,
     pinned_bytes: usize,
     cache: Cache,
     obsolete: Vec<Arc<TableMeta>>,
     pointers: Vec<Vec<u8>>,
     poisoned: Option<LsmError>,
+    /// The commit group being written (its capacity reused from commit to commit).
+    group: Vec<Pending>,
+    /// The log record being built (its capacity reused from commit to commit).
+    rec: Vec<u8>,
+    /// The block being read (its capacity reused from read to read).
+    scratch: Vec<u8>,
+    /// The cursor point reads search blocks with (its key buffer reused).
+    cursor: Cursor,
 }
+
+/// A log record buffer above this many bytes is not kept for the next commit.
+const KEEP_RECORD_BYTES: usize = 1 << 20;
 
 struct Pending {
     ticket: u64,
@@ -137,8 +160,11 @@ struct Pending {
 struct Queue {
     next: u64,
     pending: Vec<Pending>,
-    done: HashMap<u64, Result<()>>,
+    /// Results of batches another writer committed, by ticket, until their writers take them.
+    done: Vec<(u64, Result<()>)>,
     leader: bool,
+    /// Writers waiting on `committed` (no wake-up call when there are none).
+    waiting: usize,
 }
 
 struct Shared<E: Env> {
@@ -147,6 +173,8 @@ struct Shared<E: Env> {
     work: Condvar,
     committed: Condvar,
     shutdown: AtomicBool,
+    /// Whether a background thread waits on `work`.
+    background: AtomicBool,
     log_capacity: u64,
 }
 
@@ -164,6 +192,49 @@ impl<E: Env> std::fmt::Debug for Db<E> {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Builds tables from entries in key order (split at `table_size` if asked) and writes
+/// them, unsynced.
+struct TableSink {
+    builder: Option<TableBuilder>,
+    out: Vec<Arc<TableMeta>>,
+    split: bool,
+}
+
+impl TableSink {
+    fn new(split: bool) -> Self {
+        TableSink {
+            builder: None,
+            out: Vec::new(),
+            split,
+        }
+    }
+
+    fn add<E: Env>(&mut self, core: &mut Core<E>, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let b = self.builder.get_or_insert_with(|| {
+            let id = core.next_blob;
+            core.next_blob += 1;
+            TableBuilder::new(id, core.opts.block_size, core.opts.bloom_bits_per_key)
+        });
+        b.add(key, value);
+        if self.split
+            && b.size() >= core.opts.table_size
+            && let Some(b) = self.builder.take()
+        {
+            self.out.push(core.write_table(b)?);
+        }
+        Ok(())
+    }
+
+    fn finish<E: Env>(mut self, core: &mut Core<E>) -> Result<Vec<Arc<TableMeta>>> {
+        if let Some(b) = self.builder.take()
+            && b.entries() > 0
+        {
+            self.out.push(core.write_table(b)?);
+        }
+        Ok(self.out)
+    }
 }
 
 fn charge(batch: &WriteBatch) -> usize {
@@ -217,38 +288,10 @@ impl<E: Env> Core<E> {
     }
 
     fn cache_limit(&self) -> usize {
+        let memtables = 2 * (self.opts.write_buffer + self.mem.filter_bytes());
         self.opts
             .memory_budget
-            .saturating_sub(2 * self.opts.write_buffer + self.pinned_bytes)
-    }
-
-    /// Writes tables built from `entries` (split at `table_size`); returns them unsynced.
-    fn write_tables(
-        &mut self,
-        entries: &mut dyn FnMut(&mut Self) -> Result<Option<Entry>>,
-        split: bool,
-    ) -> Result<Vec<Arc<TableMeta>>> {
-        let mut out = Vec::new();
-        let mut builder: Option<TableBuilder> = None;
-        while let Some((k, v)) = entries(self)? {
-            let b = builder.get_or_insert_with(|| {
-                let id = self.next_blob;
-                self.next_blob += 1;
-                TableBuilder::new(id, self.opts.block_size, self.opts.bloom_bits_per_key)
-            });
-            b.add(&k, &v);
-            if split && b.size() >= self.opts.table_size {
-                if let Some(b) = builder.take() {
-                    out.push(self.write_table(b)?);
-                }
-            }
-        }
-        if let Some(b) = builder.take()
-            && b.entries() > 0
-        {
-            out.push(self.write_table(b)?);
-        }
-        Ok(out)
+            .saturating_sub(memtables + self.pinned_bytes)
     }
 
     fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>> {
@@ -271,7 +314,7 @@ impl<E: Env> Core<E> {
             .take(self.opts.pinned_levels)
             .flatten()
             .collect();
-        let keep: std::collections::HashSet<BlobId> = want.iter().map(|t| t.id).collect();
+        let keep: HashSet<BlobId, IdHash> = want.iter().map(|t| t.id).collect();
         self.pinned.retain(|id, _| keep.contains(id));
         for t in want {
             if self.pinned.contains_key(&t.id) {
@@ -324,11 +367,12 @@ impl<E: Env> Core<E> {
             return Ok(None);
         };
         let block = self.data(t, *h)?;
-        let i = block.seek(key);
-        Ok(block
-            .entry(i)
-            .filter(|(k, _)| *k == key)
-            .map(|(_, v)| v.map(<[u8]>::to_vec)))
+        let mut cur = std::mem::take(&mut self.cursor);
+        let r = block
+            .get(key, &mut cur)
+            .map(|v| v.map(|v| v.map(<[u8]>::to_vec)));
+        self.cursor = cur;
+        r
     }
 
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -358,35 +402,57 @@ impl<E: Env> Core<E> {
     }
 
     /// Freezes the memtable and starts a new log; flushes the older immutable memtable
-    /// first if there still is one.
+    /// first if there still is one. One manifest names the flushed tables (and no longer its
+    /// log) and the new log: the tables are synced before it, the flushed log removed after.
     fn rotate(&mut self, at_least: u64) -> Result<()> {
-        if self.imm.is_some() {
-            self.flush_imm()?;
-            while self.compact_once()? {}
-        }
+        let flushed = self.write_imm()?;
         let (wal, log) = self.new_log(at_least)?;
+        let old_log_id = match flushed {
+            Some((levels, id)) => {
+                self.imm = None;
+                self.set_levels(levels);
+                Some(id)
+            }
+            None => None,
+        };
         let old_log = std::mem::replace(&mut self.log, log);
-        let old_mem = std::mem::replace(&mut self.mem, Arc::new(Memtable::new()));
+        let fresh = Arc::new(Memtable::with_filter(self.opts.memtable_filter_bytes()));
+        let old_mem = std::mem::replace(&mut self.mem, fresh);
         self.wal = wal;
         self.imm = Some((old_mem, old_log));
-        self.write_manifest()
+        self.write_manifest()?;
+        if let Some(id) = old_log_id {
+            self.env.remove(id)?;
+            while self.compact_once()? {}
+        }
+        Ok(())
     }
 
-    fn flush_imm(&mut self) -> Result<()> {
+    /// Writes the immutable memtable as level-0 tables and syncs them; returns the levels
+    /// with them (not installed yet) and the id of its log, or `None` if there is none.
+    fn write_imm(&mut self) -> Result<Option<(Levels, BlobId)>> {
         let Some((imm, log)) = self.imm.clone() else {
-            return Ok(());
+            return Ok(None);
         };
-        let mut all = imm.all().into_iter();
-        let tables = self.write_tables(&mut |_| Ok(all.next()), false)?;
+        let mut sink = TableSink::new(false);
+        imm.for_each_newest(|k, v| sink.add(self, k, v))?;
+        let tables = sink.finish(self)?;
         self.env.sync()?;
         let mut levels = (*self.levels).clone();
         for t in tables.into_iter().rev() {
             levels[0].insert(0, t);
         }
+        Ok(Some((levels, log.id)))
+    }
+
+    fn flush_imm(&mut self) -> Result<()> {
+        let Some((levels, log)) = self.write_imm()? else {
+            return Ok(());
+        };
         self.imm = None;
         self.set_levels(levels);
         self.write_manifest()?;
-        self.env.remove(log.id)
+        self.env.remove(log)
     }
 
     fn pick(&self) -> Option<Pick> {
@@ -432,17 +498,15 @@ impl<E: Env> Core<E> {
         sources.push(Source::tables(p.next.clone(), None));
         let mut merge = Merge::new(sources, Bound::Unbounded, Bound::Unbounded);
         let snapshot = self.levels.clone();
-        let mut next = |core: &mut Self| -> Result<Option<Entry>> {
-            let mut f = Direct(core);
-            while let Some((k, v)) = merge.next_entry(&mut f)? {
-                if v.is_none() && !compaction::deeper_may_hold(&snapshot, out, &k) {
-                    continue;
-                }
-                return Ok(Some((k, v)));
+        let mut sink = TableSink::new(true);
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        while let Some(is_value) = merge.next_into(&mut Direct(self), &mut key, &mut value)? {
+            if !is_value && !compaction::deeper_may_hold(&snapshot, out, &key) {
+                continue;
             }
-            Ok(None)
-        };
-        let tables = self.write_tables(&mut next, true)?;
+            sink.add(self, &key, is_value.then_some(value.as_slice()))?;
+        }
+        let tables = sink.finish(self)?;
         self.env.sync()?;
         for l in levels.iter_mut() {
             l.retain(|t| !gone.contains(&t.id));
@@ -460,13 +524,16 @@ impl<E: Env> Core<E> {
 
     /// Removes merged tables no iterator reads any more.
     fn purge(&mut self) -> Result<()> {
-        let mut keep = Vec::new();
-        for t in std::mem::take(&mut self.obsolete) {
-            if Arc::strong_count(&t) == 1 {
-                self.env.remove(t.id)?;
-            } else {
-                keep.push(t);
-            }
+        let (gone, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.obsolete)
+            .into_iter()
+            .partition(|t| Arc::strong_count(t) == 1);
+        let ids: Vec<BlobId> = gone.iter().map(|t| t.id).collect();
+        if let Err(e) = self.env.remove_all(&ids) {
+            // Whatever was not removed stays to be tried again.
+            self.obsolete = keep;
+            self.obsolete
+                .extend(gone.into_iter().filter(|t| self.env.capacity(t.id).is_ok()));
+            return Err(e);
         }
         self.obsolete = keep;
         Ok(())
@@ -491,34 +558,48 @@ impl<E: Env> Core<E> {
         r
     }
 
-    fn commit(&mut self, group: &[Pending]) -> Result<()> {
-        if let Some(e) = &self.poisoned {
-            return Err(LsmError::Poisoned(e.to_string()));
-        }
-        let r = (|| -> Result<()> {
-            let payload = wal::encode_payload(group.iter().map(|p| &p.batch), group.len());
-            let bytes: usize = group.iter().map(|p| charge(&p.batch)).sum();
-            if (self.mem.bytes() > 0 && self.mem.bytes() + bytes > self.opts.write_buffer)
-                || !self.wal.fits(payload.len())
-            {
-                self.rotate((wal::HEADER + payload.len()) as u64)?;
-            }
-            self.wal.append(&mut self.env, &payload)?;
-            if group.iter().any(|p| p.sync) {
-                self.env.sync()?;
-            }
-            for p in group {
-                for (k, v) in &p.batch.ops {
-                    self.seq += 1;
-                    self.mem.insert(self.seq, k, v.clone());
-                }
-            }
-            Ok(())
-        })();
-        if let Err(e) = &r {
+    /// Commits the batches in `self.group` (and empties it): one log record, at most one
+    /// sync, then the memtable, into which the batches' keys and values are moved.
+    fn commit(&mut self) -> Result<()> {
+        let mut group = std::mem::take(&mut self.group);
+        let mut rec = std::mem::take(&mut self.rec);
+        let r = match &self.poisoned {
+            Some(e) => Err(LsmError::Poisoned(e.to_string())),
+            None => self.commit_group(&mut group, &mut rec),
+        };
+        if let Err(e) = &r
+            && self.poisoned.is_none()
+        {
             self.poisoned = Some(e.clone());
         }
+        group.clear();
+        self.group = group;
+        if rec.capacity() <= KEEP_RECORD_BYTES {
+            self.rec = rec;
+        }
         r
+    }
+
+    fn commit_group(&mut self, group: &mut [Pending], rec: &mut Vec<u8>) -> Result<()> {
+        wal::start_record(rec, group.len());
+        for p in group.iter() {
+            p.batch.encode(rec);
+        }
+        let payload = rec.len() - wal::HEADER;
+        let bytes: usize = group.iter().map(|p| charge(&p.batch)).sum();
+        if (self.mem.bytes() > 0 && self.mem.bytes() + bytes > self.opts.write_buffer)
+            || !self.wal.fits(payload)
+        {
+            self.rotate(rec.len() as u64)?;
+        }
+        self.wal.append(&mut self.env, rec)?;
+        if group.iter().any(|p| p.sync) {
+            self.env.sync()?;
+        }
+        for p in group.iter_mut() {
+            self.mem.insert_all(&mut self.seq, p.batch.ops.drain(..));
+        }
+        Ok(())
     }
 
     fn index(&mut self, t: &TableMeta) -> Result<Arc<Index>> {
@@ -541,7 +622,7 @@ impl<E: Env> Core<E> {
         if let Some(Cached::Data(d)) = self.cache.get(key) {
             return Ok(d);
         }
-        let d = Arc::new(sstable::read_data(&mut self.env, t, h)?);
+        let d = Arc::new(sstable::read_data(&mut self.env, t, h, &mut self.scratch)?);
         let limit = self.cache_limit();
         self.cache
             .insert(key, Cached::Data(d.clone()), d.charge(), limit);
@@ -558,7 +639,13 @@ impl<E: Env> Fetch for Direct<'_, E> {
         self.0.index(t)
     }
     fn data(&mut self, t: &TableMeta, h: Handle) -> Result<Arc<DataBlock>> {
-        Ok(Arc::new(sstable::read_data(&mut self.0.env, t, h)?))
+        let core = &mut *self.0;
+        Ok(Arc::new(sstable::read_data(
+            &mut core.env,
+            t,
+            h,
+            &mut core.scratch,
+        )?))
     }
 }
 
@@ -584,16 +671,18 @@ impl<E: Env> Db<E> {
                 work: Condvar::new(),
                 committed: Condvar::new(),
                 shutdown: AtomicBool::new(false),
+                background: AtomicBool::new(false),
             }),
             background: None,
         }
     }
 
     fn empty_core(env: E, opts: Options) -> Core<E> {
+        let mem = Arc::new(Memtable::with_filter(opts.memtable_filter_bytes()));
         Core {
             env,
             opts,
-            mem: Arc::new(Memtable::new()),
+            mem,
             wal: Wal::new(0, 0),
             log: LogMeta {
                 id: 0,
@@ -605,12 +694,16 @@ impl<E: Env> Db<E> {
             next_blob: 1,
             generation: 0,
             seq: 0,
-            pinned: HashMap::new(),
+            pinned: HashMap::default(),
             pinned_bytes: 0,
             cache: Cache::default(),
             obsolete: Vec::new(),
             pointers: vec![Vec::new(); LEVELS],
             poisoned: None,
+            group: Vec::new(),
+            rec: Vec::new(),
+            scratch: Vec::new(),
+            cursor: Cursor::default(),
         }
     }
 
@@ -652,10 +745,7 @@ impl<E: Env> Db<E> {
         for l in &m.logs {
             core.env.open(l.id, &l.locator)?;
             for b in wal::replay(&mut core.env, l.id, l.capacity)? {
-                for (k, v) in b.ops {
-                    core.seq += 1;
-                    mem.insert(core.seq, &k, v);
-                }
+                mem.insert_all(&mut core.seq, b.ops);
             }
         }
         let (wal, log) = core.new_log(0)?;
@@ -663,8 +753,9 @@ impl<E: Env> Db<E> {
         core.log = log;
         if !mem.is_empty() {
             // The replayed memtable becomes a level-0 table under the next manifest.
-            let mut all = mem.all().into_iter();
-            let tables = core.write_tables(&mut |_| Ok(all.next()), false)?;
+            let mut sink = TableSink::new(false);
+            mem.for_each_newest(|k, v| sink.add(&mut core, k, v))?;
+            let tables = sink.finish(&mut core)?;
             core.env.sync()?;
             let mut levels = (*core.levels).clone();
             for t in tables.into_iter().rev() {
@@ -683,11 +774,7 @@ impl<E: Env> Db<E> {
     /// Writes a batch atomically. With `sync`, it is durable when this returns (one device
     /// sync, shared with every batch committed in the same group).
     pub fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
-        let bytes = {
-            let mut p = Vec::new();
-            batch.encode(&mut p);
-            p.len()
-        };
+        let bytes = batch.encoded_len();
         // A log record's payload length is a u32.
         let most = u64::from(u32::MAX) - 16;
         if bytes as u64 > most {
@@ -710,24 +797,26 @@ impl<E: Env> Db<E> {
             {
                 let mut q = lock(&self.shared.queue);
                 loop {
-                    if let Some(r) = q.done.remove(&ticket) {
-                        return r;
+                    if let Some(i) = q.done.iter().position(|(t, _)| *t == ticket) {
+                        return q.done.swap_remove(i).1;
                     }
                     if !q.leader {
                         q.leader = true;
                         break;
                     }
+                    q.waiting += 1;
                     q = self
                         .shared
                         .committed
                         .wait(q)
                         .unwrap_or_else(|p| p.into_inner());
+                    q.waiting -= 1;
                 }
             }
             // Lead: take every waiting batch that fits one log record, commit them with one
             // write and at most one sync, post the results, wake the followers.
             let mut core = lock(&self.shared.core);
-            let group = {
+            let (first, last) = {
                 let mut q = lock(&self.shared.queue);
                 let mut room = limit as usize - wal::HEADER - 16;
                 let mut n = 0;
@@ -735,20 +824,31 @@ impl<E: Env> Db<E> {
                     room = room.saturating_sub(q.pending[n].bytes);
                     n += 1;
                 }
-                q.pending.drain(..n).collect::<Vec<_>>()
+                // Tickets are handed out and queued in order: a group is a run of them.
+                let first = q.pending.first().map_or(0, |p| p.ticket);
+                core.group.extend(q.pending.drain(..n));
+                (first, first + n as u64)
             };
-            let r = core.commit(&group);
+            let r = core.commit();
             let rotated = core.imm.is_some();
             drop(core);
             let mut q = lock(&self.shared.queue);
-            for p in &group {
-                q.done.insert(p.ticket, r.clone());
+            for t in first..last {
+                if t != ticket {
+                    q.done.push((t, r.clone()));
+                }
             }
             q.leader = false;
+            let wake = q.waiting > 0;
             drop(q);
-            self.shared.committed.notify_all();
-            if rotated {
+            if wake {
+                self.shared.committed.notify_all();
+            }
+            if rotated && self.shared.background.load(Ordering::Relaxed) {
                 self.shared.work.notify_all();
+            }
+            if (first..last).contains(&ticket) {
+                return r;
             }
         }
     }
@@ -835,7 +935,12 @@ impl<E: Env> Db<E> {
     pub fn memory_usage(&self) -> MemoryUsage {
         let core = lock(&self.shared.core);
         MemoryUsage {
-            memtables: core.mem.bytes() + core.imm.as_ref().map_or(0, |(m, _)| m.bytes()),
+            memtables: core.mem.bytes()
+                + core.mem.filter_bytes()
+                + core
+                    .imm
+                    .as_ref()
+                    .map_or(0, |(m, _)| m.bytes() + m.filter_bytes()),
             pinned: core.pinned_bytes,
             cache: core.cache.bytes(),
         }
@@ -897,6 +1002,7 @@ impl<E: Env + Send + 'static> Db<E> {
         if self.background.is_some() {
             return;
         }
+        self.shared.background.store(true, Ordering::SeqCst);
         let shared = self.shared.clone();
         self.background = Some(std::thread::spawn(move || {
             let mut core = lock(&shared.core);

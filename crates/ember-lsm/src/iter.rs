@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::memtable::{Memtable, Value};
-use crate::sstable::block::DataBlock;
+use crate::sstable::block::{Cursor, DataBlock};
 use crate::sstable::{Handle, Index, TableMeta};
 
 /// A key and its newest value or tombstone.
@@ -53,7 +53,9 @@ pub enum Source {
         /// The block, once read.
         block: Option<Arc<DataBlock>>,
         /// Current entry in the block.
-        ei: usize,
+        cur: Cursor,
+        /// The current entry was consumed: move on at the next fill.
+        step: bool,
         /// The key to position at, until the first block is read.
         seek: Option<Vec<u8>>,
     },
@@ -82,7 +84,8 @@ impl Source {
             index: None,
             bi: 0,
             block: None,
-            ei: 0,
+            cur: Cursor::default(),
+            step: false,
             seek,
         }
     }
@@ -118,11 +121,15 @@ impl Source {
                 index,
                 bi,
                 block,
-                ei,
+                cur,
+                step,
                 seek,
             } => loop {
                 if let Some(b) = block {
-                    if *ei < b.len() {
+                    if std::mem::take(step) {
+                        b.step(cur)?;
+                    }
+                    if cur.valid() {
                         return Ok(());
                     }
                     *block = None;
@@ -147,7 +154,10 @@ impl Source {
                     continue;
                 };
                 let b = f.data(t, *h)?;
-                *ei = seek.take().map_or(0, |k| b.seek(&k));
+                match seek.take() {
+                    Some(k) => b.seek(&k, cur)?,
+                    None => b.first(cur)?,
+                }
                 *block = Some(b);
             },
         }
@@ -157,7 +167,10 @@ impl Source {
     fn current(&self) -> Option<(&[u8], Option<&[u8]>)> {
         match self {
             Source::Mem { buf, .. } => buf.front().map(|(k, v)| (k.as_slice(), v.as_deref())),
-            Source::Tables { block, ei, .. } => block.as_ref().and_then(|b| b.entry(*ei)),
+            Source::Tables { block, cur, .. } => block
+                .as_ref()
+                .filter(|_| cur.valid())
+                .map(|b| (cur.key(), cur.value(b))),
         }
     }
 
@@ -166,7 +179,7 @@ impl Source {
             Source::Mem { buf, .. } => {
                 buf.pop_front();
             }
-            Source::Tables { ei, .. } => *ei += 1,
+            Source::Tables { step, .. } => *step = true,
         }
     }
 }
@@ -191,6 +204,23 @@ impl Merge {
 
     /// The next key with its newest value or tombstone.
     pub fn next_entry(&mut self, f: &mut dyn Fetch) -> Result<Option<Entry>> {
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        Ok(match self.next_into(f, &mut key, &mut value)? {
+            None => None,
+            Some(true) => Some((key, Some(value))),
+            Some(false) => Some((key, None)),
+        })
+    }
+
+    /// The next key with its newest value or tombstone, into `key` and `value` (cleared
+    /// first; a merge that writes tables reuses them, allocating nothing per entry):
+    /// `Some(true)` for a value, `Some(false)` for a tombstone, `None` at the end.
+    pub fn next_into(
+        &mut self,
+        f: &mut dyn Fetch,
+        key: &mut Vec<u8>,
+        value: &mut Vec<u8>,
+    ) -> Result<Option<bool>> {
         loop {
             for s in &mut self.sources {
                 s.fill(f)?;
@@ -206,30 +236,36 @@ impl Merge {
             let Some((k, v)) = best else {
                 return Ok(None);
             };
-            let entry: Entry = (k.to_vec(), v.map(<[u8]>::to_vec));
+            key.clear();
+            key.extend_from_slice(k);
+            value.clear();
+            let is_value = v.is_some();
+            if let Some(v) = v {
+                value.extend_from_slice(v);
+            }
             for s in &mut self.sources {
-                if s.current().is_some_and(|c| c.0 == entry.0) {
+                if s.current().is_some_and(|c| c.0 == key.as_slice()) {
                     s.advance();
                 }
             }
             let below = match &self.lower {
-                Bound::Included(lo) => entry.0 < *lo,
-                Bound::Excluded(lo) => entry.0 <= *lo,
+                Bound::Included(lo) => *key < *lo,
+                Bound::Excluded(lo) => *key <= *lo,
                 Bound::Unbounded => false,
             };
             if below {
                 continue;
             }
             let above = match &self.upper {
-                Bound::Included(hi) => entry.0 > *hi,
-                Bound::Excluded(hi) => entry.0 >= *hi,
+                Bound::Included(hi) => *key > *hi,
+                Bound::Excluded(hi) => *key >= *hi,
                 Bound::Unbounded => false,
             };
             if above {
                 self.sources.clear();
                 return Ok(None);
             }
-            return Ok(Some(entry));
+            return Ok(Some(is_value));
         }
     }
 }

@@ -40,14 +40,12 @@ pub struct Wal {
     next: u64,
 }
 
-/// Encodes the payload of a record holding `batches`.
-pub fn encode_payload<'a>(batches: impl Iterator<Item = &'a WriteBatch>, n: usize) -> Vec<u8> {
-    let mut p = Vec::new();
-    put_varint(&mut p, n as u64);
-    for b in batches {
-        b.encode(&mut p);
-    }
-    p
+/// Starts a record in `rec` (cleared, its capacity kept): room for the header, then the
+/// payload's batch count. Append each batch's encoding, then [`Wal::append`] the record.
+pub fn start_record(rec: &mut Vec<u8>, batches: usize) {
+    rec.clear();
+    rec.resize(HEADER, 0);
+    put_varint(rec, batches as u64);
 }
 
 impl Wal {
@@ -71,20 +69,30 @@ impl Wal {
         self.pos
     }
 
-    /// Appends one record (one device write, not synced).
-    pub fn append(&mut self, env: &mut dyn Env, payload: &[u8]) -> Result<()> {
-        let mut rec = Vec::with_capacity(HEADER + payload.len());
-        rec.extend_from_slice(&MAGIC);
-        rec.extend_from_slice(&[1, 0, 0, 0]);
-        rec.extend_from_slice(&self.id.to_le_bytes());
-        rec.extend_from_slice(&self.next.to_le_bytes());
-        rec.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    /// Appends one record (one device write, not synced): `rec` is the header's room
+    /// followed by the payload (see [`start_record`]); the header is filled in place.
+    pub fn append(&mut self, env: &mut dyn Env, rec: &mut [u8]) -> Result<()> {
+        let payload_len = rec.len().saturating_sub(HEADER);
+        let too_large = LsmError::BatchTooLarge {
+            bytes: payload_len,
+            limit: u64::from(u32::MAX),
+        };
+        let len = u32::try_from(payload_len).map_err(|_| too_large)?;
+        if rec.len() < HEADER {
+            return Err(LsmError::Poisoned(
+                "a log record without room for its header".into(),
+            ));
+        }
+        rec[0..4].copy_from_slice(&MAGIC);
+        rec[4..8].copy_from_slice(&[1, 0, 0, 0]);
+        rec[8..16].copy_from_slice(&self.id.to_le_bytes());
+        rec[16..24].copy_from_slice(&self.next.to_le_bytes());
+        rec[24..28].copy_from_slice(&len.to_le_bytes());
         let mut h = crc32fast::Hasher::new();
-        h.update(&rec);
-        h.update(payload);
-        rec.extend_from_slice(&h.finalize().to_le_bytes());
-        rec.extend_from_slice(payload);
-        env.write(self.id, self.pos, &rec)?;
+        h.update(&rec[..28]);
+        h.update(&rec[HEADER..]);
+        rec[28..32].copy_from_slice(&h.finalize().to_le_bytes());
+        env.write(self.id, self.pos, rec)?;
         self.pos += rec.len() as u64;
         self.next += 1;
         Ok(())

