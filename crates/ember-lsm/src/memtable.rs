@@ -8,11 +8,9 @@
 //! flushed to a level-0 table.
 //!
 //! In-memory format: an ordered map (`BTreeMap`) from the user key — the bytes alone, in the
-//! buffer the write batch brought (an exact-size vector becomes a boxed slice without a
-//! copy), so an insert copies nothing — to that key's versions, newest first: the newest
-//! `(sequence, value or tombstone)` inline, older ones in a boxed vector (absent while there
-//! are none) kept oldest first so that a write appends and a reader walks it backwards. A
-//! map entry is 48 bytes plus the key's and the value's heap blocks.
+//! vector the write batch brought, so an insert copies nothing — to that key's versions,
+//! newest first: the newest `(sequence, value or tombstone)` inline, older ones in a vector
+//! kept oldest first so that a write appends and a reader walks it backwards.
 //!
 //! Visibility rule: a read at snapshot `s` sees, for each key, the version with the highest
 //! sequence number ≤ `s`; a key all of whose versions are newer than `s` is absent at `s`,
@@ -136,37 +134,28 @@ impl WriteBatch {
 struct Versions {
     /// Sequence number of the newest version.
     seq: u64,
-    /// The newest version (boxed slices: two words, not three, per map entry).
-    value: Stored,
+    /// The newest version.
+    value: Value,
     /// Older versions, oldest first (a new version pushes the previous newest at the end,
     /// so a key rewritten many times costs O(1) per write; readers walk it backwards).
-    /// Boxed: one word in the map entry while there are none.
-    #[allow(
-        clippy::box_collection,
-        reason = "one word per map entry instead of three while the key has one version"
-    )]
-    older: Option<Box<Vec<(u64, Stored)>>>,
+    older: Vec<(u64, Value)>,
 }
-
-/// A value or tombstone as a memtable keeps it.
-type Stored = Option<Box<[u8]>>;
 
 impl Versions {
     /// The newest version with a sequence number ≤ `snap`, if any.
-    fn at(&self, snap: u64) -> Option<Option<&[u8]>> {
+    fn at(&self, snap: u64) -> Option<&Value> {
         if self.seq <= snap {
-            return Some(self.value.as_deref());
+            return Some(&self.value);
         }
         self.older
-            .as_deref()?
             .iter()
             .rev()
             .find(|(s, _)| *s <= snap)
-            .map(|(_, v)| v.as_deref())
+            .map(|(_, v)| v)
     }
 }
 
-type Map = BTreeMap<Box<[u8]>, Versions>;
+type Map = BTreeMap<Vec<u8>, Versions>;
 
 /// Probes of the memtable filter.
 const FILTER_PROBES: u64 = 3;
@@ -224,23 +213,20 @@ struct Inner {
 }
 
 fn insert_into(inner: &mut Inner, seq: u64, key: Vec<u8>, value: Value) {
-    // A vector whose capacity is its length (as a batch's keys and values are) becomes a
-    // boxed slice without copying.
-    let value = value.map(Vec::into_boxed_slice);
-    match inner.map.entry(key.into_boxed_slice()) {
+    match inner.map.entry(key) {
         Entry::Vacant(e) => {
             inner.filter.add(e.key());
             e.insert(Versions {
                 seq,
                 value,
-                older: None,
+                older: Vec::new(),
             });
         }
         Entry::Occupied(mut e) => {
             let v = e.get_mut();
             let old_seq = std::mem::replace(&mut v.seq, seq);
             let old = std::mem::replace(&mut v.value, value);
-            v.older.get_or_insert_default().push((old_seq, old));
+            v.older.push((old_seq, old));
         }
     }
 }
@@ -336,7 +322,7 @@ impl Memtable {
             return None;
         }
         let v = m.map.get(key)?.at(snap)?;
-        Some(f(v))
+        Some(f(v.as_deref()))
     }
 
     /// The newest version of `key` at sequence `snap`: `None` if the memtable does not know
@@ -357,7 +343,7 @@ impl Memtable {
             if out.len() == n {
                 break;
             }
-            out.push((k.to_vec(), v.map(<[u8]>::to_vec)));
+            out.push((k.clone(), v.clone()));
         }
         out
     }
