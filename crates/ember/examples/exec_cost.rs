@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Every run builds a 20,000-row table in memory, then runs one workload. The engine argument
-//! is `table`, `lsm` or `sqlite` (SQLite through rusqlite, in memory). Workloads on
+//! is `table`, `lsm` (with the default 1 MiB coordination cache), `lsm-nocache` or `sqlite`
+//! (SQLite through rusqlite, in memory). Workloads on
 //! `t(k INTEGER PRIMARY KEY, a INT, b INT, c REAL, s TEXT)`: `scan` (5 aggregate full scans
 //! with a WHERE), `group` (5 GROUP BY scans), `range` (50 rowid ranges of 1,001 rows),
 //! `point` (20,000 point SELECTs), `insert` (20,000 INSERTs in one transaction), `update`
@@ -161,8 +162,23 @@ fn main() -> Result<(), Box<dyn Error>> {
             run_workload!(&c, what.as_str(), "", rusqlite)
         }
         _ => {
-            let using = if engine == "lsm" { " USING lsm" } else { "" };
-            let c = ember::Connection::open_in_memory()?;
+            let using = if engine.starts_with("lsm") {
+                " USING lsm"
+            } else {
+                ""
+            };
+            // `lsm-nocache`: the lsm engine without the coordination cache (the executor
+            // and engine path alone); otherwise the defaults of `open_in_memory`.
+            let c = if engine == "lsm-nocache" {
+                ember::Connection::open_in_memory_with(ember::OpenOptions {
+                    mode: ember::Mode::Metadata,
+                    capacity: 256 << 20,
+                    lsm_cache_bytes: 0,
+                    ..ember::OpenOptions::default()
+                })?
+            } else {
+                ember::Connection::open_in_memory()?
+            };
             run_workload!(&c, what.as_str(), using, ember)
         }
     };

@@ -16,6 +16,14 @@
 //! returned). A write to a key drops exactly the entries that depend on it — writes to other
 //! keys leave them alone.
 //!
+//! **Admission** (TinyLFU's "doorkeeper"): a result is kept the second time its query
+//! misses, not the first. A bit array with two bits per query remembers the queries that
+//! missed once; it is cleared when a quarter of its bits are set, so "once" means "recently".
+//! A stream of one-off queries (uniform random reads, the uniqueness probe of each INSERT)
+//! then costs a hash and two bits a miss instead of a slab slot, an LRU entry, the
+//! invalidation maps and, soon after, an eviction; a query that repeats is kept from its
+//! second miss on.
+//!
 //! The stored bytes are a result's rows as `count varint`, then per row `rowid i64 LE`, `len
 //! varint` and the row's encoding (`ember_table::row`), or, for a point query that found
 //! nothing, no bytes. Nothing here is on a device.
@@ -91,6 +99,24 @@ pub struct CoordCache {
     ranged: HashMap<Vec<u8>, Vec<usize>>,
     clock: u64,
     stats: CacheStats,
+    /// The doorkeeper's bits (see the module docs) and how many are set.
+    seen: Vec<u64>,
+    seen_set: usize,
+}
+
+/// FNV-1a, 64 bits, with a final mix: the doorkeeper's hash of a query.
+fn fnv(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    // A final mix, so that both 32-bit halves depend on every byte.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 impl CoordCache {
@@ -112,7 +138,33 @@ impl CoordCache {
             ranged: HashMap::new(),
             clock: 0,
             stats: CacheStats::default(),
+            // Four bits per result the budget holds in the smallest class, at least 4,096.
+            seen: vec![0; (budget / CLASSES[0] * 4).max(4096).div_ceil(64)],
+            seen_set: 0,
         })
+    }
+
+    /// Whether a result of `query`, which just missed, should be kept: yes if it missed
+    /// recently already (the doorkeeper; see the module docs), else it is remembered.
+    pub fn admit(&mut self, query: &[u8]) -> bool {
+        let h = fnv(query);
+        let bits = self.seen.len() * 64;
+        let (a, b) = ((h as usize) % bits, ((h >> 32) as usize) % bits);
+        let has = |seen: &[u64], i: usize| seen[i / 64] & (1 << (i % 64)) != 0;
+        if has(&self.seen, a) && has(&self.seen, b) {
+            return true;
+        }
+        for i in [a, b] {
+            if !has(&self.seen, i) {
+                self.seen[i / 64] |= 1 << (i % 64);
+                self.seen_set += 1;
+            }
+        }
+        if self.seen_set * 4 >= bits {
+            self.seen.fill(0);
+            self.seen_set = 0;
+        }
+        false
     }
 
     /// Counters.
@@ -369,6 +421,28 @@ mod tests {
         let mut k = vec![b'r', 0, 0, 0, 0, 0, 0, 0, 1];
         k.extend_from_slice(&i.to_be_bytes());
         k
+    }
+
+    #[test]
+    fn a_query_is_admitted_on_its_second_recent_miss() {
+        let mut c = CoordCache::new(64 << 10).unwrap();
+        assert!(!c.admit(b"q1"), "a first miss is only remembered");
+        assert!(c.admit(b"q1"), "a second miss is admitted");
+        assert!(c.admit(b"q1"));
+        assert!(!c.admit(b"q2"));
+        // Many one-off queries age the doorkeeper: q2's first miss is forgotten.
+        let bits = c.seen.len() * 64;
+        for i in 0..bits {
+            c.admit(format!("one-off {i}").as_bytes());
+            assert!(c.seen_set * 4 < bits, "cleared when a quarter is set");
+        }
+        let admitted = (0..100)
+            .filter(|i| c.admit(format!("fresh {i}").as_bytes()))
+            .count();
+        assert!(
+            admitted < 10,
+            "{admitted} of 100 new queries taken for repeats"
+        );
     }
 
     #[test]

@@ -141,6 +141,9 @@ impl<E: Env> LsmStore<E> {
                 .and_then(|(f, v)| (*f == 1).then(|| v.to_vec())));
         }
         let v = self.db.get(k).map_err(lerr)?;
+        if !cache.admit(&query) {
+            return Ok(v);
+        }
         let mut b = Vec::with_capacity(1 + v.as_ref().map_or(0, Vec::len));
         match &v {
             Some(v) => {
@@ -571,7 +574,10 @@ impl<E: Env> LsmStore<E> {
                 raw.push((rowid, v.as_slice()));
             }
         }
-        if whole && let Some(c) = self.cache.as_mut() {
+        if whole
+            && let Some(c) = self.cache.as_mut()
+            && c.admit(&query)
+        {
             let bytes = coordcache::encode_rows(raw.into_iter());
             c.put(query, &bytes, Vec::new(), vec![(start, end)]);
         }
@@ -666,7 +672,10 @@ impl<E: Env> LsmStore<E> {
                 raw.push((rowid, key, bytes));
             }
         }
-        if cacheable && let Some(c) = self.cache.as_mut() {
+        if cacheable
+            && let Some(c) = self.cache.as_mut()
+            && c.admit(&query)
+        {
             let bytes = coordcache::encode_rows(raw.iter().map(|(r, _, b)| (*r, b.as_slice())));
             let points = raw.into_iter().map(|(_, k, _)| k).collect();
             c.put(query, &bytes, points, vec![(start, end)]);
