@@ -144,12 +144,8 @@ impl Values {
 
 /// 0..n in a random order.
 pub fn permutation(n: u64, seed: u64) -> Vec<u64> {
-    let mut rng = SplitMix64::new(seed);
     let mut v: Vec<u64> = (0..n).collect();
-    for i in (1..v.len()).rev() {
-        let j = rng.below(i as u64 + 1) as usize;
-        v.swap(i, j);
-    }
+    SplitMix64::new(seed).shuffle(&mut v);
     v
 }
 

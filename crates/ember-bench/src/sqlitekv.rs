@@ -39,6 +39,7 @@ use rusqlite::types::ValueRef;
 use serde_json::{Map, Value as Json, json};
 
 use crate::chart;
+use crate::dbbench::permutation;
 use crate::measure::{Latencies, ProcIo, Result};
 use crate::report::{self, RunResult};
 use crate::stores::Durability;
@@ -610,17 +611,6 @@ impl Values {
         self.at += self.item + 1;
         v
     }
-}
-
-/// 0..n in a random order.
-fn permutation(n: u64, seed: u64) -> Vec<u64> {
-    let mut rng = SplitMix64::new(seed);
-    let mut v: Vec<u64> = (0..n).collect();
-    for i in (1..v.len()).rev() {
-        let j = rng.below(i as u64 + 1) as usize;
-        v.swap(i, j);
-    }
-    v
 }
 
 /// One timed operation.

@@ -35,6 +35,14 @@ impl SplitMix64 {
     pub fn byte(&mut self) -> u8 {
         (self.next_u64() >> 56) as u8
     }
+
+    /// Puts `v` in a random order (Fisher–Yates): every order equally likely.
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            v.swap(i, j);
+        }
+    }
 }
 
 /// Mixes a base seed with a second number into a new, well-spread seed.

@@ -24,14 +24,10 @@ use ember_device::{BlockDevice, MemBlock, SplitMix64};
 use ember_lsm::{Db, Env, Options, SpaceEnv};
 use ember_table::{Database, FormatOptions, Mode};
 
-/// A permutation of `0..n` (Fisher–Yates).
+/// A permutation of `0..n`.
 fn permutation(n: u64, seed: u64) -> Vec<u64> {
-    let mut rng = SplitMix64::new(seed);
     let mut v: Vec<u64> = (0..n).collect();
-    for i in (1..v.len()).rev() {
-        let j = rng.below(i as u64 + 1) as usize;
-        v.swap(i, j);
-    }
+    SplitMix64::new(seed).shuffle(&mut v);
     v
 }
 

@@ -23,6 +23,27 @@ use std::error::Error;
 /// Rows in each table.
 const N: i64 = 20_000;
 
+/// Inserts the rows of `t` with these keys in one transaction (`a`, `b`, `c` derived from
+/// the key, `s` fixed).
+macro_rules! insert_t {
+    ($c:expr, $keys:expr, $krate:ident) => {{
+        $c.execute_batch("BEGIN")?;
+        {
+            let mut ins = $c.prepare("INSERT INTO t VALUES (?1, ?2, ?3, ?4, ?5)")?;
+            for k in $keys {
+                ins.execute($krate::params![
+                    k,
+                    k % 97,
+                    k % 13,
+                    k as f64 * 0.5,
+                    "abcdefgh"
+                ])?;
+            }
+        }
+        $c.execute_batch("COMMIT")?;
+    }};
+}
+
 /// The workloads over one connection type; `$c` is a connection of it, `$krate` its crate (for
 /// `params!`). Returns a checksum of what was read so nothing is optimized away.
 macro_rules! run_workload {
@@ -47,20 +68,7 @@ macro_rules! run_workload {
             c.execute_batch(&format!(
                 "CREATE TABLE t(k INTEGER PRIMARY KEY, a INT, b INT, c REAL, s TEXT){using}"
             ))?;
-            c.execute_batch("BEGIN")?;
-            {
-                let mut ins = c.prepare("INSERT INTO t VALUES (?1, ?2, ?3, ?4, ?5)")?;
-                for k in 0..N {
-                    ins.execute($krate::params![
-                        k,
-                        k % 97,
-                        k % 13,
-                        k as f64 * 0.5,
-                        "abcdefgh"
-                    ])?;
-                }
-            }
-            c.execute_batch("COMMIT")?;
+            insert_t!(c, 0..N, $krate);
         }
         match what {
             "scan" => {
@@ -98,22 +106,7 @@ macro_rules! run_workload {
                     acc += v;
                 }
             }
-            "insert" => {
-                c.execute_batch("BEGIN")?;
-                {
-                    let mut ins = c.prepare("INSERT INTO t VALUES (?1, ?2, ?3, ?4, ?5)")?;
-                    for k in N..2 * N {
-                        ins.execute($krate::params![
-                            k,
-                            k % 97,
-                            k % 13,
-                            k as f64 * 0.5,
-                            "abcdefgh"
-                        ])?;
-                    }
-                }
-                c.execute_batch("COMMIT")?;
-            }
+            "insert" => insert_t!(c, N..2 * N, $krate),
             "update" => {
                 let mut st = c.prepare("UPDATE t SET a = a + 1 WHERE k = ?1")?;
                 c.execute_batch("BEGIN")?;

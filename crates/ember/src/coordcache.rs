@@ -104,21 +104,6 @@ pub struct CoordCache {
     seen_set: usize,
 }
 
-/// FNV-1a, 64 bits, with a final mix: the doorkeeper's hash of a query.
-fn fnv(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    // A final mix, so that both 32-bit halves depend on every byte.
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ (h >> 33)
-}
-
 impl CoordCache {
     /// A cache of at most `budget` bytes of slab memory; `None` if `budget` is too small to
     /// hold one page of the smallest class (0 turns the cache off).
@@ -147,7 +132,8 @@ impl CoordCache {
     /// Whether a result of `query`, which just missed, should be kept: yes if it missed
     /// recently already (the doorkeeper; see the module docs), else it is remembered.
     pub fn admit(&mut self, query: &[u8]) -> bool {
-        let h = fnv(query);
+        // The lsm engine's bloom-filter hash (FNV-1a with a final mix).
+        let h = ember_lsm::sstable::bloom::key_hash(query);
         let bits = self.seen.len() * 64;
         let (a, b) = ((h as usize) % bits, ((h >> 32) as usize) % bits);
         let has = |seen: &[u64], i: usize| seen[i / 64] & (1 << (i % 64)) != 0;
