@@ -22,6 +22,11 @@ pub trait Fetch {
     fn data(&mut self, t: &TableMeta, h: Handle) -> Result<Arc<DataBlock>>;
 }
 
+/// Entries a memtable source copies at its first read; each later read copies twice as many,
+/// up to [`MEM_CHUNK`]: a short range (an index probe) copies a few, a scan soon reads in
+/// chunks of 64.
+const MEM_FIRST_CHUNK: usize = 4;
+/// The most entries a memtable source copies at a time.
 const MEM_CHUNK: usize = 64;
 
 /// One sorted input of a merge.
@@ -39,6 +44,8 @@ pub enum Source {
         from: Bound<Vec<u8>>,
         /// No more entries.
         done: bool,
+        /// Entries the next read copies.
+        chunk: usize,
     },
     /// Tables with disjoint key ranges in key order (one level-0 table, or a whole level).
     Tables {
@@ -70,6 +77,7 @@ impl Source {
             buf: VecDeque::new(),
             from,
             done: false,
+            chunk: MEM_FIRST_CHUNK,
         }
     }
 
@@ -99,6 +107,7 @@ impl Source {
                 buf,
                 from,
                 done,
+                chunk: n,
             } => {
                 if buf.is_empty() && !*done {
                     let b = match from {
@@ -106,7 +115,8 @@ impl Source {
                         Bound::Included(k) => Bound::Included(k.as_slice()),
                         Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
                     };
-                    let chunk = mem.chunk(b, *snap, MEM_CHUNK);
+                    let chunk = mem.chunk(b, *snap, *n);
+                    *n = (*n * 2).min(MEM_CHUNK);
                     match chunk.last() {
                         None => *done = true,
                         Some((k, _)) => *from = Bound::Excluded(k.clone()),
