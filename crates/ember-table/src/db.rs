@@ -2194,7 +2194,7 @@ impl<D: BlockDevice> Database<D> {
         let mut target = None;
         if let Some(b) = last {
             let block = self.block_mut(b)?;
-            if block.free_space() >= tuple.len() {
+            if block.fits(tuple.len()) {
                 if let Some(slot) = block.free_slot() {
                     target = Some((b, slot));
                 }
@@ -2204,7 +2204,7 @@ impl<D: BlockDevice> Database<D> {
             self.compact_last(id)?;
             if let Some(&b) = self.tables[&id].blocks.last() {
                 let block = self.block_mut(b)?;
-                if block.free_space() >= tuple.len() {
+                if block.fits(tuple.len()) {
                     target = block.free_slot().map(|slot| (b, slot));
                 }
             }

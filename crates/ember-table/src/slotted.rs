@@ -61,6 +61,14 @@ pub struct Slot {
     pub crc: u32,
 }
 
+/// Where a new tuple goes.
+enum Spot {
+    /// Into gap `i`, from its start.
+    Gap(usize),
+    /// At the end of the tuple area.
+    End,
+}
+
 /// A slotted block in RAM, with the sectors changed since it was read or last written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlottedBlock {
@@ -72,6 +80,11 @@ pub struct SlottedBlock {
     /// Made since the last checkpoint (see the module docs); blocks read from the device
     /// never are.
     fresh: bool,
+    /// Dead space a new tuple may take (`[start, end)` ranges past sector 0, ascending):
+    /// bytes no slot named when the block was last durable — at the last checkpoint, or
+    /// as read — and none written since. Taken from the block as it is before its first
+    /// slot change after that (`None`: not yet); see [`put`](Self::put).
+    gaps: Option<Vec<(u32, u32)>>,
 }
 
 impl SlottedBlock {
@@ -103,6 +116,7 @@ impl SlottedBlock {
             dirty: 1,
             start,
             fresh: true,
+            gaps: None,
         };
         b.set_free_at(start);
         Ok(b)
@@ -149,6 +163,7 @@ impl SlottedBlock {
             dirty: 0,
             start: len,
             fresh: false,
+            gaps: None,
         };
         if b.slot_count() > b.slot_capacity() {
             return Err(corrupt("too many slots"));
@@ -187,10 +202,12 @@ impl SlottedBlock {
         self.fresh
     }
 
-    /// The block is named by a durable catalog now: its header may only be written after
-    /// the tuples it points at are durable, and new tuples go after sector 0.
+    /// The block is named by a durable catalog now and its image is durable (a checkpoint
+    /// wrote it): its header may only be written after the tuples it points at are durable,
+    /// new tuples go after sector 0, and the space its slots do not name is free to reuse.
     pub fn settle(&mut self) {
         self.fresh = false;
+        self.gaps = None;
     }
 
     /// A fresh block's changed sectors, header sealed and included, as byte ranges (runs
@@ -370,6 +387,7 @@ impl SlottedBlock {
         if i >= self.slot_capacity() {
             return Err(TableError::Invalid("slot number out of range"));
         }
+        self.snapshot_gaps();
         let at = SLOTS_AT + i * SLOT;
         self.buf[at..at + 2].copy_from_slice(&s.offset.to_le_bytes());
         self.buf[at + 2..at + 4].copy_from_slice(&s.len.to_le_bytes());
@@ -442,16 +460,90 @@ impl SlottedBlock {
         (0..self.slot_count()).filter(|&i| self.slot(i).offset != 0)
     }
 
-    /// Appends `tuple` to the free space and returns the slot it would occupy, without making
-    /// it live (see [`put`](Self::put)). `None` if it does not fit or no slot is free.
+    /// The dead space of the block as it is durable: every byte past sector 0 (the whole
+    /// tuple area of a fresh block has been written since the last checkpoint, so none)
+    /// and below the free offset that no slot names. Taken before the first slot change
+    /// after the block was read or settled, and kept until the next checkpoint: a tuple
+    /// replaced or deleted since stays on the device until a checkpoint writes the header
+    /// that no longer names it, since a crash before that replays only from there.
+    fn snapshot_gaps(&mut self) {
+        if self.gaps.is_some() {
+            return;
+        }
+        let mut gaps = Vec::new();
+        if !self.fresh {
+            let mut live: Vec<(usize, usize)> = (0..self.slot_count())
+                .map(|i| self.slot(i))
+                .filter(|s| s.offset != 0)
+                .map(|s| {
+                    (
+                        usize::from(s.offset),
+                        usize::from(s.offset) + usize::from(s.len),
+                    )
+                })
+                .collect();
+            live.sort_unstable();
+            let mut at = self.start.max(HEADER_SECTOR);
+            let end = self.free_at();
+            for (s, e) in live.into_iter().chain(core::iter::once((end, end))) {
+                let s = s.min(end);
+                if s > at {
+                    gaps.push((at as u32, s as u32));
+                }
+                at = at.max(e);
+            }
+        }
+        self.gaps = Some(gaps);
+    }
+
+    /// Where a tuple of `len` bytes would go: the smallest gap it fits (its position in
+    /// the list), else the free space at the end.
+    fn spot_for(&mut self, len: usize) -> Option<Spot> {
+        self.snapshot_gaps();
+        let best = self.gaps.as_ref().and_then(|g| {
+            g.iter()
+                .enumerate()
+                .filter(|(_, (s, e))| (e - s) as usize >= len)
+                .min_by_key(|(_, (s, e))| e - s)
+                .map(|(i, _)| i)
+        });
+        match best {
+            Some(i) => Some(Spot::Gap(i)),
+            None => (len <= self.free_space()).then_some(Spot::End),
+        }
+    }
+
+    /// Whether a tuple of `len` bytes fits the block (in a gap or at the end).
+    pub fn fits(&mut self, len: usize) -> bool {
+        len > 0 && self.spot_for(len).is_some()
+    }
+
+    /// Appends `tuple` to the free space — or writes it into a gap (see
+    /// [`snapshot_gaps`](Self::snapshot_gaps)) — and returns the slot it would occupy,
+    /// without making it live (see [`put`](Self::put)). `None` if it does not fit or no
+    /// slot is free.
     fn append(&mut self, slot: usize, tuple: &[u8]) -> Option<Slot> {
-        if tuple.is_empty() || tuple.len() > self.free_space() || slot >= self.slot_capacity() {
+        if tuple.is_empty() || slot >= self.slot_capacity() {
             return None;
         }
-        let at = self.append_at();
+        let at = match self.spot_for(tuple.len())? {
+            Spot::End => self.append_at(),
+            Spot::Gap(i) => {
+                let gaps = self.gaps.as_mut()?;
+                let (s, e) = gaps[i];
+                if (e - s) as usize == tuple.len() {
+                    gaps.remove(i);
+                } else {
+                    gaps[i].0 = s + tuple.len() as u32;
+                }
+                s as usize
+            }
+        };
         self.buf[at..at + tuple.len()].copy_from_slice(tuple);
         self.touch(at, at + tuple.len());
-        self.set_free_at(at + tuple.len());
+        if at + tuple.len() > self.free_at() {
+            self.set_free_at(at + tuple.len());
+        }
         Some(Slot {
             offset: at as u16,
             len: tuple.len() as u16,
@@ -538,6 +630,64 @@ mod tests {
         assert_eq!(b.get(a, 0).unwrap().unwrap(), &[2; 50][..]);
         let dirty: Vec<usize> = b.dirty_sectors().collect();
         assert_eq!(dirty, [1, 0], "the tuple's sector, then the header sector");
+    }
+
+    #[test]
+    fn dead_space_is_reused_only_once_a_checkpoint_made_it_dead_on_the_device() {
+        // A full, settled block: tuples of 300 bytes from byte 512 on.
+        let mut b = SlottedBlock::new(2048, 7).unwrap();
+        b.settle();
+        let slots: Vec<usize> = (0..5).map(|i| b.insert(&[i as u8; 300]).unwrap()).collect();
+        assert_eq!(b.insert(&[9; 300]), None, "full");
+        // A checkpoint writes it: now the image is durable.
+        b.settle();
+        b.clean();
+        // Replacing slot 1 cannot reuse its own bytes (the durable header names them) and
+        // there is no other room: the row must move.
+        assert_eq!(b.put(slots[1], &[11; 300]), None);
+        // Deleting slot 2 frees its bytes in RAM, but not on the device until the next
+        // checkpoint: they are not reused yet.
+        b.delete(slots[2]).unwrap();
+        let before = b.bytes(0..2048).to_vec();
+        assert_eq!(
+            b.put(slots[1], &[11; 300]),
+            None,
+            "freed since the checkpoint"
+        );
+        assert_eq!(b.bytes(0..2048), &before[..], "nothing was written");
+        // After the checkpoint the hole is reused, in place, and every other byte stays.
+        b.settle();
+        b.clean();
+        let hole = 512 + 2 * 300;
+        let s = b.put(slots[1], &[11; 250]).unwrap();
+        assert_eq!(usize::from(s.offset), hole);
+        assert_eq!(b.get(slots[1], 0).unwrap().unwrap(), &[11; 250][..]);
+        for (i, &sl) in slots.iter().enumerate() {
+            if i != 1 && i != 2 {
+                assert_eq!(b.get(sl, 0).unwrap().unwrap(), &[i as u8; 300][..]);
+            }
+        }
+        let after = b.bytes(0..2048);
+        assert_eq!(after[512..hole], before[512..hole]);
+        assert_eq!(
+            after[hole + 250..],
+            before[hole + 250..],
+            "of the tuples, only the hole changed"
+        );
+        // The 50 bytes left of the hole take a small tuple; the old version of slot 1 is
+        // dead now but still durable: a second update of it must not land there.
+        let s = b.put(slots[1], &[12; 40]).unwrap();
+        assert_eq!(usize::from(s.offset), hole + 250);
+        assert_eq!(b.put(slots[1], &[13; 40]), None);
+        // The block reads back as written, and the slot numbers are unchanged.
+        let back = SlottedBlock::from_bytes(b.seal().to_vec(), 0).unwrap();
+        assert_eq!(back.get(slots[1], 0).unwrap().unwrap(), &[12; 40][..]);
+        assert_eq!(back.get(slots[2], 0).unwrap(), None);
+        // A fresh block has no dead space to reuse before it was ever checkpointed.
+        let mut f = SlottedBlock::new(1024, 7).unwrap();
+        let x = f.insert(&[1; 500]).unwrap();
+        f.delete(x).unwrap();
+        assert_eq!(f.insert(&[2; 500]), None);
     }
 
     #[test]
