@@ -1158,11 +1158,13 @@ impl<D: BlockDevice> Database<D> {
     }
 
     /// Whether the index pages the next checkpoint writes and frees come near what the
-    /// catalog, which carries their allocator marks, can hold.
+    /// catalog, which carries their allocator marks, can hold, or the primary indexes'
+    /// overlays hold more than [`OVERLAY_MAX`] entries.
     fn index_flush_due(&self) -> bool {
         let pages: u64 = self.tables.values().map(|t| t.index.flush_estimate()).sum();
+        let entries: usize = self.tables.values().map(|t| t.index.overlay.len()).sum();
         // 14 bytes per run of marks, at worst one run per page; a quarter of a snapshot.
-        pages * 14 > self.store.capacity() / 4
+        pages * 14 > self.store.capacity() / 4 || entries > OVERLAY_MAX
     }
 
     fn write_buffered(&mut self) -> Result<()> {
@@ -2355,6 +2357,10 @@ impl<D: BlockDevice> Database<D> {
     }
 }
 
+/// Primary-index overlay entries (all tables) after which a commit checkpoints: the
+/// overlay, and the blocks with changes that wait for the same checkpoint, stay bounded
+/// however large the tables grow (about 25 MB of overlay with 16-byte keys).
+const OVERLAY_MAX: usize = 1 << 18;
 /// Tuples whose row is longer than this keep the row in overflow blocks.
 const OVERFLOW_AT: usize = 16 * 1024;
 /// First byte of a tuple body that points to overflow blocks (a row starts with its format
