@@ -112,6 +112,31 @@ struct LeafDef {
     label: Rc<str>,
 }
 
+/// A top-level SELECT that returns plain columns of one table's rows that pass its WHERE —
+/// no join, view, subquery, grouping, aggregate, DISTINCT, result alias, ORDER BY, LIMIT or
+/// compound. Made at the statement's first run and kept with the plans, so a later run is
+/// the access path, the WHERE's conjuncts on each row and a projection, without the
+/// general query machinery (FROM flattening, join levels, result expressions, sort keys).
+/// It evaluates exactly what [`Executor::core`] would, in the same order.
+#[derive(Debug)]
+struct SimpleSelect {
+    /// The table as its FROM item.
+    leaf: Leaf,
+    /// The access path (as `join` would choose it).
+    access: Rc<Access>,
+    /// Row positions of the result columns, in order.
+    cols: Vec<usize>,
+    /// The result columns are the whole row, in order: rows are returned as read.
+    whole: bool,
+    /// No row position is named twice: values move out of the rows.
+    distinct_cols: bool,
+    /// For each WHERE conjunct in order: whether it names no column (then it is decided
+    /// once, before any row is read, as `join` does).
+    constant: Vec<bool>,
+    /// Result column names.
+    names: Vec<String>,
+}
+
 /// `name` in lowercase, borrowed when it already is (catalog keys are lowercase).
 fn lower(name: &str) -> Cow<'_, str> {
     if name.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -150,6 +175,9 @@ pub struct Executor<S: Storage> {
     /// Access paths chosen, by (statement id, query node address, FROM item); emptied by
     /// any schema change.
     plans: BTreeMap<(u64, usize, usize), Rc<Access>>,
+    /// Top-level SELECTs that take the short path (`None`: they do not), by (statement id,
+    /// query node address); emptied with the plans.
+    simple: BTreeMap<(u64, usize), Option<Rc<SimpleSelect>>>,
     /// Each table's definition and row scope as FROM items use them, by table and alias
     /// (shared, not rebuilt per execution); emptied with the plans.
     leaf_defs: BTreeMap<String, Vec<LeafDef>>,
@@ -463,6 +491,7 @@ impl<S: Storage> Executor<S> {
             explain: None,
             view_depth: 0,
             plans: BTreeMap::new(),
+            simple: BTreeMap::new(),
             leaf_defs: BTreeMap::new(),
             write_defs: BTreeMap::new(),
             stmt_id: 0,
@@ -537,6 +566,7 @@ impl<S: Storage> Executor<S> {
         }
         self.catalog = cat;
         self.plans.clear();
+        self.simple.clear();
         self.leaf_defs.clear();
         self.write_defs.clear();
         Ok(())
@@ -548,6 +578,7 @@ impl<S: Storage> Executor<S> {
         self.stmt_id = p.id;
         if self.plans.len() > 4096 {
             self.plans.clear();
+            self.simple.clear();
             self.leaf_defs.clear();
             self.write_defs.clear();
         }
@@ -590,6 +621,9 @@ impl<S: Storage> Executor<S> {
                 Ok(Output::default())
             }
             Stmt::Select(s) => {
+                if let Some(out) = self.simple_select(s)? {
+                    return Ok(out);
+                }
                 let (cols, rows) = self.query(s, None)?;
                 Ok(Output {
                     columns: cols,
@@ -656,6 +690,7 @@ impl<S: Storage> Executor<S> {
     fn write(&mut self, stmt: &Stmt, sql: &str) -> Result<Output> {
         if !matches!(stmt, Stmt::Insert(_) | Stmt::Update(_) | Stmt::Delete(_)) {
             self.plans.clear();
+            self.simple.clear();
             self.leaf_defs.clear();
             self.write_defs.clear();
         }
@@ -1860,6 +1895,173 @@ impl<S: Storage> Executor<S> {
     ) -> Result<(Vec<String>, Vec<Vec<Value>>)> {
         let (n, r, _) = self.query_typed(s, outer)?;
         Ok((n, r))
+    }
+
+    /// Runs a top-level SELECT by its [`SimpleSelect`] if it has one (`None`: it takes the
+    /// general path).
+    fn simple_select(&mut self, s: &Select) -> Result<Option<Output>> {
+        if !s.compounds.is_empty()
+            || !s.order_by.is_empty()
+            || s.limit.is_some()
+            || s.offset.is_some()
+            || self.explain.is_some()
+        {
+            return Ok(None);
+        }
+        let key = (self.stmt_id, &s.first as *const SelectCore as usize);
+        let plan = match self.simple.get(&key) {
+            Some(p) => p.clone(),
+            None => {
+                let p = self.simple_plan(&s.first)?.map(Rc::new);
+                self.simple.insert(key, p.clone());
+                p
+            }
+        };
+        let (Some(p), SelectCore::Select { filter, .. }) = (plan, &s.first) else {
+            return Ok(None);
+        };
+        let LeafSrc::Table(t) = &p.leaf.src else {
+            return Ok(None);
+        };
+        let mut conj: Vec<&Expr> = Vec::new();
+        if let Some(w) = filter {
+            conjuncts(w, &mut conj);
+        }
+        if conj.len() != p.constant.len() {
+            return Ok(None);
+        }
+        let none = Scope::default();
+        let env = Env::empty(&none);
+        for (c, _) in conj.iter().zip(&p.constant).filter(|(_, k)| **k) {
+            if self.cond(c, &env)? != Some(true) {
+                return Ok(Some(Output {
+                    columns: p.names.clone(),
+                    rows: Vec::new(),
+                }));
+            }
+        }
+        let rows = self.fetch(t, &p.access, &env)?;
+        let checks = p.constant.iter().any(|k| !k);
+        let mut out = Vec::with_capacity(rows.len());
+        'rows: for mut r in rows {
+            if checks {
+                let env = Env {
+                    scope: &p.leaf.scope,
+                    row: &r,
+                    outer: None,
+                    group: None,
+                };
+                for (c, _) in conj.iter().zip(&p.constant).filter(|(_, k)| !**k) {
+                    if self.cond(c, &env)? != Some(true) {
+                        continue 'rows;
+                    }
+                }
+            }
+            out.push(if p.whole {
+                r
+            } else if p.distinct_cols {
+                p.cols
+                    .iter()
+                    .map(|&i| {
+                        r.get_mut(i)
+                            .map_or(Value::Null, |v| core::mem::replace(v, Value::Null))
+                    })
+                    .collect()
+            } else {
+                p.cols
+                    .iter()
+                    .map(|&i| r.get(i).cloned().unwrap_or(Value::Null))
+                    .collect()
+            });
+        }
+        Ok(Some(Output {
+            columns: p.names.clone(),
+            rows: out,
+        }))
+    }
+
+    /// The [`SimpleSelect`] of a query core, if it has that shape (see there).
+    fn simple_plan(&mut self, core: &SelectCore) -> Result<Option<SimpleSelect>> {
+        let SelectCore::Select {
+            distinct: false,
+            columns,
+            from: Some(FromItem::Table { name, alias }),
+            filter,
+            group_by,
+            having: None,
+        } = core
+        else {
+            return Ok(None);
+        };
+        if !group_by.is_empty() || !self.catalog.tables.contains_key(&*lower(name)) {
+            return Ok(None);
+        }
+        let mut conj: Vec<&Expr> = Vec::new();
+        if let Some(w) = filter {
+            let mut nested = false;
+            walk(w, &mut |x| {
+                if matches!(x, Expr::Exists(..) | Expr::Subquery(_) | Expr::InSelect(..)) {
+                    nested = true;
+                }
+            });
+            if nested || has_aggregate(w) {
+                return Ok(None);
+            }
+            conjuncts(w, &mut conj);
+        }
+        let leaf = self.table_leaf(name, alias.as_deref(), None)?;
+        if !matches!(leaf.src, LeafSrc::Table(_)) {
+            return Ok(None);
+        }
+        let mut cols = Vec::new();
+        let mut names = Vec::new();
+        for c in columns {
+            match c {
+                ResultCol::Star => {
+                    for (i, col) in leaf.scope.cols().iter().enumerate() {
+                        if !col.hidden {
+                            cols.push(i);
+                            names.push(col.name.clone());
+                        }
+                    }
+                }
+                ResultCol::Expr {
+                    expr: e @ Expr::Column { table, name, .. },
+                    alias: None,
+                    text,
+                } => {
+                    let Ok(Some(i)) = leaf.scope.find(table.as_deref(), name) else {
+                        return Ok(None);
+                    };
+                    cols.push(i);
+                    names.push(result_name(e, &None, text));
+                }
+                _ => return Ok(None),
+            }
+        }
+        if cols.is_empty() {
+            return Ok(None);
+        }
+        let width = leaf.scope.cols().len();
+        let whole = cols.len() == width && cols.iter().enumerate().all(|(k, &i)| k == i);
+        let mut seen = cols.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        let distinct_cols = seen.len() == cols.len();
+        let constant = conj.iter().map(|c| Self::is_constant(c)).collect();
+        let leaves = [leaf];
+        let access = Rc::new(self.plan(&leaves, 0, &conj));
+        self.plans_made += 1;
+        let [leaf] = leaves;
+        Ok(Some(SimpleSelect {
+            leaf,
+            access,
+            cols,
+            whole,
+            distinct_cols,
+            constant,
+            names,
+        }))
     }
 
     /// Runs a query: names, rows and each column's affinity (for views and subqueries).

@@ -129,6 +129,72 @@ fn a_prepared_statement_is_planned_once() {
 }
 
 #[test]
+fn a_prepared_simple_select_follows_schema_changes() {
+    // `SELECT … FROM t WHERE …` of plain columns keeps its short plan between runs; every
+    // schema change must drop it: a new column, a new index, the table replaced by a view.
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch(
+        "CREATE TABLE t(k INTEGER PRIMARY KEY, a TEXT); INSERT INTO t VALUES (1, 'x'), (2, 'y');",
+    )
+    .unwrap();
+    let mut all = conn.prepare("SELECT * FROM t WHERE k = ?").unwrap();
+    let mut by_a = conn.prepare("SELECT k FROM t WHERE a = ?").unwrap();
+    let row = |st: &mut ember::Statement<'_>, p: Value| -> Vec<Value> {
+        st.query_row([p], |r| Ok(r.values().to_vec())).unwrap()
+    };
+    assert_eq!(row(&mut all, Value::Integer(2)).len(), 2);
+    let before = conn.plans_made();
+    for _ in 0..5 {
+        assert_eq!(
+            row(&mut by_a, Value::Text("y".into())),
+            vec![Value::Integer(2)]
+        );
+    }
+    let after = conn.plans_made();
+    for _ in 0..5 {
+        assert_eq!(
+            row(&mut by_a, Value::Text("y".into())),
+            vec![Value::Integer(2)]
+        );
+    }
+    assert_eq!(conn.plans_made(), after, "a re-run planned again");
+    assert!(after > before);
+    conn.execute_batch("ALTER TABLE t ADD COLUMN b DEFAULT 9")
+        .unwrap();
+    assert_eq!(
+        row(&mut all, Value::Integer(2)),
+        vec![
+            Value::Integer(2),
+            Value::Text("y".into()),
+            Value::Integer(9)
+        ]
+    );
+    conn.execute_batch("CREATE INDEX ta ON t(a)").unwrap();
+    let planned = conn.plans_made();
+    assert_eq!(
+        row(&mut by_a, Value::Text("x".into())),
+        vec![Value::Integer(1)]
+    );
+    assert!(
+        conn.plans_made() > planned,
+        "the new index was not considered"
+    );
+    conn.execute_batch(
+        "DROP TABLE t; CREATE TABLE u(k INTEGER PRIMARY KEY, a TEXT); INSERT INTO u VALUES (7, 'y');
+         CREATE VIEW t AS SELECT k, a FROM u;",
+    )
+    .unwrap();
+    assert_eq!(
+        row(&mut by_a, Value::Text("y".into())),
+        vec![Value::Integer(7)]
+    );
+    assert_eq!(
+        row(&mut all, Value::Integer(7)),
+        vec![Value::Integer(7), Value::Text("y".into())]
+    );
+}
+
+#[test]
 fn three_valued_logic() {
     let conn = Connection::open_in_memory().unwrap();
     let row: Vec<Value> = conn
