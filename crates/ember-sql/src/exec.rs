@@ -122,19 +122,27 @@ struct LeafDef {
 struct SimpleSelect {
     /// The table as its FROM item.
     leaf: Leaf,
-    /// The access path (as `join` would choose it).
-    access: Rc<Access>,
+    /// How its rows are read and filtered.
+    plan: Rc<LeafPlan>,
     /// Row positions of the result columns, in order.
     cols: Vec<usize>,
     /// The result columns are the whole row, in order: rows are returned as read.
     whole: bool,
     /// No row position is named twice: values move out of the rows.
     distinct_cols: bool,
-    /// For each WHERE conjunct in order: whether it names no column (then it is decided
-    /// once, before any row is read, as `join` does).
-    constant: Vec<bool>,
     /// Result column names.
     names: Vec<String>,
+}
+
+/// How the rows of one table that pass a WHERE are read, as `join` would do it for a lone
+/// FROM item, made once per statement.
+#[derive(Debug)]
+struct LeafPlan {
+    /// The access path (as `join` chooses it).
+    access: Rc<Access>,
+    /// For each WHERE conjunct in order: whether it names no column (then it is decided
+    /// once, before any row is read).
+    constant: Vec<bool>,
 }
 
 /// `name` in lowercase, borrowed when it already is (catalog keys are lowercase).
@@ -178,6 +186,9 @@ pub struct Executor<S: Storage> {
     /// Top-level SELECTs that take the short path (`None`: they do not), by (statement id,
     /// query node address); emptied with the plans.
     simple: BTreeMap<(u64, usize), Option<Rc<SimpleSelect>>>,
+    /// How UPDATE and DELETE find their rows, by (statement id, WHERE address); emptied
+    /// with the plans.
+    leaf_plans: BTreeMap<(u64, usize), Rc<LeafPlan>>,
     /// Each table's definition and row scope as FROM items use them, by table and alias
     /// (shared, not rebuilt per execution); emptied with the plans.
     leaf_defs: BTreeMap<String, Vec<LeafDef>>,
@@ -492,6 +503,7 @@ impl<S: Storage> Executor<S> {
             view_depth: 0,
             plans: BTreeMap::new(),
             simple: BTreeMap::new(),
+            leaf_plans: BTreeMap::new(),
             leaf_defs: BTreeMap::new(),
             write_defs: BTreeMap::new(),
             stmt_id: 0,
@@ -565,22 +577,26 @@ impl<S: Storage> Executor<S> {
             cat.load_row(&text(0), &text(3), &text(4))?;
         }
         self.catalog = cat;
+        self.forget_plans();
+        Ok(())
+    }
+
+    /// Drops every plan and cached table definition (after a schema change, or when there
+    /// are many).
+    fn forget_plans(&mut self) {
         self.plans.clear();
         self.simple.clear();
+        self.leaf_plans.clear();
         self.leaf_defs.clear();
         self.write_defs.clear();
-        Ok(())
     }
 
     /// Runs one parsed statement with its parameter values.
     pub fn execute(&mut self, p: &Parsed, params: &[Value]) -> Result<Output> {
         self.params = params.to_vec();
         self.stmt_id = p.id;
-        if self.plans.len() > 4096 {
-            self.plans.clear();
-            self.simple.clear();
-            self.leaf_defs.clear();
-            self.write_defs.clear();
+        if self.plans.len() + self.simple.len() + self.leaf_plans.len() > 4096 {
+            self.forget_plans();
         }
         self.subq_cache.clear();
         self.subq_stack.clear();
@@ -689,10 +705,7 @@ impl<S: Storage> Executor<S> {
 
     fn write(&mut self, stmt: &Stmt, sql: &str) -> Result<Output> {
         if !matches!(stmt, Stmt::Insert(_) | Stmt::Update(_) | Stmt::Delete(_)) {
-            self.plans.clear();
-            self.simple.clear();
-            self.leaf_defs.clear();
-            self.write_defs.clear();
+            self.forget_plans();
         }
         match stmt {
             Stmt::Insert(i) => self.insert(i),
@@ -1757,7 +1770,7 @@ impl<S: Storage> Executor<S> {
         filter: Option<&Expr>,
     ) -> Result<Vec<(i64, Vec<Value>)>> {
         let d = self.leaf_def(t, None);
-        let leaf = Leaf {
+        let mut leaf = Leaf {
             scope: d.scope.clone(),
             src: LeafSrc::Table(t.clone()),
             kind: JoinKind::Inner,
@@ -1768,8 +1781,28 @@ impl<S: Storage> Executor<S> {
         if let Some(f) = filter {
             conjuncts(f, &mut conj);
         }
-        let key = filter.map_or(0, |f| f as *const Expr as usize);
-        let (_, rows) = self.join(&[leaf], &conj, None, key, None)?;
+        let rows = match filter {
+            // EXPLAIN, and a whole-table change (no WHERE to key a plan by), take `join`.
+            Some(f) if self.explain.is_none() => {
+                let key = (self.stmt_id, f as *const Expr as usize);
+                let plan = match self.leaf_plans.get(&key) {
+                    Some(p) => p.clone(),
+                    None => {
+                        let leaves = [leaf];
+                        let p = Rc::new(self.leaf_plan(&leaves, &conj));
+                        self.leaf_plans.insert(key, p.clone());
+                        let [l] = leaves;
+                        leaf = l;
+                        p
+                    }
+                };
+                self.leaf_rows(t, &leaf.scope, &plan, &conj)?
+            }
+            _ => {
+                let key = filter.map_or(0, |f| f as *const Expr as usize);
+                self.join(&[leaf], &conj, None, key, None)?.1
+            }
+        };
         Ok(rows
             .into_iter()
             .map(|mut r| {
@@ -1927,36 +1960,9 @@ impl<S: Storage> Executor<S> {
         if let Some(w) = filter {
             conjuncts(w, &mut conj);
         }
-        if conj.len() != p.constant.len() {
-            return Ok(None);
-        }
-        let none = Scope::default();
-        let env = Env::empty(&none);
-        for (c, _) in conj.iter().zip(&p.constant).filter(|(_, k)| **k) {
-            if self.cond(c, &env)? != Some(true) {
-                return Ok(Some(Output {
-                    columns: p.names.clone(),
-                    rows: Vec::new(),
-                }));
-            }
-        }
-        let rows = self.fetch(t, &p.access, &env)?;
-        let checks = p.constant.iter().any(|k| !k);
+        let rows = self.leaf_rows(t, &p.leaf.scope, &p.plan, &conj)?;
         let mut out = Vec::with_capacity(rows.len());
-        'rows: for mut r in rows {
-            if checks {
-                let env = Env {
-                    scope: &p.leaf.scope,
-                    row: &r,
-                    outer: None,
-                    group: None,
-                };
-                for (c, _) in conj.iter().zip(&p.constant).filter(|(_, k)| !**k) {
-                    if self.cond(c, &env)? != Some(true) {
-                        continue 'rows;
-                    }
-                }
-            }
+        for mut r in rows {
             out.push(if p.whole {
                 r
             } else if p.distinct_cols {
@@ -2048,20 +2054,74 @@ impl<S: Storage> Executor<S> {
         seen.sort_unstable();
         seen.dedup();
         let distinct_cols = seen.len() == cols.len();
-        let constant = conj.iter().map(|c| Self::is_constant(c)).collect();
         let leaves = [leaf];
-        let access = Rc::new(self.plan(&leaves, 0, &conj));
-        self.plans_made += 1;
+        let plan = Rc::new(self.leaf_plan(&leaves, &conj));
         let [leaf] = leaves;
         Ok(Some(SimpleSelect {
             leaf,
-            access,
+            plan,
             cols,
             whole,
             distinct_cols,
-            constant,
             names,
         }))
+    }
+
+    /// The [`LeafPlan`] of a lone FROM item under these WHERE conjuncts.
+    fn leaf_plan(&mut self, leaves: &[Leaf; 1], conj: &[&Expr]) -> LeafPlan {
+        self.plans_made += 1;
+        LeafPlan {
+            access: Rc::new(self.plan(leaves, 0, conj)),
+            constant: conj.iter().map(|c| Self::is_constant(c)).collect(),
+        }
+    }
+
+    /// The rows of table `t` (its FROM item's scope `scope`) that pass the WHERE conjuncts
+    /// `conj`, read as `plan` says — what `join` does for a lone FROM item: conjuncts that
+    /// name no column are decided once before any row is read, the others on each row in
+    /// order.
+    fn leaf_rows(
+        &mut self,
+        t: &TableDef,
+        scope: &Scope,
+        plan: &LeafPlan,
+        conj: &[&Expr],
+    ) -> Result<Vec<Vec<Value>>> {
+        if conj.len() != plan.constant.len() {
+            return Err(SqlError::invalid(
+                "internal: a cached plan does not fit its WHERE",
+            ));
+        }
+        let none = Scope::default();
+        let env = Env::empty(&none);
+        for (c, _) in conj.iter().zip(&plan.constant).filter(|(_, k)| **k) {
+            if self.cond(c, &env)? != Some(true) {
+                return Ok(Vec::new());
+            }
+        }
+        let mut rows = self.fetch(t, &plan.access, &env)?;
+        if plan.constant.iter().all(|k| *k) {
+            return Ok(rows);
+        }
+        // The rows that pass move to the front, in order.
+        let mut kept = 0;
+        'rows: for i in 0..rows.len() {
+            let env = Env {
+                scope,
+                row: &rows[i],
+                outer: None,
+                group: None,
+            };
+            for (c, _) in conj.iter().zip(&plan.constant).filter(|(_, k)| !**k) {
+                if self.cond(c, &env)? != Some(true) {
+                    continue 'rows;
+                }
+            }
+            rows.swap(kept, i);
+            kept += 1;
+        }
+        rows.truncate(kept);
+        Ok(rows)
     }
 
     /// Runs a query: names, rows and each column's affinity (for views and subqueries).
