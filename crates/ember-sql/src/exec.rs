@@ -36,8 +36,8 @@ use crate::value::{Affinity, Value, compare, real_as_integer};
 /// What a statement produced: column names and rows for queries, nothing otherwise.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Output {
-    /// Result column names.
-    pub columns: Vec<String>,
+    /// Result column names (shared: a prepared statement hands out the same names each run).
+    pub columns: Rc<[String]>,
     /// Result rows.
     pub rows: Vec<Vec<Value>>,
 }
@@ -131,7 +131,7 @@ struct SimpleSelect {
     /// No row position is named twice: values move out of the rows.
     distinct_cols: bool,
     /// Result column names.
-    names: Vec<String>,
+    names: Rc<[String]>,
 }
 
 /// How the rows of one table that pass a WHERE are read, as `join` would do it for a lone
@@ -593,7 +593,12 @@ impl<S: Storage> Executor<S> {
 
     /// Runs one parsed statement with its parameter values.
     pub fn execute(&mut self, p: &Parsed, params: &[Value]) -> Result<Output> {
-        self.params = params.to_vec();
+        self.execute_owned(p, params.to_vec())
+    }
+
+    /// [`execute`](Self::execute) taking the parameter values (no copy).
+    pub fn execute_owned(&mut self, p: &Parsed, params: Vec<Value>) -> Result<Output> {
+        self.params = params;
         self.stmt_id = p.id;
         if self.plans.len() + self.simple.len() + self.leaf_plans.len() > 4096 {
             self.forget_plans();
@@ -642,7 +647,7 @@ impl<S: Storage> Executor<S> {
                 }
                 let (cols, rows) = self.query(s, None)?;
                 Ok(Output {
-                    columns: cols,
+                    columns: cols.into(),
                     rows,
                 })
             }
@@ -2063,7 +2068,7 @@ impl<S: Storage> Executor<S> {
             cols,
             whole,
             distinct_cols,
-            names,
+            names: names.into(),
         }))
     }
 
@@ -3949,12 +3954,12 @@ impl<S: Storage> Executor<S> {
             })
             .collect();
         Ok(Output {
-            columns: vec![
+            columns: Rc::from(vec![
                 "id".into(),
                 "parent".into(),
                 "notused".into(),
                 "detail".into(),
-            ],
+            ]),
             rows,
         })
     }

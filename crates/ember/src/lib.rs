@@ -347,7 +347,7 @@ impl Connection {
     }
 
     fn run(&self, p: &Parsed, params: Vec<ember_sql::Value>) -> Result<Output> {
-        self.with(|inner| Ok(inner.exec.execute(p, &params)?))
+        self.with(|inner| Ok(inner.exec.execute_owned(p, params)?))
     }
 
     /// Runs one statement; returns the number of rows it changed.
@@ -540,7 +540,7 @@ impl<'c> Statement<'c> {
         let vals = params.bind(&self.parsed.params)?;
         let out = self.conn.run(&self.parsed, vals)?;
         Ok(Rows {
-            columns: Rc::new(out.columns),
+            columns: out.columns,
             rows: out.rows.into_iter(),
             current: None,
         })
@@ -587,7 +587,7 @@ impl<'c> Statement<'c> {
 /// The rows of a query.
 #[derive(Debug)]
 pub struct Rows {
-    columns: Rc<Vec<String>>,
+    columns: Rc<[String]>,
     rows: std::vec::IntoIter<Vec<Value>>,
     current: Option<Row>,
 }
@@ -613,7 +613,7 @@ impl Rows {
 #[derive(Debug, Clone)]
 pub struct Row {
     values: Vec<Value>,
-    columns: Rc<Vec<String>>,
+    columns: Rc<[String]>,
 }
 
 /// A column of a row, by position or by name.
