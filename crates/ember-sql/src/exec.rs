@@ -126,8 +126,9 @@ struct SimpleSelect {
     plan: Rc<LeafPlan>,
     /// Row positions of the result columns, in order.
     cols: Vec<usize>,
-    /// The result columns are the whole row, in order: rows are returned as read.
-    whole: bool,
+    /// The result columns are the row's first columns, in order: rows are returned as
+    /// read, cut to that width.
+    prefix: bool,
     /// No row position is named twice: values move out of the rows.
     distinct_cols: bool,
     /// Result column names.
@@ -1968,7 +1969,8 @@ impl<S: Storage> Executor<S> {
         let rows = self.leaf_rows(t, &p.leaf.scope, &p.plan, &conj)?;
         let mut out = Vec::with_capacity(rows.len());
         for mut r in rows {
-            out.push(if p.whole {
+            out.push(if p.prefix {
+                r.truncate(p.cols.len());
                 r
             } else if p.distinct_cols {
                 p.cols
@@ -2053,8 +2055,7 @@ impl<S: Storage> Executor<S> {
         if cols.is_empty() {
             return Ok(None);
         }
-        let width = leaf.scope.cols().len();
-        let whole = cols.len() == width && cols.iter().enumerate().all(|(k, &i)| k == i);
+        let prefix = cols.iter().enumerate().all(|(k, &i)| k == i);
         let mut seen = cols.clone();
         seen.sort_unstable();
         seen.dedup();
@@ -2066,7 +2067,7 @@ impl<S: Storage> Executor<S> {
             leaf,
             plan,
             cols,
-            whole,
+            prefix,
             distinct_cols,
             names: names.into(),
         }))
