@@ -1845,20 +1845,31 @@ impl<S: Storage> Executor<S> {
         let scope = self.own_scope(&t);
         let mut count = 0;
         let mut removed: Vec<i64> = Vec::new();
-        for (rowid, old) in targets {
+        // Columns every row gets a new value for: not copied from the old row.
+        let set_cols: Vec<bool> = (0..t.columns.len())
+            .map(|i| sets.iter().any(|(c, _)| *c == Some(i)))
+            .collect();
+        for (rowid, mut old) in targets {
             if removed.contains(&rowid) {
                 continue;
             }
-            let mut full = old.clone();
-            full.push(Value::Integer(rowid));
-            let mut row = old.clone();
+            let mut row: Vec<Value> = old
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match set_cols.get(i) {
+                    Some(true) => Value::Null,
+                    _ => v.clone(),
+                })
+                .collect();
             let mut new_rowid = rowid;
+            // The SET expressions see the old row with its rowid after the columns.
+            old.push(Value::Integer(rowid));
             for (target, e) in &sets {
                 let v = self.eval(
                     e,
                     &Env {
                         scope: &scope,
-                        row: &full,
+                        row: &old,
                         outer: None,
                         group: None,
                     },
@@ -1871,6 +1882,7 @@ impl<S: Storage> Executor<S> {
                     }
                 }
             }
+            old.pop();
             if let Some(i) = t.ipk {
                 if sets.iter().any(|(c, _)| *c == Some(i)) {
                     new_rowid = match &row[i] {
