@@ -144,6 +144,10 @@ struct LeafPlan {
     /// For each WHERE conjunct in order: whether it names no column (then it is decided
     /// once, before any row is read).
     constant: Vec<bool>,
+    /// For each WHERE conjunct in order: whether it is checked on each row read — it names
+    /// a column and the access path does not already answer it (see
+    /// [`Executor::implied`]).
+    check: Vec<bool>,
 }
 
 /// `name` in lowercase, borrowed when it already is (catalog keys are lowercase).
@@ -2088,10 +2092,48 @@ impl<S: Storage> Executor<S> {
     /// The [`LeafPlan`] of a lone FROM item under these WHERE conjuncts.
     fn leaf_plan(&mut self, leaves: &[Leaf; 1], conj: &[&Expr]) -> LeafPlan {
         self.plans_made += 1;
-        LeafPlan {
-            access: Rc::new(self.plan(leaves, 0, conj)),
-            constant: conj.iter().map(|c| Self::is_constant(c)).collect(),
+        let access = self.plan(leaves, 0, conj);
+        let constant: Vec<bool> = conj.iter().map(|c| Self::is_constant(c)).collect();
+        let mut check: Vec<bool> = constant.iter().map(|k| !k).collect();
+        if let Some(i) = Self::implied(&leaves[0], &access, conj) {
+            check[i] = false;
         }
+        LeafPlan {
+            access: Rc::new(access),
+            constant,
+            check,
+        }
+    }
+
+    /// The conjunct a rowid lookup answers exactly, if any: `c = e` or `e = c` where `c` is
+    /// the rowid (or its INTEGER PRIMARY KEY alias) and `e` the lookup's value expression.
+    /// The lookup reads the row whose rowid is `e`'s value brought to INTEGER affinity
+    /// through NUMERIC (or none when that is not an integer), and the comparison brings `e`
+    /// to the same NUMERIC affinity (a column of INTEGER affinity against anything but a
+    /// number) or compares a number exactly — so the one row read is equal, and checking it
+    /// again would only evaluate `e` a second time.
+    fn implied(leaf: &Leaf, access: &Access, conj: &[&Expr]) -> Option<usize> {
+        let Access::RowidEq(e) = access else {
+            return None;
+        };
+        let LeafSrc::Table(t) = &leaf.src else {
+            return None;
+        };
+        let is_rowid = |x: &Expr| -> bool {
+            let Expr::Column { table, name, .. } = x else {
+                return false;
+            };
+            match leaf.scope.find(table.as_deref(), name) {
+                Ok(Some(i)) => leaf.scope.cols()[i].rowid || Some(i) == t.ipk,
+                _ => false,
+            }
+        };
+        conj.iter().position(|c| match c {
+            Expr::Binary(BinOp::Eq, a, b) => {
+                (is_rowid(a) && **b == *e) || (is_rowid(b) && **a == *e)
+            }
+            _ => false,
+        })
     }
 
     /// The rows of table `t` (its FROM item's scope `scope`) that pass the WHERE conjuncts
@@ -2118,7 +2160,7 @@ impl<S: Storage> Executor<S> {
             }
         }
         let mut rows = self.fetch(t, &plan.access, &env)?;
-        if plan.constant.iter().all(|k| *k) {
+        if !plan.check.contains(&true) {
             return Ok(rows);
         }
         // The rows that pass move to the front, in order.
@@ -2130,7 +2172,7 @@ impl<S: Storage> Executor<S> {
                 outer: None,
                 group: None,
             };
-            for (c, _) in conj.iter().zip(&plan.constant).filter(|(_, k)| !**k) {
+            for (c, _) in conj.iter().zip(&plan.check).filter(|(_, k)| **k) {
                 if self.cond(c, &env)? != Some(true) {
                     continue 'rows;
                 }
