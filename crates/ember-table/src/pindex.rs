@@ -54,7 +54,7 @@
 //! root with the new ones.
 
 use std::collections::{BTreeMap, HashMap};
-use std::ops::{Bound, RangeBounds};
+use std::ops::{Bound, Range, RangeBounds};
 use std::sync::Arc;
 
 use ember_device::BlockDevice;
@@ -472,6 +472,152 @@ pub struct Flushed {
 /// A page to visit: page, level, the lowest key it may hold, the key its keys stay below.
 type Visit = (BlockRef, u8, Option<Vec<u8>>, Option<Vec<u8>>);
 
+/// Index entries handed out a chunk at a time (see [`Pages::next_chunk`]): the keys back to
+/// back in one buffer and each entry's key range and location, both reused from chunk to
+/// chunk, so a scan allocates per chunk at most, never per row.
+#[derive(Debug, Default)]
+pub struct Chunk {
+    keys: Vec<u8>,
+    ents: Vec<(Range<usize>, Loc)>,
+}
+
+impl Chunk {
+    /// Empties the chunk, keeping its buffers.
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.ents.clear();
+    }
+
+    fn push(&mut self, key: &[u8], loc: Loc) {
+        let start = self.keys.len();
+        self.keys.extend_from_slice(key);
+        self.ents.push((start..self.keys.len(), loc));
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.ents.len()
+    }
+
+    /// Whether the chunk holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.ents.is_empty()
+    }
+
+    /// Entry `i`: its key and location (`i` below [`len`](Self::len)).
+    pub fn get(&self, i: usize) -> (&[u8], Loc) {
+        let (r, l) = &self.ents[i];
+        (&self.keys[r.clone()], *l)
+    }
+
+    /// The locations, in order.
+    pub fn locs(&self) -> impl Iterator<Item = Loc> + '_ {
+        self.ents.iter().map(|e| e.1)
+    }
+
+    fn last_key(&self) -> Option<&[u8]> {
+        self.ents.last().map(|(r, _)| &self.keys[r.clone()])
+    }
+
+    /// Orders the entries by `f` of their locations (stable).
+    pub fn sort_by_loc<K: Ord>(&mut self, mut f: impl FnMut(Loc) -> K) {
+        self.ents.sort_by_key(|e| f(e.1));
+    }
+
+    /// Reverses the entries' order.
+    pub fn reverse(&mut self) {
+        self.ents.reverse();
+    }
+
+    /// Keeps the first `n` entries.
+    pub fn truncate(&mut self, n: usize) {
+        self.ents.truncate(n);
+    }
+}
+
+/// A range of a primary index read a chunk at a time, overlay merged, in key order from
+/// either end (see [`Pages::next_chunk`]).
+///
+/// It holds the path from the root to the leaf it reads (the pages themselves, so no
+/// borrow of [`Pages`] outlives a chunk) and the bounds still to hand out: after a chunk
+/// the near bound becomes the chunk's last key, excluded. Tree entries up to that key have
+/// been consumed by the path and overlay entries are looked up afresh from the bound, so
+/// the index must not change while a cursor is in use (a scan holds the database).
+#[derive(Debug)]
+pub struct Cursor {
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    desc: bool,
+    /// Pages from the root down, each with the child being read (inner pages) or, in a
+    /// leaf, the next entry (ascending) or one past it (descending). Empty once the tree's
+    /// part of the range is used up, or before the first chunk.
+    path: Vec<(Arc<Node>, usize)>,
+    started: bool,
+    done: bool,
+}
+
+impl Cursor {
+    /// The entries within the bounds, from the low end (or with `desc` the high end).
+    pub fn new(lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, desc: bool) -> Self {
+        let done = empty_range(bound_ref(&lo), bound_ref(&hi));
+        Cursor {
+            lo,
+            hi,
+            desc,
+            path: Vec::new(),
+            started: false,
+            done,
+        }
+    }
+
+    /// Whether every entry has been handed out.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The next tree entry (the leaf at the end of the path), if the leaf has one left.
+    fn head(&self) -> Option<(&[u8], Loc)> {
+        let (n, i) = self.path.last()?;
+        let i = if self.desc { i.checked_sub(1)? } else { *i };
+        (i < n.len()).then(|| (n.key(i), n.vals[i]))
+    }
+
+    /// Steps past the tree entry [`head`](Self::head) gave.
+    fn step(&mut self) {
+        if let Some((_, i)) = self.path.last_mut() {
+            if self.desc {
+                *i = i.saturating_sub(1);
+            } else {
+                *i += 1;
+            }
+        }
+    }
+}
+
+fn bound_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v.as_slice()),
+        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Whether no key lies within the bounds (a `BTreeMap` range panics on such bounds).
+fn empty_range(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+    match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            a >= b
+        }
+        _ => false,
+    }
+}
+
+/// Entries a chunk holds at most.
+pub const CHUNK: usize = 1024;
+/// Key bytes past which a chunk ends early.
+const CHUNK_KEY_BYTES: usize = 256 * 1024;
+
 /// Access to a table's index pages: the space manager and the decoded-page cache.
 pub struct Pages<'a, D: BlockDevice> {
     sm: &'a mut SpaceManager<D>,
@@ -685,6 +831,234 @@ impl<'a, D: BlockDevice> Pages<'a, D> {
             }
         }
         Ok(out)
+    }
+
+    /// Checks that `n` (at `page`), the child the deepest page of `path` is reading, holds
+    /// only keys within the range its parent gives it.
+    fn check_child(&self, page: BlockRef, n: &Node, path: &[(Arc<Node>, usize)]) -> Result<()> {
+        let at = || self.sm.allocator().extent(page).0;
+        let (mut min, mut max) = (None, None);
+        for (p, i) in path.iter().rev() {
+            if min.is_none() && *i > 0 {
+                min = Some(p.key(*i));
+            }
+            if max.is_none() && i + 1 < p.len() {
+                max = Some(p.key(i + 1));
+            }
+            if min.is_some() && max.is_some() {
+                break;
+            }
+        }
+        let Some(last) = n.len().checked_sub(1) else {
+            return Err(corrupt(at(), "an empty page"));
+        };
+        // Keys ascend within a page (decoding checks it): its ends are enough.
+        let first = usize::from(n.level > 0);
+        if first <= last
+            && (min.is_some_and(|m| n.key(first) < m) || max.is_some_and(|m| n.key(last) >= m))
+        {
+            return Err(corrupt(at(), "a key outside its parent's range"));
+        }
+        Ok(())
+    }
+
+    /// Descends from the child the deepest page of `cur.path` is reading to a leaf: to the
+    /// child holding `target` (none: the first child, descending the last), and in the leaf
+    /// to the first entry of the range.
+    fn descend(&mut self, cur: &mut Cursor, mut page: BlockRef, mut level: u8) -> Result<()> {
+        let target = if cur.desc {
+            bound_ref(&cur.hi)
+        } else {
+            bound_ref(&cur.lo)
+        };
+        loop {
+            let n = self.load(page, level)?;
+            self.check_child(page, &n, &cur.path)?;
+            let len = n.len();
+            if level == 0 {
+                let at = match (target, cur.desc) {
+                    (Bound::Unbounded, false) => 0,
+                    (Bound::Unbounded, true) => len,
+                    (Bound::Included(k), false) => n.search(k).unwrap_or_else(|i| i),
+                    (Bound::Excluded(k), false) => n.search(k).map_or_else(|i| i, |i| i + 1),
+                    (Bound::Included(k), true) => n.search(k).map_or_else(|i| i, |i| i + 1),
+                    (Bound::Excluded(k), true) => n.search(k).unwrap_or_else(|i| i),
+                };
+                cur.path.push((n, at));
+                return Ok(());
+            }
+            let i = match target {
+                Bound::Unbounded if cur.desc => len - 1,
+                Bound::Unbounded => 0,
+                Bound::Included(k) | Bound::Excluded(k) => n.route(k),
+            };
+            page = n.vals[i].block;
+            level -= 1;
+            cur.path.push((n, i));
+        }
+    }
+
+    /// Makes the cursor's path name a leaf with an entry left, moving on to the next leaf
+    /// (the previous, descending) as needed; `false` when the tree has no entry left within
+    /// the far bound.
+    fn tree_head(&mut self, ix: &PIndex, cur: &mut Cursor) -> Result<bool> {
+        if !cur.started {
+            cur.started = true;
+            if let Some(root) = ix.root {
+                let level = Self::root_level(ix)?;
+                self.descend(cur, root, level)?;
+            }
+        }
+        loop {
+            if let Some((k, _)) = cur.head() {
+                let within = if cur.desc {
+                    match bound_ref(&cur.lo) {
+                        Bound::Included(l) => k >= l,
+                        Bound::Excluded(l) => k > l,
+                        Bound::Unbounded => true,
+                    }
+                } else {
+                    match bound_ref(&cur.hi) {
+                        Bound::Included(h) => k <= h,
+                        Bound::Excluded(h) => k < h,
+                        Bound::Unbounded => true,
+                    }
+                };
+                if !within {
+                    cur.path.clear();
+                }
+                return Ok(within);
+            }
+            // The leaf is used up: the next child of the nearest page that has one.
+            cur.path.pop();
+            let next = loop {
+                let Some((n, i)) = cur.path.last_mut() else {
+                    return Ok(false);
+                };
+                let j = if cur.desc {
+                    i.checked_sub(1)
+                } else {
+                    Some(*i + 1).filter(|j| *j < n.len())
+                };
+                match j {
+                    Some(j) => {
+                        *i = j;
+                        break (n.vals[j].block, n.level - 1);
+                    }
+                    None => {
+                        cur.path.pop();
+                    }
+                }
+            };
+            // From here on the whole subtree is within the near bound.
+            let saved = if cur.desc {
+                std::mem::replace(&mut cur.hi, Bound::Unbounded)
+            } else {
+                std::mem::replace(&mut cur.lo, Bound::Unbounded)
+            };
+            let r = self.descend(cur, next.0, next.1);
+            if cur.desc {
+                cur.hi = saved;
+            } else {
+                cur.lo = saved;
+            }
+            r?;
+        }
+    }
+
+    /// Fills `out` with the next entries of the cursor's range, overlay included (an
+    /// overlay entry overrides, adds or with `None` deletes the tree's entry for its key):
+    /// at most `max` (at least one), fewer at the end of the range or when their keys pass
+    /// a bound of bytes. An empty chunk means the range is used up.
+    pub fn next_chunk(
+        &mut self,
+        ix: &PIndex,
+        cur: &mut Cursor,
+        max: usize,
+        out: &mut Chunk,
+    ) -> Result<()> {
+        out.clear();
+        if cur.done {
+            return Ok(());
+        }
+        let over = ix
+            .overlay
+            .range::<[u8], _>((bound_ref(&cur.lo), bound_ref(&cur.hi)));
+        if cur.desc {
+            self.merge(ix, cur, over.rev(), max.max(1), out)?;
+        } else {
+            self.merge(ix, cur, over, max.max(1), out)?;
+        }
+        if cur.done {
+            return Ok(());
+        }
+        // The chunk is full: the rest of the range lies past its last key.
+        let last = out.last_key().map(|k| Bound::Excluded(k.to_vec()));
+        if let Some(b) = last {
+            if cur.desc {
+                cur.hi = b;
+            } else {
+                cur.lo = b;
+            }
+        }
+        cur.done = empty_range(bound_ref(&cur.lo), bound_ref(&cur.hi));
+        Ok(())
+    }
+
+    /// The merge of [`next_chunk`](Self::next_chunk): tree entries from the cursor's path
+    /// and the overlay entries `over` within the cursor's bounds, in the cursor's order.
+    fn merge<'o>(
+        &mut self,
+        ix: &PIndex,
+        cur: &mut Cursor,
+        over: impl Iterator<Item = (&'o Vec<u8>, &'o Option<Loc>)>,
+        max: usize,
+        out: &mut Chunk,
+    ) -> Result<()> {
+        let mut over = over.peekable();
+        while out.len() < max && out.keys.len() < CHUNK_KEY_BYTES {
+            let tree = self.tree_head(ix, cur)?;
+            let t = if tree { cur.head() } else { None };
+            let (ok, ov) = match (t, over.peek()) {
+                (None, None) => {
+                    cur.done = true;
+                    return Ok(());
+                }
+                (Some((tk, tl)), o) => {
+                    let first = o.map(|(ok, _)| {
+                        if cur.desc {
+                            ok.as_slice().cmp(tk).reverse()
+                        } else {
+                            ok.as_slice().cmp(tk)
+                        }
+                    });
+                    match first {
+                        Some(core::cmp::Ordering::Less) => {}
+                        Some(core::cmp::Ordering::Equal) => {
+                            // The overlay's entry replaces the tree's.
+                            cur.step();
+                        }
+                        _ => {
+                            out.push(tk, tl);
+                            cur.step();
+                            continue;
+                        }
+                    }
+                    match over.next() {
+                        Some(e) => e,
+                        None => continue,
+                    }
+                }
+                (None, Some(_)) => match over.next() {
+                    Some(e) => e,
+                    None => continue,
+                },
+            };
+            if let Some(l) = ov {
+                out.push(ok, *l);
+            }
+        }
+        Ok(())
     }
 
     /// Merges the overlay into the tree, copy-on-write: writes the new pages (not synced)
