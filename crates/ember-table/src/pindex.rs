@@ -1531,4 +1531,185 @@ mod tests {
             assert!(decode(&bad, 4096, 9, 0).is_err(), "bit {bit}");
         }
     }
+
+    mod stream {
+        use super::*;
+        use crate::superblock::FormatOptions;
+        use ember_device::MemBlock;
+        use proptest::prelude::*;
+
+        /// Keys ordered by `n`, long enough (34 bytes, little shared) that a thousand of
+        /// them make a tree of three levels.
+        fn key(n: u16) -> Vec<u8> {
+            let mut k = n.to_be_bytes().to_vec();
+            let mut x = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            for _ in 0..32 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                k.push(x as u8);
+            }
+            k
+        }
+
+        /// A bound on key `n`, or (`short`) on its first two bytes, which sort just before
+        /// it and name no key.
+        fn bound(kind: u8, n: u16, short: bool) -> Bound<Vec<u8>> {
+            let k = if short {
+                n.to_be_bytes().to_vec()
+            } else {
+                key(n)
+            };
+            match kind {
+                0 => Bound::Unbounded,
+                1 => Bound::Included(k),
+                _ => Bound::Excluded(k),
+            }
+        }
+
+        fn bounds() -> impl Strategy<Value = Bound<Vec<u8>>> {
+            (0u8..3, 0u16..3100, any::<bool>()).prop_map(|(k, n, s)| bound(k, n, s))
+        }
+
+        /// Changes: key, and a location to set or (`None`) a deletion.
+        fn changes(n: usize) -> impl Strategy<Value = Vec<(u16, Option<u32>)>> {
+            proptest::collection::vec(
+                (
+                    0u16..3000,
+                    prop_oneof![3 => any::<u32>().prop_map(Some), 1 => Just(None)],
+                ),
+                0..n,
+            )
+        }
+
+        type Query = (Bound<Vec<u8>>, Bound<Vec<u8>>, bool, usize, Option<usize>);
+
+        fn apply(
+            ix: &mut PIndex,
+            model: &mut BTreeMap<Vec<u8>, Loc>,
+            changes: &[(u16, Option<u32>)],
+        ) {
+            for (n, v) in changes {
+                let l = v.map(loc);
+                ix.overlay.insert(key(*n), l);
+                match l {
+                    Some(l) => model.insert(key(*n), l),
+                    None => model.remove(&key(*n)),
+                };
+            }
+        }
+
+        /// The range through [`Pages::next_chunk`], chunks of at most `max` entries and
+        /// `limit` entries in all, as a scan reads it.
+        fn stream(
+            p: &mut Pages<'_, impl BlockDevice>,
+            ix: &PIndex,
+            q: &Query,
+            chunks: &mut usize,
+        ) -> Vec<Entry> {
+            let (lo, hi, desc, max, limit) = q.clone();
+            let mut cur = Cursor::new(lo, hi, desc);
+            let mut left = limit.unwrap_or(usize::MAX);
+            let mut out = Vec::new();
+            let mut c = Chunk::default();
+            while left > 0 {
+                p.next_chunk(ix, &mut cur, left.min(max), &mut c).unwrap();
+                if c.is_empty() {
+                    assert!(cur.is_done());
+                    break;
+                }
+                assert!(c.len() <= left.min(max));
+                *chunks += 1;
+                left -= c.len();
+                out.extend((0..c.len()).map(|i| (c.get(i).0.to_vec(), c.get(i).1)));
+            }
+            out
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(48))]
+
+            /// Streaming ranges agree with a model after changes checkpointed into the tree
+            /// and changes only in the overlay (deleting tree keys, adding keys between
+            /// them, replacing their locations), for every kind of bound, both directions,
+            /// small chunks and limits; and with the materialised `range`.
+            #[test]
+            fn streaming_ranges_match_a_model(
+                before in changes(1500),
+                mid in changes(300),
+                after in changes(400),
+                queries in proptest::collection::vec(
+                    (bounds(), bounds(), any::<bool>(), 1usize..9,
+                     prop_oneof![2 => Just(None), 1 => (0usize..40).prop_map(Some)]),
+                    1..10,
+                ),
+            ) {
+                let mut sm =
+                    SpaceManager::format(MemBlock::new(32 << 20), FormatOptions::default())
+                        .unwrap();
+                let mut cache = HashMap::new();
+                let mut ix = PIndex::new(IndexKind::Tree);
+                let mut model = BTreeMap::new();
+                apply(&mut ix, &mut model, &before);
+                Pages::new(&mut sm, &mut cache, 7).flush(&mut ix).unwrap();
+                apply(&mut ix, &mut model, &mid);
+                Pages::new(&mut sm, &mut cache, 7).flush(&mut ix).unwrap();
+                apply(&mut ix, &mut model, &after);
+                let mut p = Pages::new(&mut sm, &mut cache, 7);
+                let mut chunks = 0;
+                for q in &queries {
+                    let (lo, hi) = (bound_ref(&q.0), bound_ref(&q.1));
+                    let mut want: Vec<Entry> = model
+                        .iter()
+                        .filter(|(k, _)| (lo, hi).contains(k.as_slice()))
+                        .map(|(k, l)| (k.clone(), *l))
+                        .collect();
+                    if !empty_range(lo, hi) {
+                        prop_assert_eq!(&p.range(&ix, lo, hi).unwrap(), &want);
+                    }
+                    if q.2 {
+                        want.reverse();
+                    }
+                    if let Some(n) = q.4 {
+                        want.truncate(n);
+                    }
+                    let got = stream(&mut p, &ix, q, &mut chunks);
+                    prop_assert_eq!(got, want, "height {}", ix.height);
+                }
+            }
+        }
+
+        /// A full range over a tree of three levels whose overlay deletes whole leaves,
+        /// read one entry a chunk in both directions.
+        #[test]
+        fn whole_leaves_deleted_by_the_overlay_are_skipped() {
+            let mut sm =
+                SpaceManager::format(MemBlock::new(32 << 20), FormatOptions::default()).unwrap();
+            let mut cache = HashMap::new();
+            let mut ix = PIndex::new(IndexKind::Tree);
+            let mut model = BTreeMap::new();
+            let all: Vec<(u16, Option<u32>)> = (0..3000).map(|n| (n, Some(u32::from(n)))).collect();
+            apply(&mut ix, &mut model, &all);
+            Pages::new(&mut sm, &mut cache, 7).flush(&mut ix).unwrap();
+            assert_eq!(ix.height, 3);
+            let gone: Vec<(u16, Option<u32>)> = (0..3000)
+                .filter(|n| n % 500 < 300 || n % 7 == 0)
+                .map(|n| (n, None))
+                .collect();
+            apply(&mut ix, &mut model, &gone);
+            let mut p = Pages::new(&mut sm, &mut cache, 7);
+            for desc in [false, true] {
+                let mut want: Vec<Entry> = model.iter().map(|(k, l)| (k.clone(), *l)).collect();
+                if desc {
+                    want.reverse();
+                }
+                for max in [1, 5, CHUNK] {
+                    let q = (Bound::Unbounded, Bound::Unbounded, desc, max, None);
+                    let mut chunks = 0;
+                    assert_eq!(stream(&mut p, &ix, &q, &mut chunks), want);
+                    assert!(chunks >= want.len() / max);
+                }
+            }
+        }
+    }
 }
