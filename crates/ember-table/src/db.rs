@@ -60,7 +60,7 @@ use std::sync::Arc;
 use ember_device::BlockDevice;
 
 use crate::allocator::BlockRef;
-use crate::buffer::Buffer;
+use crate::buffer::{Buffer, Checked};
 use crate::catalog::{Catalog, CatalogStore, TableEntry};
 use crate::error::{Result, TableError};
 use crate::format::{u32_at, u64_at};
@@ -685,6 +685,22 @@ impl<D: BlockDevice> Database<D> {
     }
 
     fn block_mut(&mut self, b: BlockRef) -> Result<&mut SlottedBlock> {
+        self.load_block(b)?;
+        self.cache
+            .get_mut(&b)
+            .ok_or(TableError::Invalid("block cache"))
+    }
+
+    /// A block to read, with its slots whose tuples were checked (see [`Checked`]).
+    fn block_checked(&mut self, b: BlockRef) -> Result<(&SlottedBlock, &mut Checked)> {
+        self.load_block(b)?;
+        self.cache
+            .get_checked(&b)
+            .ok_or(TableError::Invalid("block cache"))
+    }
+
+    /// Reads a block into RAM unless it is there.
+    fn load_block(&mut self, b: BlockRef) -> Result<()> {
         if !self.cache.contains(&b) {
             let (at, len) = self.sm.allocator().extent(b);
             let mut buf = vec![0u8; len as usize];
@@ -692,9 +708,7 @@ impl<D: BlockDevice> Database<D> {
             let block = SlottedBlock::from_bytes(buf, at)?;
             self.cache.insert(b, block);
         }
-        self.cache
-            .get_mut(&b)
-            .ok_or(TableError::Invalid("block cache"))
+        Ok(())
     }
 
     /// Reads blocks that lie one after another on the device with one read (the
@@ -2044,7 +2058,7 @@ impl<D: BlockDevice> Database<D> {
                 self.load_run(&run)?;
             }
             let at = self.sm.allocator().extent(b).0;
-            let block = self.block_mut(b)?;
+            let (block, checked) = self.block_checked(b)?;
             // The run of rows in this block; an overflow row ends it (its bytes are read
             // from other blocks, which needs the database).
             let mut overflow = false;
@@ -2053,7 +2067,7 @@ impl<D: BlockDevice> Database<D> {
                 if l.block != b {
                     break;
                 }
-                let body = tuple_body(block, l, k, at)?;
+                let body = tuple_body(block, checked, l, k, at)?;
                 if body.first() == Some(&OVERFLOW) {
                     overflow = true;
                     break;
@@ -2083,8 +2097,8 @@ impl<D: BlockDevice> Database<D> {
         f: &mut impl FnMut(RowValues<'_>) -> Result<T>,
     ) -> Result<T> {
         let at = self.sm.allocator().extent(loc.block).0;
-        let block = self.block_mut(loc.block)?;
-        let body = tuple_body(block, loc, key, at)?;
+        let (block, checked) = self.block_checked(loc.block)?;
+        let body = tuple_body(block, checked, loc, key, at)?;
         if parse_overflow(body, at)?.is_none() {
             // An inline row decodes straight from the block.
             return f(row_values(body)?);
@@ -2591,16 +2605,28 @@ fn owned_row(values: RowValues<'_>) -> Result<Vec<Value>> {
 }
 
 /// The body of the tuple at `loc` in `block` (at device offset `at`), which the primary
-/// index gives for `key`: checked against its slot's CRC and its key, so a corrupt tuple or
-/// a wrong index entry is an error, never another row.
-fn tuple_body<'b>(block: &'b SlottedBlock, loc: Loc, key: &[u8], at: u64) -> Result<&'b [u8]> {
+/// index gives for `key`: checked against its slot's CRC (unless `checked` says it matched
+/// since the block came into RAM or last changed) and its key, so a corrupt tuple or a
+/// wrong index entry is an error, never another row.
+fn tuple_body<'b>(
+    block: &'b SlottedBlock,
+    checked: &mut Checked,
+    loc: Loc,
+    key: &[u8],
+    at: u64,
+) -> Result<&'b [u8]> {
+    let slot = usize::from(loc.slot);
+    let known = checked.has(slot);
     let t = block
-        .get(usize::from(loc.slot), at)?
+        .get_with(slot, at, !known)?
         .ok_or(TableError::Corrupt {
             structure: "primary index",
             offset: at,
             reason: "points at a free slot",
         })?;
+    if !known {
+        checked.set(slot);
+    }
     let (k, body) = split_tuple(t, at)?;
     if k != key {
         return Err(TableError::Corrupt {

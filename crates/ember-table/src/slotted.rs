@@ -437,6 +437,13 @@ impl SlottedBlock {
     /// The tuple in slot `i`, checked against its checksum; `Ok(None)` for a free slot.
     /// `offset` is the block's device offset, for the error.
     pub fn get(&self, i: usize, offset: u64) -> Result<Option<&[u8]>> {
+        self.get_with(i, offset, true)
+    }
+
+    /// Like [`get`](Self::get), checking the tuple's checksum only with `check`: without it
+    /// only for a slot whose tuple was checked and has not changed since (see
+    /// [`Checked`](crate::buffer::Checked)).
+    pub(crate) fn get_with(&self, i: usize, offset: u64, check: bool) -> Result<Option<&[u8]>> {
         if i >= self.slot_count() {
             return Ok(None);
         }
@@ -445,7 +452,7 @@ impl SlottedBlock {
             return Ok(None);
         }
         let t = &self.buf[usize::from(s.offset)..usize::from(s.offset) + usize::from(s.len)];
-        if crc32fast::hash(t) != s.crc {
+        if check && crc32fast::hash(t) != s.crc {
             return Err(TableError::Corrupt {
                 structure: "tuple",
                 offset: offset + u64::from(s.offset),
