@@ -1983,12 +1983,15 @@ impl<D: BlockDevice> Database<D> {
             // Storage order, block by block, slot by slot: the whole index, sorted by
             // location (one buffer of keys, not one allocation a row).
             let mut cur = Cursor::new(Bound::Unbounded, Bound::Unbounded, false);
-            Pages::new(&mut self.sm, &mut self.ipages, id).next_chunk(
-                &t.index,
-                &mut cur,
-                usize::MAX,
-                &mut chunk,
-            )?;
+            let mut part = Chunk::default();
+            let mut pages = Pages::new(&mut self.sm, &mut self.ipages, id);
+            loop {
+                pages.next_chunk(&t.index, &mut cur, CHUNK, &mut part)?;
+                if part.is_empty() {
+                    break;
+                }
+                chunk.append(&part);
+            }
             let at: HashMap<BlockRef, usize> =
                 t.blocks.iter().enumerate().map(|(i, b)| (*b, i)).collect();
             chunk.sort_by_loc(|l| (at.get(&l.block).copied(), l.slot));

@@ -515,6 +515,18 @@ impl Chunk {
         self.ents.iter().map(|e| e.1)
     }
 
+    /// Appends the entries of `other`.
+    pub fn append(&mut self, other: &Chunk) {
+        let base = self.keys.len();
+        self.keys.extend_from_slice(&other.keys);
+        self.ents.extend(
+            other
+                .ents
+                .iter()
+                .map(|(r, l)| (r.start + base..r.end + base, *l)),
+        );
+    }
+
     fn last_key(&self) -> Option<&[u8]> {
         self.ents.last().map(|(r, _)| &self.keys[r.clone()])
     }
