@@ -375,10 +375,12 @@ impl SlottedBlock {
     /// Slot `i` as stored.
     pub fn slot(&self, i: usize) -> Slot {
         let at = SLOTS_AT + i * SLOT;
+        // One bounds check for the whole slot.
+        let s: &[u8; SLOT] = self.buf[at..at + SLOT].try_into().unwrap_or(&[0; SLOT]);
         Slot {
-            offset: u16_at(&self.buf, at),
-            len: u16_at(&self.buf, at + 2),
-            crc: u32_at(&self.buf, at + 4),
+            offset: u16::from_le_bytes([s[0], s[1]]),
+            len: u16::from_le_bytes([s[2], s[3]]),
+            crc: u32::from_le_bytes([s[4], s[5], s[6], s[7]]),
         }
     }
 
