@@ -213,6 +213,7 @@ impl Order {
         }
     }
 
+    #[cfg(feature = "secondary-index")]
     fn apply<T>(&self, hits: &mut Vec<T>) {
         if self.desc {
             hits.reverse();
