@@ -1924,9 +1924,9 @@ impl<D: BlockDevice> Database<D> {
         self.range(table, Bound::Unbounded, Bound::Unbounded)
     }
 
-    /// The rows whose primary key lies within the bounds, in key order (a tree index walks
-    /// the range; a hash index filters a full scan and sorts). With the `prefetch` feature
-    /// blocks are read ahead in runs.
+    /// The rows whose primary key lies within the bounds, in key order (both index kinds
+    /// walk the range in the same tree). With the `prefetch` feature blocks are read ahead
+    /// in runs.
     pub fn range(
         &mut self,
         table: &str,
@@ -1956,6 +1956,13 @@ impl<D: BlockDevice> Database<D> {
     /// Like [`range_with`](Self::range_with), handing each row to `visit` as it decodes
     /// from its block (text and blobs borrowed from the block), so a caller with its own
     /// value type builds its rows without an intermediate copy.
+    ///
+    /// The primary index is read a chunk of at most [`CHUNK`] entries at a time (the tree
+    /// and the changes since the last checkpoint merged, from either end), and each chunk's
+    /// rows are visited before the next is read, so a scan's memory does not grow with the
+    /// range and `order.limit` bounds the index entries read too. A full range in storage
+    /// order (a hash index, not `order.keyed`) gathers the whole index first to sort it by
+    /// location. An error may come after some rows were visited.
     pub fn range_visit(
         &mut self,
         table: &str,
@@ -2004,14 +2011,14 @@ impl<D: BlockDevice> Database<D> {
             }
             #[cfg(feature = "prefetch")]
             ahead.start(chunk.locs());
-            self.visit_chunk(
+            let r = self.visit_chunk(
                 &chunk,
                 #[cfg(feature = "prefetch")]
                 &mut ahead,
                 &mut visit,
-            )?;
+            );
             self.evict();
-            return Ok(());
+            return r;
         }
         // Key order: the index a chunk at a time, each chunk's rows visited before the next
         // is read, and clean blocks given back as the buffer allows after each.
