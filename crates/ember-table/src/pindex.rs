@@ -102,22 +102,33 @@ impl Node {
             vals: Vec::with_capacity(entries.len()),
             size: HDR,
         };
-        let mut prev = None;
         for e in entries {
             n.keys.extend_from_slice(&e.0);
             n.ends.push(n.keys.len() as u32);
             n.vals.push(e.1);
-            n.size += entry_len(prev, e);
-            prev = Some(e);
         }
-        n
+        n.with_size()
+    }
+    /// The node with [`bytes`](Self::bytes) set: its entries coded as version 2.
+    fn with_size(mut self) -> Node {
+        let mut size = HDR;
+        for i in 0..self.len() {
+            let prev = i.checked_sub(1).map(|p| (self.key(p), self.vals[p]));
+            size += entry_len(prev, self.key(i), self.vals[i]);
+        }
+        self.size = size;
+        self
+    }
+    /// Where key `i` lies in `keys`.
+    fn key_range(&self, i: usize) -> Range<usize> {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        start..self.ends[i] as usize
     }
     fn len(&self) -> usize {
         self.vals.len()
     }
     fn key(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        &self.keys[start..self.ends[i] as usize]
+        &self.keys[self.key_range(i)]
     }
     fn search(&self, key: &[u8]) -> core::result::Result<usize, usize> {
         let (mut lo, mut hi) = (0, self.len());
@@ -239,12 +250,11 @@ fn mode(p: Loc, l: Loc) -> Mode {
     }
 }
 
-/// Bytes of `e` coded after `prev` (none: the first entry of a page).
-fn entry_len(prev: Option<&Entry>, e: &Entry) -> usize {
-    let (pk, pl): (&[u8], Loc) = prev.map_or((&[], ORIGIN), |p| (&p.0, p.1));
-    let shared = shared_prefix(pk, &e.0);
-    let suffix = e.0.len() - shared;
-    let l = e.1;
+/// Bytes of the entry `key`, `l` coded after `prev` (none: the first entry of a page).
+fn entry_len(prev: Option<(&[u8], Loc)>, key: &[u8], l: Loc) -> usize {
+    let (pk, pl) = prev.unwrap_or((&[], ORIGIN));
+    let shared = shared_prefix(pk, key);
+    let suffix = key.len() - shared;
     let slot = varint_len(u32::from(l.slot));
     let loc = match mode(pl, l) {
         Mode::NextSlot | Mode::NextBlock => 0,
@@ -318,26 +328,40 @@ fn decode(buf: &[u8], offset: u64, owner: u64, level: u8) -> Result<Node> {
     if count == 0 {
         return Err(corrupt("an empty page"));
     }
-    let mut entries: Vec<Entry> = Vec::with_capacity(count);
+    let bad = || corrupt("a malformed entry, or entries past the page's length");
     let mut at = HDR;
-    for _ in 0..count {
-        let e = if version == 1 {
-            decode_v1(buf, &mut at, len)
-        } else {
-            decode_v2(buf, &mut at, len, entries.last())
+    if version == 1 {
+        let mut entries: Vec<Entry> = Vec::with_capacity(count);
+        for _ in 0..count {
+            let e = decode_v1(buf, &mut at, len).ok_or_else(bad)?;
+            if entries.last().is_some_and(|p| p.0 >= e.0) {
+                return Err(corrupt("keys out of order"));
+            }
+            entries.push(e);
         }
-        .ok_or(corrupt(
-            "a malformed entry, or entries past the page's length",
-        ))?;
-        if entries.last().is_some_and(|p| p.0 >= e.0) {
+        if at != len {
+            return Err(corrupt("length does not match its entries"));
+        }
+        return Ok(Node::from_entries(level, &entries));
+    }
+    // Version 2 decodes straight into the node: no allocation an entry.
+    let mut n = Node {
+        level,
+        keys: Vec::with_capacity(2 * len),
+        ends: Vec::with_capacity(count),
+        vals: Vec::with_capacity(count),
+        size: HDR,
+    };
+    for i in 0..count {
+        decode_v2(buf, &mut at, len, &mut n).ok_or_else(bad)?;
+        if i > 0 && n.key(i - 1) >= n.key(i) {
             return Err(corrupt("keys out of order"));
         }
-        entries.push(e);
     }
     if at != len {
         return Err(corrupt("length does not match its entries"));
     }
-    Ok(Node::from_entries(level, &entries))
+    Ok(n.with_size())
 }
 
 /// A version 1 entry: `key length u16 | key | class u8 | chunk u32 | index u32 | slot u16`.
@@ -360,17 +384,24 @@ fn decode_v1(buf: &[u8], at: &mut usize, len: usize) -> Option<Entry> {
     Some((e[..n].to_vec(), l))
 }
 
-/// A version 2 entry (see the module docs), coded against `prev`.
-fn decode_v2(buf: &[u8], at: &mut usize, len: usize, prev: Option<&Entry>) -> Option<Entry> {
-    let (pk, pl): (&[u8], Loc) = prev.map_or((&[], ORIGIN), |p| (&p.0, p.1));
+/// A version 2 entry (see the module docs), coded against the last entry of `n`, appended
+/// to `n` (its size is left as it was); `None` if malformed (then `n` is left half changed).
+fn decode_v2(buf: &[u8], at: &mut usize, len: usize, n: &mut Node) -> Option<()> {
+    let (pk, pl) = match n.len().checked_sub(1) {
+        Some(p) => (n.key_range(p), n.vals[p]),
+        None => (0..0, ORIGIN),
+    };
     let shared = get_varint(buf, at, len)? as usize;
     let suffix = get_varint(buf, at, len)? as usize;
     let rest = buf
         .get(*at..at.checked_add(suffix)?)
         .filter(|_| *at + suffix <= len)?;
-    let mut key = Vec::with_capacity(shared + suffix);
-    key.extend_from_slice(pk.get(..shared)?);
-    key.extend_from_slice(rest);
+    if shared > pk.len() {
+        return None;
+    }
+    n.keys.extend_from_within(pk.start..pk.start + shared);
+    n.keys.extend_from_slice(rest);
+    n.ends.push(u32::try_from(n.keys.len()).ok()?);
     *at += suffix;
     let tag = *buf.get(*at).filter(|_| *at < len)?;
     *at += 1;
@@ -393,17 +424,15 @@ fn decode_v2(buf: &[u8], at: &mut usize, len: usize, prev: Option<&Entry>) -> Op
             (chunk, index, slot(at)?)
         }
     };
-    Some((
-        key,
-        Loc {
-            block: BlockRef {
-                class,
-                chunk,
-                index,
-            },
-            slot,
+    n.vals.push(Loc {
+        block: BlockRef {
+            class,
+            chunk,
+            index,
         },
-    ))
+        slot,
+    });
+    Some(())
 }
 
 /// The primary index of one table: the tree as of the last checkpoint and the changes since.
@@ -1287,14 +1316,15 @@ impl<'a, D: BlockDevice> Pages<'a, D> {
     ) -> Result<Vec<Kid>> {
         // An entry's size depends on the one before it in its page: `first[i]` is entry i
         // opening a page, `after[i]` the sum of entries 1..i each coded after the one before.
-        let first: Vec<usize> = entries.iter().map(|e| entry_len(None, e)).collect();
+        let first: Vec<usize> = entries.iter().map(|e| entry_len(None, &e.0, e.1)).collect();
         let mut after = Vec::with_capacity(entries.len() + 1);
         after.push(0);
         for i in 0..entries.len() {
             let c = if i == 0 {
                 0
             } else {
-                entry_len(Some(&entries[i - 1]), &entries[i])
+                let (p, e) = (&entries[i - 1], &entries[i]);
+                entry_len(Some((&p.0, p.1)), &e.0, e.1)
             };
             after.push(after[i] + c);
         }
