@@ -361,6 +361,8 @@ fn decode(buf: &[u8], offset: u64, owner: u64, level: u8) -> Result<Node> {
     if at != len {
         return Err(corrupt("length does not match its entries"));
     }
+    // Decoded pages stay cached: hold no more than the keys.
+    n.keys.shrink_to_fit();
     Ok(n.with_size())
 }
 
