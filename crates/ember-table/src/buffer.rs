@@ -28,6 +28,34 @@ struct Entry {
     /// Recency links (clean blocks only; `NIL` at the ends and for dirty blocks).
     prev: usize,
     next: usize,
+    checked: Checked,
+}
+
+/// The slots of a block in RAM whose tuples matched their slots' checksums, so a scan that
+/// meets the block again need not compute them again.
+///
+/// Invariant: slot `i` is marked only after its tuple matched its slot's CRC, and the marks
+/// of a block are dropped whenever the [`Buffer`] hands the block out mutably
+/// ([`Buffer::get_mut`]) or replaces it ([`Buffer::insert`]); the only other access is
+/// shared ([`Buffer::get_checked`]). So a marked slot and its tuple are byte for byte what
+/// was checked: only bytes read from the device are checked, and those are not read again
+/// while the block stays in RAM.
+#[derive(Debug, Default)]
+pub(crate) struct Checked(Vec<u64>);
+
+impl Checked {
+    /// Whether slot `i` was checked.
+    pub(crate) fn has(&self, i: usize) -> bool {
+        self.0.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    /// Slot `i`'s tuple matched its checksum.
+    pub(crate) fn set(&mut self, i: usize) {
+        if self.0.len() <= i / 64 {
+            self.0.resize(i / 64 + 1, 0);
+        }
+        self.0[i / 64] |= 1 << (i % 64);
+    }
 }
 
 /// Blocks in RAM (see the module docs).
@@ -105,14 +133,29 @@ impl Buffer {
         self.map.contains_key(b)
     }
 
+    /// The block, to change or read (its [`Checked`] marks are dropped).
     pub(crate) fn get_mut(&mut self, b: &BlockRef) -> Option<&mut SlottedBlock> {
+        let e = self.touch(b)?;
+        e.checked.0.clear();
+        Some(&mut e.block)
+    }
+
+    /// The block to read, with the marks of its slots checked since it came into RAM or was
+    /// last handed out by [`get_mut`](Self::get_mut).
+    pub(crate) fn get_checked(&mut self, b: &BlockRef) -> Option<(&SlottedBlock, &mut Checked)> {
+        let e = self.touch(b)?;
+        Some((&e.block, &mut e.checked))
+    }
+
+    /// A block's entry, made the most recently used.
+    fn touch(&mut self, b: &BlockRef) -> Option<&mut Entry> {
         let i = *self.map.get(b)?;
         let dirty = self.entry(i)?.dirty;
         if !dirty && self.head != i {
             self.unlink(i);
             self.push_front(i);
         }
-        self.entry(i).map(|e| &mut e.block)
+        self.entry(i)
     }
 
     pub(crate) fn insert(&mut self, b: BlockRef, block: SlottedBlock) {
@@ -126,6 +169,7 @@ impl Buffer {
             dirty: false,
             prev: NIL,
             next: NIL,
+            checked: Checked::default(),
         };
         let i = match self.free.pop() {
             Some(i) => {
@@ -222,6 +266,40 @@ mod tests {
     fn blk() -> SlottedBlock {
         let mut b = SlottedBlock::new(1024, 1).unwrap();
         b.clean();
+        b
+    }
+
+    /// A block's checked slots are forgotten once the block is handed out to change: a
+    /// tuple changed behind its checksum is caught again.
+    #[test]
+    fn checked_slots_are_forgotten_when_the_block_may_change() {
+        let mut buf = Buffer::default();
+        let mut b = SlottedBlock::new(1024, 1).unwrap();
+        let slot = b.insert(b"a tuple").unwrap();
+        buf.insert(r(1), b);
+        let (blk, checked) = buf.get_checked(&r(1)).unwrap();
+        assert!(!checked.has(slot));
+        assert_eq!(blk.get(slot, 0).unwrap(), Some(&b"a tuple"[..]));
+        checked.set(slot);
+        assert!(
+            buf.get_checked(&r(1)).unwrap().1.has(slot),
+            "kept while only read"
+        );
+        let blk = buf.get_mut(&r(1)).unwrap();
+        let at = usize::from(blk.slot(slot).offset);
+        blk.load_tuple(at, b"A").unwrap();
+        let (blk, checked) = buf.get_checked(&r(1)).unwrap();
+        assert!(!checked.has(slot));
+        assert!(blk.get_with(slot, 0, !checked.has(slot)).is_err());
+        // A block put in its place starts with none checked.
+        buf.get_checked(&r(1)).unwrap().1.set(slot);
+        buf.insert(r(1), blk_with_tuple());
+        assert!(!buf.get_checked(&r(1)).unwrap().1.has(slot));
+    }
+
+    fn blk_with_tuple() -> SlottedBlock {
+        let mut b = SlottedBlock::new(1024, 1).unwrap();
+        b.insert(b"another").unwrap();
         b
     }
 

@@ -60,11 +60,11 @@ use std::sync::Arc;
 use ember_device::BlockDevice;
 
 use crate::allocator::BlockRef;
-use crate::buffer::Buffer;
+use crate::buffer::{Buffer, Checked};
 use crate::catalog::{Catalog, CatalogStore, TableEntry};
 use crate::error::{Result, TableError};
 use crate::format::{u32_at, u64_at};
-use crate::pindex::{Loc, MAX_KEY, Node, PIndex, Pages};
+use crate::pindex::{CHUNK, Chunk, Cursor, Loc, MAX_KEY, Node, PIndex, Pages};
 use crate::row::{RowValues, Value, encode_key, encode_row, row_values};
 use crate::schema::{IndexDef, IndexKind, Schema};
 #[cfg(feature = "secondary-index")]
@@ -213,6 +213,7 @@ impl Order {
         }
     }
 
+    #[cfg(feature = "secondary-index")]
     fn apply<T>(&self, hits: &mut Vec<T>) {
         if self.desc {
             hits.reverse();
@@ -685,6 +686,22 @@ impl<D: BlockDevice> Database<D> {
     }
 
     fn block_mut(&mut self, b: BlockRef) -> Result<&mut SlottedBlock> {
+        self.load_block(b)?;
+        self.cache
+            .get_mut(&b)
+            .ok_or(TableError::Invalid("block cache"))
+    }
+
+    /// A block to read, with its slots whose tuples were checked (see [`Checked`]).
+    fn block_checked(&mut self, b: BlockRef) -> Result<(&SlottedBlock, &mut Checked)> {
+        self.load_block(b)?;
+        self.cache
+            .get_checked(&b)
+            .ok_or(TableError::Invalid("block cache"))
+    }
+
+    /// Reads a block into RAM unless it is there.
+    fn load_block(&mut self, b: BlockRef) -> Result<()> {
         if !self.cache.contains(&b) {
             let (at, len) = self.sm.allocator().extent(b);
             let mut buf = vec![0u8; len as usize];
@@ -692,9 +709,7 @@ impl<D: BlockDevice> Database<D> {
             let block = SlottedBlock::from_bytes(buf, at)?;
             self.cache.insert(b, block);
         }
-        self.cache
-            .get_mut(&b)
-            .ok_or(TableError::Invalid("block cache"))
+        Ok(())
     }
 
     /// Reads blocks that lie one after another on the device with one read (the
@@ -1909,9 +1924,9 @@ impl<D: BlockDevice> Database<D> {
         self.range(table, Bound::Unbounded, Bound::Unbounded)
     }
 
-    /// The rows whose primary key lies within the bounds, in key order (a tree index walks
-    /// the range; a hash index filters a full scan and sorts). With the `prefetch` feature
-    /// blocks are read ahead in runs.
+    /// The rows whose primary key lies within the bounds, in key order (both index kinds
+    /// walk the range in the same tree). With the `prefetch` feature blocks are read ahead
+    /// in runs.
     pub fn range(
         &mut self,
         table: &str,
@@ -1941,6 +1956,13 @@ impl<D: BlockDevice> Database<D> {
     /// Like [`range_with`](Self::range_with), handing each row to `visit` as it decodes
     /// from its block (text and blobs borrowed from the block), so a caller with its own
     /// value type builds its rows without an intermediate copy.
+    ///
+    /// The primary index is read a chunk of at most [`CHUNK`] entries at a time (the tree
+    /// and the changes since the last checkpoint merged, from either end), and each chunk's
+    /// rows are visited before the next is read, so a scan's memory does not grow with the
+    /// range and `order.limit` bounds the index entries read too. A full range in storage
+    /// order (a hash index, not `order.keyed`) gathers the whole index first to sort it by
+    /// location. An error may come after some rows were visited.
     pub fn range_visit(
         &mut self,
         table: &str,
@@ -1959,31 +1981,117 @@ impl<D: BlockDevice> Database<D> {
         };
         let (lo, hi) = (enc(lo), enc(hi));
         let all = matches!((&lo, &hi), (Bound::Unbounded, Bound::Unbounded));
-        let mut hits = self.index_range(id, as_ref(&lo), as_ref(&hi))?;
-        if all && !order.keyed && self.tables[&id].index.kind == IndexKind::Hash {
-            // Storage order: block by block, slot by slot.
-            let at: HashMap<BlockRef, usize> = self.tables[&id]
-                .blocks
-                .iter()
-                .enumerate()
-                .map(|(i, b)| (*b, i))
-                .collect();
-            hits.sort_by_key(|(_, l)| (at.get(&l.block).copied(), l.slot));
-        }
-        order.apply(&mut hits);
+        let Some(t) = self.tables.get(&id) else {
+            return Ok(());
+        };
+        let mut chunk = Chunk::default();
         #[cfg(feature = "prefetch")]
-        let locs: Vec<Loc> = hits.iter().map(|(_, l)| *l).collect();
-        #[cfg(feature = "prefetch")]
-        let mut ahead = ReadAhead::new(&locs);
-        for (k, l) in hits {
+        let mut ahead = ReadAhead::default();
+        if all && !order.keyed && t.index.kind == IndexKind::Hash {
+            // Storage order, block by block, slot by slot: the whole index, sorted by
+            // location (one buffer of keys, not one allocation a row).
+            let mut cur = Cursor::new(Bound::Unbounded, Bound::Unbounded, false);
+            let mut part = Chunk::default();
+            let mut pages = Pages::new(&mut self.sm, &mut self.ipages, id);
+            loop {
+                pages.next_chunk(&t.index, &mut cur, CHUNK, &mut part)?;
+                if part.is_empty() {
+                    break;
+                }
+                chunk.append(&part);
+            }
+            let at: HashMap<BlockRef, usize> =
+                t.blocks.iter().enumerate().map(|(i, b)| (*b, i)).collect();
+            chunk.sort_by_loc(|l| (at.get(&l.block).copied(), l.slot));
+            if order.desc {
+                chunk.reverse();
+            }
+            if let Some(n) = order.limit {
+                chunk.truncate(n);
+            }
             #[cfg(feature = "prefetch")]
-            if !self.cache.contains(&l.block) {
-                let run = ahead.next_run(l.block);
+            ahead.start(chunk.locs());
+            let r = self.visit_chunk(
+                &chunk,
+                #[cfg(feature = "prefetch")]
+                &mut ahead,
+                &mut visit,
+            );
+            self.evict();
+            return r;
+        }
+        // Key order: the index a chunk at a time, each chunk's rows visited before the next
+        // is read, and clean blocks given back as the buffer allows after each.
+        let mut cur = Cursor::new(lo, hi, order.desc);
+        let mut left = order.limit.unwrap_or(usize::MAX);
+        while left > 0 {
+            let Some(t) = self.tables.get(&id) else { break };
+            Pages::new(&mut self.sm, &mut self.ipages, id).next_chunk(
+                &t.index,
+                &mut cur,
+                left.min(CHUNK),
+                &mut chunk,
+            )?;
+            if chunk.is_empty() {
+                break;
+            }
+            left -= chunk.len();
+            #[cfg(feature = "prefetch")]
+            ahead.start(chunk.locs());
+            let r = self.visit_chunk(
+                &chunk,
+                #[cfg(feature = "prefetch")]
+                &mut ahead,
+                &mut visit,
+            );
+            self.evict();
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Hands the rows `chunk` names to `visit`, in order, looking each block up once per
+    /// run of rows in it (and with the `prefetch` feature reading blocks ahead within the
+    /// chunk).
+    fn visit_chunk(
+        &mut self,
+        chunk: &Chunk,
+        #[cfg(feature = "prefetch")] ahead: &mut ReadAhead,
+        visit: &mut impl FnMut(RowValues<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let mut i = 0;
+        while i < chunk.len() {
+            let (_, l) = chunk.get(i);
+            let b = l.block;
+            #[cfg(feature = "prefetch")]
+            if !self.cache.contains(&b) {
+                let run = ahead.next_run(b);
                 self.load_run(&run)?;
             }
-            self.visit_row(l, &k, &mut visit)?;
+            let at = self.sm.allocator().extent(b).0;
+            let (block, checked) = self.block_checked(b)?;
+            // The run of rows in this block; an overflow row ends it (its bytes are read
+            // from other blocks, which needs the database).
+            let mut overflow = false;
+            while i < chunk.len() {
+                let (k, l) = chunk.get(i);
+                if l.block != b {
+                    break;
+                }
+                let body = tuple_body(block, checked, l, k, at)?;
+                if body.first() == Some(&OVERFLOW) {
+                    overflow = true;
+                    break;
+                }
+                visit(row_values(body)?)?;
+                i += 1;
+            }
+            if overflow {
+                let (k, l) = chunk.get(i);
+                self.visit_row(l, k, visit)?;
+                i += 1;
+            }
         }
-        self.evict();
         Ok(())
     }
 
@@ -2000,22 +2108,8 @@ impl<D: BlockDevice> Database<D> {
         f: &mut impl FnMut(RowValues<'_>) -> Result<T>,
     ) -> Result<T> {
         let at = self.sm.allocator().extent(loc.block).0;
-        let block = self.block_mut(loc.block)?;
-        let t = block
-            .get(usize::from(loc.slot), at)?
-            .ok_or(TableError::Corrupt {
-                structure: "primary index",
-                offset: at,
-                reason: "points at a free slot",
-            })?;
-        let (k, body) = split_tuple(t, at)?;
-        if k != key {
-            return Err(TableError::Corrupt {
-                structure: "primary index",
-                offset: at,
-                reason: "points at another key's tuple",
-            });
-        }
+        let (block, checked) = self.block_checked(loc.block)?;
+        let body = tuple_body(block, checked, loc, key, at)?;
         if parse_overflow(body, at)?.is_none() {
             // An inline row decodes straight from the block.
             return f(row_values(body)?);
@@ -2423,18 +2517,27 @@ struct ReadAhead {
 }
 
 #[cfg(feature = "prefetch")]
-impl ReadAhead {
-    fn new(locs: &[Loc]) -> Self {
-        let mut order: Vec<BlockRef> = Vec::new();
-        for l in locs {
-            if order.last() != Some(&l.block) {
-                order.push(l.block);
-            }
-        }
+impl Default for ReadAhead {
+    fn default() -> Self {
         ReadAhead {
-            order,
+            order: Vec::new(),
             at: 0,
             window: 1,
+        }
+    }
+}
+
+#[cfg(feature = "prefetch")]
+impl ReadAhead {
+    /// The blocks the scan needs next are those of `locs` (the rows of one chunk); the
+    /// window carries over from the chunk before.
+    fn start(&mut self, locs: impl Iterator<Item = Loc>) {
+        self.order.clear();
+        self.at = 0;
+        for l in locs {
+            if self.order.last() != Some(&l.block) {
+                self.order.push(l.block);
+            }
         }
     }
 
@@ -2475,14 +2578,6 @@ fn prefix_successor(mut k: Vec<u8>) -> Option<Vec<u8>> {
     None
 }
 
-fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(v) => Bound::Included(v.as_slice()),
-        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
 /// A secondary index entry's key before and after a change (`None`: no entry).
 #[cfg(feature = "secondary-index")]
 type KeyChange = (Option<Vec<u8>>, Option<Vec<u8>>);
@@ -2518,6 +2613,40 @@ fn owned_row(values: RowValues<'_>) -> Result<Vec<Value>> {
         out.push(v?.to_value());
     }
     Ok(out)
+}
+
+/// The body of the tuple at `loc` in `block` (at device offset `at`), which the primary
+/// index gives for `key`: checked against its slot's CRC (unless `checked` says it matched
+/// since the block came into RAM or last changed) and its key, so a corrupt tuple or a
+/// wrong index entry is an error, never another row.
+fn tuple_body<'b>(
+    block: &'b SlottedBlock,
+    checked: &mut Checked,
+    loc: Loc,
+    key: &[u8],
+    at: u64,
+) -> Result<&'b [u8]> {
+    let slot = usize::from(loc.slot);
+    let known = checked.has(slot);
+    let t = block
+        .get_with(slot, at, !known)?
+        .ok_or(TableError::Corrupt {
+            structure: "primary index",
+            offset: at,
+            reason: "points at a free slot",
+        })?;
+    if !known {
+        checked.set(slot);
+    }
+    let (k, body) = split_tuple(t, at)?;
+    if k != key {
+        return Err(TableError::Corrupt {
+            structure: "primary index",
+            offset: at,
+            reason: "points at another key's tuple",
+        });
+    }
+    Ok(body)
 }
 
 fn split_tuple(t: &[u8], at: u64) -> Result<(&[u8], &[u8])> {

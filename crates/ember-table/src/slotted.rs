@@ -375,10 +375,12 @@ impl SlottedBlock {
     /// Slot `i` as stored.
     pub fn slot(&self, i: usize) -> Slot {
         let at = SLOTS_AT + i * SLOT;
+        // One bounds check for the whole slot.
+        let s: &[u8; SLOT] = self.buf[at..at + SLOT].try_into().unwrap_or(&[0; SLOT]);
         Slot {
-            offset: u16_at(&self.buf, at),
-            len: u16_at(&self.buf, at + 2),
-            crc: u32_at(&self.buf, at + 4),
+            offset: u16::from_le_bytes([s[0], s[1]]),
+            len: u16::from_le_bytes([s[2], s[3]]),
+            crc: u32::from_le_bytes([s[4], s[5], s[6], s[7]]),
         }
     }
 
@@ -437,6 +439,13 @@ impl SlottedBlock {
     /// The tuple in slot `i`, checked against its checksum; `Ok(None)` for a free slot.
     /// `offset` is the block's device offset, for the error.
     pub fn get(&self, i: usize, offset: u64) -> Result<Option<&[u8]>> {
+        self.get_with(i, offset, true)
+    }
+
+    /// Like [`get`](Self::get), checking the tuple's checksum only with `check`: without it
+    /// only for a slot whose tuple was checked and has not changed since (see
+    /// [`Checked`](crate::buffer::Checked)).
+    pub(crate) fn get_with(&self, i: usize, offset: u64, check: bool) -> Result<Option<&[u8]>> {
         if i >= self.slot_count() {
             return Ok(None);
         }
@@ -445,7 +454,7 @@ impl SlottedBlock {
             return Ok(None);
         }
         let t = &self.buf[usize::from(s.offset)..usize::from(s.offset) + usize::from(s.len)];
-        if crc32fast::hash(t) != s.crc {
+        if check && crc32fast::hash(t) != s.crc {
             return Err(TableError::Corrupt {
                 structure: "tuple",
                 offset: offset + u64::from(s.offset),
