@@ -2009,16 +2009,12 @@ impl<D: BlockDevice> Database<D> {
             if let Some(n) = order.limit {
                 chunk.truncate(n);
             }
-            #[cfg(feature = "prefetch")]
-            ahead.start(chunk.locs());
-            let r = self.visit_chunk(
+            return self.visit_chunk(
                 &chunk,
                 #[cfg(feature = "prefetch")]
                 &mut ahead,
                 &mut visit,
             );
-            self.evict();
-            return r;
         }
         // Key order: the index a chunk at a time, each chunk's rows visited before the next
         // is read, and clean blocks given back as the buffer allows after each.
@@ -2036,24 +2032,40 @@ impl<D: BlockDevice> Database<D> {
                 break;
             }
             left -= chunk.len();
-            #[cfg(feature = "prefetch")]
-            ahead.start(chunk.locs());
-            let r = self.visit_chunk(
+            self.visit_chunk(
                 &chunk,
                 #[cfg(feature = "prefetch")]
                 &mut ahead,
                 &mut visit,
-            );
-            self.evict();
-            r?;
+            )?;
         }
         Ok(())
+    }
+
+    /// Visits a chunk's rows (reading ahead from its locations first), then gives clean
+    /// blocks back as the buffer allows — on error too.
+    fn visit_chunk(
+        &mut self,
+        chunk: &Chunk,
+        #[cfg(feature = "prefetch")] ahead: &mut ReadAhead,
+        visit: &mut impl FnMut(RowValues<'_>) -> Result<()>,
+    ) -> Result<()> {
+        #[cfg(feature = "prefetch")]
+        ahead.start(chunk.locs());
+        let r = self.visit_chunk_rows(
+            chunk,
+            #[cfg(feature = "prefetch")]
+            ahead,
+            visit,
+        );
+        self.evict();
+        r
     }
 
     /// Hands the rows `chunk` names to `visit`, in order, looking each block up once per
     /// run of rows in it (and with the `prefetch` feature reading blocks ahead within the
     /// chunk).
-    fn visit_chunk(
+    fn visit_chunk_rows(
         &mut self,
         chunk: &Chunk,
         #[cfg(feature = "prefetch")] ahead: &mut ReadAhead,

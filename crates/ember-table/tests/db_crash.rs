@@ -111,21 +111,43 @@ fn workload(
                 }
             }
         }
-        if step % 13 == 12 {
-            db.rollback()?;
-            continue;
-        }
-        // The commit in flight may or may not survive a cut: its state is a valid outcome.
-        st.commits.push(next.clone());
-        db.commit()?;
-        model = next;
-        if mode == Mode::Full {
-            st.durable = st.commits.len() - 1;
-        }
-        if step % 20 == 19 {
-            db.checkpoint()?;
-            st.durable = st.commits.len() - 1;
-        }
+        end_step(
+            &mut db,
+            st,
+            &mut model,
+            next,
+            mode,
+            step % 13 == 12,
+            step % 20 == 19,
+        )?;
+    }
+    Ok(())
+}
+
+/// Ends a workload's transaction: rolls it back, or commits it — recording the state it
+/// makes, and which commits are durable in `mode` — and then checkpoints if asked.
+fn end_step<D: ember_device::BlockDevice>(
+    db: &mut Database<D>,
+    st: &mut State,
+    model: &mut Model,
+    next: Model,
+    mode: Mode,
+    rollback: bool,
+    checkpoint: bool,
+) -> Result<(), TableError> {
+    if rollback {
+        return db.rollback();
+    }
+    // The commit in flight may or may not survive a cut: its state is a valid outcome.
+    st.commits.push(next.clone());
+    db.commit()?;
+    *model = next;
+    if mode == Mode::Full {
+        st.durable = st.commits.len() - 1;
+    }
+    if checkpoint {
+        db.checkpoint()?;
+        st.durable = st.commits.len() - 1;
     }
     Ok(())
 }
@@ -217,20 +239,15 @@ fn update_workload(
                 }
             }
         }
-        if step % 11 == 10 {
-            db.rollback()?;
-            continue;
-        }
-        st.commits.push(next.clone());
-        db.commit()?;
-        model = next;
-        if mode == Mode::Full {
-            st.durable = st.commits.len() - 1;
-        }
-        if step % 7 == 6 {
-            db.checkpoint()?;
-            st.durable = st.commits.len() - 1;
-        }
+        end_step(
+            &mut db,
+            st,
+            &mut model,
+            next,
+            mode,
+            step % 11 == 10,
+            step % 7 == 6,
+        )?;
     }
     Ok(())
 }
