@@ -18,14 +18,8 @@ use std::time::Instant;
 use ember_device::{Accounted, MemBlock, SplitMix64};
 use ember_table::{Database, IndexKind, Mode, Options, Schema, Value};
 
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse().unwrap())
-        .unwrap_or(default)
-}
+mod common;
+use common::arg;
 
 fn main() {
     let n = arg("--n", 100_000) as i64;
