@@ -1883,25 +1883,46 @@ impl<D: BlockDevice> Database<D> {
 
     /// The row with this primary key (for a rowid table: `[Integer(rowid)]`).
     pub fn get(&mut self, table: &str, key: &[Value]) -> Result<Option<Vec<Value>>> {
+        self.get_visit(table, key, owned_row, Ok)
+    }
+
+    /// Like [`get`](Self::get), handing the row to `visit` as it decodes from its block
+    /// (text and blobs borrowed), so a caller with its own value type builds it without an
+    /// intermediate copy — or, when the query cache answers or keeps the row, the owned row
+    /// to `owned`. `None` if there is no such row.
+    pub fn get_visit<T>(
+        &mut self,
+        table: &str,
+        key: &[Value],
+        visit: impl FnOnce(RowValues<'_>) -> Result<T>,
+        owned: impl FnOnce(Vec<Value>) -> Result<T>,
+    ) -> Result<Option<T>> {
         let id = self.table_id(table)?;
         let mut k = Vec::new();
         encode_key(key, &mut k);
         #[cfg(feature = "query-cache")]
         if let Some(row) = self.qcache.get(id, &k) {
-            return Ok(Some(row));
+            return owned(row).map(Some);
         }
         let Some(loc) = self.index_get(id, &k)? else {
             return Ok(None);
         };
         #[cfg(feature = "query-cache")]
-        let buffered = self.cache.contains(&loc.block);
-        let row = self.read_row(loc, &k)?;
-        #[cfg(feature = "query-cache")]
-        if self.opts.query_cache_bytes > 0 && !buffered {
+        if self.opts.query_cache_bytes > 0 && !self.cache.contains(&loc.block) {
+            let row = self.read_row(loc, &k)?;
             self.qcache.put(id, &k, &row, self.opts.query_cache_bytes);
+            self.evict();
+            return owned(row).map(Some);
         }
+        #[cfg(not(feature = "query-cache"))]
+        let _ = owned;
+        let mut visit = Some(visit);
+        let r = self.visit_row(loc, &k, &mut |values| match visit.take() {
+            Some(f) => f(values),
+            None => Err(TableError::Invalid("a row visited twice")),
+        });
         self.evict();
-        Ok(Some(row))
+        r.map(Some)
     }
 
     /// The largest primary key of a table (the rightmost leaf of the index tree and the
@@ -2108,6 +2129,7 @@ impl<D: BlockDevice> Database<D> {
     }
 
     /// The row at `loc`, which the primary index gives for `key`.
+    #[cfg(any(feature = "query-cache", feature = "secondary-index"))]
     fn read_row(&mut self, loc: Loc, key: &[u8]) -> Result<Vec<Value>> {
         self.visit_row(loc, key, &mut owned_row)
     }

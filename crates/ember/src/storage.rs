@@ -280,13 +280,25 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
     }
 
     fn get(&mut self, table: &str, rowid: i64) -> Result<Option<Vec<Value>>> {
-        match self
+        // `None` inside: the engine row's first value (its rowid) is not an integer.
+        let row = self
             .db
             .lock()?
-            .get(table, &[TValue::Integer(rowid)])
-            .map_err(err)?
-        {
-            Some(r) => Ok(Some(split(r)?.1)),
+            .get_visit(
+                table,
+                &[TValue::Integer(rowid)],
+                |mut values| match values.next().transpose()? {
+                    Some(ValueRef::Integer(_)) => Ok(Some(sql_values(values)?)),
+                    _ => Ok(None),
+                },
+                |r| Ok(split(r).ok().map(|(_, row)| row)),
+            )
+            .map_err(err)?;
+        match row {
+            Some(Some(r)) => Ok(Some(r)),
+            Some(None) => Err(SqlError::Storage(
+                "an engine row whose rowid is not an integer".into(),
+            )),
             None => Ok(None),
         }
     }
