@@ -830,7 +830,7 @@ impl<D: BlockDevice> Database<D> {
         };
         let delta = i64::from(loc.is_some()) - i64::from(old.is_some());
         t.index.count = t.index.count.saturating_add_signed(delta);
-        Ok((t.index.overlay.insert(key, loc), delta))
+        Ok((t.index.overlay.insert(key.into(), loc), delta))
     }
 
     /// Every page of a table's primary index tree.
@@ -1033,8 +1033,8 @@ impl<D: BlockDevice> Database<D> {
                 Undo::Index(id, k, before, delta) => {
                     if let Some(t) = self.tables.get_mut(&id) {
                         match before {
-                            Some(v) => t.index.overlay.insert(k, v),
-                            None => t.index.overlay.remove(&k),
+                            Some(v) => t.index.overlay.insert(k.into(), v),
+                            None => t.index.overlay.remove(k.as_slice()),
                         };
                         t.index.count = t.index.count.saturating_add_signed(-delta);
                     }

@@ -24,6 +24,7 @@ pub mod catalog;
 pub mod db;
 pub mod error;
 pub mod format;
+pub mod ikey;
 pub mod journal;
 pub mod pindex;
 #[cfg(feature = "query-cache")]

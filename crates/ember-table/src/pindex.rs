@@ -62,6 +62,7 @@ use ember_device::BlockDevice;
 use crate::allocator::BlockRef;
 use crate::error::{Result, TableError};
 use crate::format::{self, Kind, u32_at, u64_at};
+use crate::ikey::Key;
 use crate::schema::IndexKind;
 use crate::space::SpaceManager;
 
@@ -451,7 +452,7 @@ pub struct PIndex {
     /// Live entries, the overlay included.
     pub count: u64,
     /// Changes since the last checkpoint: `None` deletes the key.
-    pub overlay: BTreeMap<Vec<u8>, Option<Loc>>,
+    pub overlay: BTreeMap<Key, Option<Loc>>,
 }
 
 impl PIndex {
@@ -637,7 +638,7 @@ impl Cursor {
     }
 }
 
-fn bound_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+pub(crate) fn bound_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     match b {
         Bound::Included(v) => Bound::Included(v.as_slice()),
         Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
@@ -646,7 +647,7 @@ fn bound_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 }
 
 /// Whether no key lies within the bounds (a `BTreeMap` range panics on such bounds).
-fn empty_range(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+pub(crate) fn empty_range(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
     match (lo, hi) {
         (Bound::Included(a), Bound::Included(b)) => a > b,
         (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
@@ -809,7 +810,7 @@ impl<'a, D: BlockDevice> Pages<'a, D> {
             .iter()
             .rev()
             .find(|(_, v)| v.is_some())
-            .map(|(k, _)| k.clone());
+            .map(|(k, _)| k.to_vec());
         let Some(mut page) = ix.root else {
             return Ok(over);
         };
@@ -859,7 +860,7 @@ impl<'a, D: BlockDevice> Pages<'a, D> {
         for (k, l) in tree {
             while let Some((ok, ov)) = over.next_if(|(ok, _)| ok.as_slice() < k.as_slice()) {
                 if let Some(v) = ov {
-                    out.push((ok.clone(), v));
+                    out.push((ok.to_vec(), v));
                 }
             }
             match over.next_if(|(ok, _)| ok.as_slice() == k.as_slice()) {
@@ -870,7 +871,7 @@ impl<'a, D: BlockDevice> Pages<'a, D> {
         }
         for (ok, ov) in over {
             if let Some(v) = ov {
-                out.push((ok.clone(), v));
+                out.push((ok.to_vec(), v));
             }
         }
         Ok(out)
@@ -1054,7 +1055,7 @@ impl<'a, D: BlockDevice> Pages<'a, D> {
         &mut self,
         ix: &PIndex,
         cur: &mut Cursor,
-        over: impl Iterator<Item = (&'o Vec<u8>, &'o Option<Loc>)>,
+        over: impl Iterator<Item = (&'o Key, &'o Option<Loc>)>,
         max: usize,
         out: &mut Chunk,
     ) -> Result<()> {
@@ -1112,8 +1113,10 @@ impl<'a, D: BlockDevice> Pages<'a, D> {
         if ix.overlay.is_empty() {
             return Ok(st);
         }
-        let changes: Vec<(Vec<u8>, Option<Loc>)> =
-            std::mem::take(&mut ix.overlay).into_iter().collect();
+        let changes: Vec<(Vec<u8>, Option<Loc>)> = std::mem::take(&mut ix.overlay)
+            .into_iter()
+            .map(|(k, v)| (k.into(), v))
+            .collect();
         let (mut kids, mut level) = match ix.root {
             None => {
                 let sets: Vec<(Vec<u8>, Loc)> = changes
@@ -1635,7 +1638,7 @@ mod tests {
         ) {
             for (n, v) in changes {
                 let l = v.map(loc);
-                ix.overlay.insert(key(*n), l);
+                ix.overlay.insert(key(*n).into(), l);
                 match l {
                     Some(l) => model.insert(key(*n), l),
                     None => model.remove(&key(*n)),

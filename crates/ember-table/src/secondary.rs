@@ -9,13 +9,62 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
 use crate::error::{Result, TableError};
+use crate::ikey::Key;
+use crate::pindex::{bound_ref, empty_range};
 use crate::row::{Value, encode_key, encode_key_value};
 use crate::schema::{IndexDef, IndexKind};
 
+/// The primary keys filed under one index key: one for every key of a unique index and most
+/// keys of any index, so that case holds no set.
+#[derive(Debug)]
+enum Pks {
+    One(Key),
+    Many(BTreeSet<Key>),
+}
+
+impl Pks {
+    fn insert(&mut self, pk: Key) {
+        match self {
+            Pks::One(p) if *p == pk => {}
+            Pks::One(p) => {
+                let first = core::mem::replace(p, Key::new(&[]));
+                *self = Pks::Many(BTreeSet::from([first, pk]));
+            }
+            Pks::Many(s) => {
+                s.insert(pk);
+            }
+        }
+    }
+
+    /// Removes `pk`; whether none is left.
+    fn remove(&mut self, pk: &[u8]) -> bool {
+        match self {
+            Pks::One(p) => p.as_slice() == pk,
+            Pks::Many(s) => {
+                s.remove(pk);
+                if s.len() == 1 {
+                    if let Some(last) = s.pop_first() {
+                        *self = Pks::One(last);
+                    }
+                }
+                matches!(self, Pks::Many(s) if s.is_empty())
+            }
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Key> {
+        let (one, many) = match self {
+            Pks::One(p) => (Some(p), None),
+            Pks::Many(s) => (None, Some(s.iter())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+}
+
 #[derive(Debug)]
 enum Map {
-    Hash(HashMap<Vec<u8>, BTreeSet<Vec<u8>>>),
-    Tree(BTreeMap<Vec<u8>, BTreeSet<Vec<u8>>>),
+    Hash(HashMap<Key, Pks>),
+    Tree(BTreeMap<Key, Pks>),
 }
 
 /// One secondary index's contents.
@@ -46,34 +95,45 @@ impl Secondary {
         (k, null)
     }
 
-    fn set(&mut self, key: &[u8]) -> Option<&mut BTreeSet<Vec<u8>>> {
-        match &mut self.map {
-            Map::Hash(m) => m.get_mut(key),
-            Map::Tree(m) => m.get_mut(key),
+    fn pks(&self, key: &[u8]) -> Option<&Pks> {
+        match &self.map {
+            Map::Hash(m) => m.get(key),
+            Map::Tree(m) => m.get(key),
         }
     }
 
     /// Whether adding `pk` under `key` would break uniqueness.
     pub(crate) fn conflicts(&self, key: &[u8], null: bool, pk: &[u8]) -> bool {
-        let set = match &self.map {
-            Map::Hash(m) => m.get(key),
-            Map::Tree(m) => m.get(key),
-        };
-        self.def.unique && !null && set.is_some_and(|s| s.iter().any(|p| p != pk))
+        self.def.unique
+            && !null
+            && self
+                .pks(key)
+                .is_some_and(|s| s.iter().any(|p| p.as_slice() != pk))
     }
 
     pub(crate) fn add(&mut self, key: Vec<u8>, pk: Vec<u8>) {
+        let (key, pk) = (Key::from(key), Key::from(pk));
         match &mut self.map {
-            Map::Hash(m) => m.entry(key).or_default().insert(pk),
-            Map::Tree(m) => m.entry(key).or_default().insert(pk),
-        };
+            Map::Hash(m) => match m.get_mut(key.as_slice()) {
+                Some(s) => s.insert(pk),
+                None => {
+                    m.insert(key, Pks::One(pk));
+                }
+            },
+            Map::Tree(m) => match m.get_mut(key.as_slice()) {
+                Some(s) => s.insert(pk),
+                None => {
+                    m.insert(key, Pks::One(pk));
+                }
+            },
+        }
     }
 
     pub(crate) fn remove(&mut self, key: &[u8], pk: &[u8]) {
-        let empty = self.set(key).is_some_and(|s| {
-            s.remove(pk);
-            s.is_empty()
-        });
+        let empty = match &mut self.map {
+            Map::Hash(m) => m.get_mut(key).is_some_and(|s| s.remove(pk)),
+            Map::Tree(m) => m.get_mut(key).is_some_and(|s| s.remove(pk)),
+        };
         if empty {
             match &mut self.map {
                 Map::Hash(m) => m.remove(key),
@@ -84,11 +144,9 @@ impl Secondary {
 
     /// Primary keys of the rows whose encoded index key is `key`.
     pub(crate) fn get(&self, key: &[u8]) -> Vec<Vec<u8>> {
-        let hit = match &self.map {
-            Map::Hash(m) => m.get(key),
-            Map::Tree(m) => m.get(key),
-        };
-        hit.map(|s| s.iter().cloned().collect()).unwrap_or_default()
+        self.pks(key)
+            .map(|s| s.iter().map(|p| p.to_vec()).collect())
+            .unwrap_or_default()
     }
 
     /// Primary keys of the rows whose indexed columns equal `values`.
@@ -102,11 +160,86 @@ impl Secondary {
     /// (tree indexes only).
     pub(crate) fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Result<Vec<Vec<u8>>> {
         match &self.map {
+            Map::Tree(_) if empty_range(bound_ref(&lo), bound_ref(&hi)) => Ok(Vec::new()),
             Map::Tree(m) => Ok(m
-                .range((lo, hi))
-                .flat_map(|(_, s)| s.iter().cloned())
+                .range::<[u8], _>((bound_ref(&lo), bound_ref(&hi)))
+                .flat_map(|(_, s)| s.iter().map(|p| p.to_vec()))
                 .collect()),
             Map::Hash(_) => Err(TableError::Invalid("a range over a hash index")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index(kind: IndexKind, unique: bool) -> Secondary {
+        Secondary::new(IndexDef {
+            name: "i".into(),
+            columns: vec![0],
+            kind,
+            unique,
+        })
+    }
+
+    #[test]
+    fn keys_hold_one_or_many_primary_keys() {
+        for kind in [IndexKind::Hash, IndexKind::Tree] {
+            let mut s = index(kind, false);
+            let k = b"a key longer than twenty-two bytes".to_vec();
+            s.add(k.clone(), vec![1]);
+            s.add(k.clone(), vec![1]);
+            assert_eq!(s.get(&k), vec![vec![1]]);
+            s.add(k.clone(), vec![3]);
+            s.add(k.clone(), vec![2]);
+            assert_eq!(s.get(&k), vec![vec![1], vec![2], vec![3]]);
+            s.remove(&k, &[9]);
+            s.remove(&k, &[1]);
+            s.remove(&k, &[3]);
+            assert_eq!(s.get(&k), vec![vec![2]]);
+            s.remove(&k, &[7]);
+            assert_eq!(s.get(&k), vec![vec![2]], "another key's removal keeps it");
+            s.remove(&k, &[2]);
+            assert!(s.get(&k).is_empty());
+            assert!(s.pks(&k).is_none(), "an emptied key leaves the map");
+        }
+    }
+
+    #[test]
+    fn a_unique_index_conflicts_only_with_another_row() {
+        let mut s = index(IndexKind::Tree, true);
+        s.add(b"k".to_vec(), vec![1]);
+        assert!(s.conflicts(b"k", false, &[2]));
+        assert!(!s.conflicts(b"k", false, &[1]), "the row itself");
+        assert!(!s.conflicts(b"k", true, &[2]), "NULLs are exempt");
+        assert!(!s.conflicts(b"j", false, &[2]));
+        assert!(!index(IndexKind::Tree, false).conflicts(b"k", false, &[2]));
+    }
+
+    #[test]
+    fn ranges_come_in_index_order_and_empty_bounds_are_empty() {
+        let mut s = index(IndexKind::Tree, false);
+        for (k, pk) in [(b"c", 3u8), (b"a", 1), (b"b", 2), (b"b", 4)] {
+            s.add(k.to_vec(), vec![pk]);
+        }
+        let all = s.range(Bound::Unbounded, Bound::Unbounded).unwrap();
+        assert_eq!(all, vec![vec![1], vec![2], vec![4], vec![3]]);
+        let b = Bound::Included(b"b".to_vec());
+        assert_eq!(s.range(b.clone(), b).unwrap(), vec![vec![2], vec![4]]);
+        // Bounds a BTreeMap would panic on.
+        let (c, a) = (b"c".to_vec(), b"a".to_vec());
+        assert!(
+            s.range(Bound::Included(c.clone()), Bound::Included(a))
+                .unwrap()
+                .is_empty()
+        );
+        let x = Bound::Excluded(c);
+        assert!(s.range(x.clone(), x).unwrap().is_empty());
+        assert!(
+            index(IndexKind::Hash, false)
+                .range(Bound::Unbounded, Bound::Unbounded)
+                .is_err()
+        );
     }
 }
