@@ -16,7 +16,7 @@ use std::path::Path;
 
 use ember_device::Accounted;
 use ember_device::file::FileBlock;
-use ember_table::{Column, Database, IndexKind, Mode, Options, Schema, Value};
+use ember_table::{Column, Database, IndexKind, Mode, Options, Order, Schema, Value};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use serde_json::{Map, Value as Json, json};
 
@@ -445,12 +445,22 @@ impl Store for EmberApi {
     }
 
     fn scan(&mut self) -> Result<(u64, u64)> {
-        let rows = self.db.scan("t")?;
-        let bytes = rows
-            .iter()
-            .map(|r| r[1..].iter().map(table_value_len).sum::<usize>() as u64)
-            .sum();
-        Ok((rows.len() as u64, bytes))
+        // Rows are read in place, as SQLite's are read with `get_ref`.
+        let (mut n, mut bytes) = (0u64, 0u64);
+        let all = std::ops::Bound::Unbounded;
+        self.db
+            .range_visit("t", all, all, Order::default(), |row| {
+                n += 1;
+                for v in row.skip(1) {
+                    bytes += match v? {
+                        ember_table::ValueRef::Blob(b) => b.len(),
+                        ember_table::ValueRef::Text(t) => t.len(),
+                        _ => 0,
+                    } as u64;
+                }
+                Ok(())
+            })?;
+        Ok((n, bytes))
     }
 
     fn begin(&mut self) -> Result<()> {
