@@ -64,6 +64,7 @@ use crate::buffer::{Buffer, Checked};
 use crate::catalog::{Catalog, CatalogStore, TableEntry};
 use crate::error::{Result, TableError};
 use crate::format::{u32_at, u64_at};
+use crate::ikey::Key;
 use crate::pindex::{CHUNK, Chunk, Cursor, Loc, MAX_KEY, Node, PIndex, Pages};
 use crate::row::{RowValues, Value, encode_key, encode_row, row_values};
 use crate::schema::{IndexDef, IndexKind, Schema};
@@ -125,6 +126,12 @@ struct Table {
     blocks: Vec<BlockRef>,
     index: PIndex,
     next_rowid: i64,
+    /// An upper bound on the primary keys in the index, learned when first needed (`None`
+    /// until then; `Some(None)`: no key was ever there). A key above it cannot be in the
+    /// index, so inserting it needs no duplicate probe — the common case of a new rowid.
+    /// Every added key raises it; removals and rollbacks leave it high, which keeps it a
+    /// bound.
+    key_max: Option<Option<Key>>,
     /// Secondary index definitions (kept, and their contents rebuilt on open, even by a build
     /// without the module).
     defs: Vec<IndexDef>,
@@ -512,6 +519,7 @@ impl<D: BlockDevice> Database<D> {
                 blocks,
                 index,
                 next_rowid: 1,
+                key_max: None,
                 #[cfg(feature = "secondary-index")]
                 secondary: defs.iter().cloned().map(Secondary::new).collect(),
                 defs,
@@ -809,11 +817,28 @@ impl<D: BlockDevice> Database<D> {
         Pages::new(&mut self.sm, &mut self.ipages, id).get(&t.index, key)
     }
 
-    /// Sets (or with `None` removes) a key in a table's primary index overlay; returns the
-    /// overlay's entry before and the change in the row count.
-    /// Sets `key`'s entry in the overlay; `old` is its entry now if the caller has just
-    /// looked it up (else it is looked up here). Returns the overlay's previous entry and
-    /// the change in the entry count.
+    /// Whether `key` is above every primary key of the table (then it is not in the index).
+    fn above_all_keys(&mut self, id: u64, key: &[u8]) -> Result<bool> {
+        let Some(t) = self.tables.get(&id) else {
+            return Ok(false);
+        };
+        let max = match &t.key_max {
+            Some(m) => m.clone(),
+            None => {
+                let last = Pages::new(&mut self.sm, &mut self.ipages, id).last(&t.index)?;
+                let m = last.map(Key::from);
+                if let Some(t) = self.tables.get_mut(&id) {
+                    t.key_max = Some(m.clone());
+                }
+                m
+            }
+        };
+        Ok(max.is_none_or(|m| key > m.as_slice()))
+    }
+
+    /// Sets (with `None`: removes) `key`'s entry in a table's primary index overlay; `old` is
+    /// its entry now if the caller has just looked it up (else it is looked up here).
+    /// Returns the overlay's entry before and the change in the row count.
     fn index_put(
         &mut self,
         id: u64,
@@ -830,6 +855,11 @@ impl<D: BlockDevice> Database<D> {
         };
         let delta = i64::from(loc.is_some()) - i64::from(old.is_some());
         t.index.count = t.index.count.saturating_add_signed(delta);
+        if let (Some(_), Some(max)) = (loc, &mut t.key_max) {
+            if max.as_ref().is_none_or(|m| key.as_slice() > m.as_slice()) {
+                *max = Some(Key::new(&key));
+            }
+        }
         Ok((t.index.overlay.insert(key.into(), loc), delta))
     }
 
@@ -1775,7 +1805,7 @@ impl<D: BlockDevice> Database<D> {
         if key.len() > MAX_KEY {
             return Err(TableError::Constraint("primary key longer than 16 KiB"));
         }
-        if self.index_get(id, &key)?.is_some() {
+        if !self.above_all_keys(id, &key)? && self.index_get(id, &key)?.is_some() {
             return Err(TableError::Constraint("duplicate primary key"));
         }
         let t = &self.tables[&id];
