@@ -30,8 +30,12 @@ pub struct SuiteArgs {
     #[arg(long = "only", value_name = "WORKLOAD")]
     pub only: Vec<String>,
     /// Run only these systems (repeatable): ember-sql, ember-api, sqlite, fjall, redb.
-    #[arg(long = "system", value_name = "SYSTEM")]
+    #[arg(long = "system", value_name = "SYSTEM",
+          value_parser = ["ember-sql", "ember-api", "sqlite", "fjall", "redb"])]
     pub systems: Vec<String>,
+    /// Run only at this durability (repeatable): sync, async.
+    #[arg(long = "durability", value_name = "DURABILITY", value_parser = ["sync", "async"])]
+    pub durabilities: Vec<String>,
     /// Scale every size by this factor (after --quick): 0.1 runs a tenth of the operations.
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
@@ -62,6 +66,11 @@ impl SuiteArgs {
                 .only
                 .iter()
                 .any(|o| o == workload || workload.split('/').next() == Some(o.as_str()))
+    }
+
+    /// Whether `d` was asked for.
+    pub fn wants_durability(&self, d: Durability) -> bool {
+        self.durabilities.is_empty() || self.durabilities.iter().any(|x| x == d.name())
     }
 
     /// Whether `system` was asked for.
@@ -113,6 +122,10 @@ pub fn run_jobs<W>(
     jobs: &[Job<W>],
     run: impl Fn(&Job<W>, &Path) -> Result<Measured>,
 ) -> Result<(Vec<RunResult>, Map<String, Json>)> {
+    let jobs: Vec<&Job<W>> = jobs
+        .iter()
+        .filter(|j| args.wants_durability(j.durability))
+        .collect();
     let scratch = Scratch::new(&args.dir, &format!("ember-bench-{suite}"))?;
     let fs_name = file_system(scratch.dir()).unwrap_or_else(|| "unknown".into());
     let bar = progress(suite, jobs.len() as u64 * args.repeat);

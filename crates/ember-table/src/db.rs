@@ -55,7 +55,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
-use std::sync::Arc;
 
 use ember_device::BlockDevice;
 
@@ -65,7 +64,7 @@ use crate::catalog::{Catalog, CatalogStore, TableEntry};
 use crate::error::{Result, TableError};
 use crate::format::{u32_at, u64_at};
 use crate::ikey::Key;
-use crate::pindex::{CHUNK, Chunk, Cursor, Loc, MAX_KEY, Node, PIndex, Pages};
+use crate::pindex::{CHUNK, Chunk, Cursor, Loc, MAX_KEY, PIndex, PageCache, Pages};
 use crate::row::{RowValues, Value, encode_key, encode_row, row_values};
 use crate::schema::{IndexDef, IndexKind, Schema};
 #[cfg(feature = "secondary-index")]
@@ -392,10 +391,10 @@ pub struct Database<D: BlockDevice> {
     store: CatalogStore,
     next_id: u64,
     tables: BTreeMap<u64, Table>,
-    names: HashMap<String, u64>,
+    names: HashMap<String, u64, foldhash::fast::RandomState>,
     cache: Buffer,
     /// Decoded primary-index pages (see [`pindex`](crate::pindex)).
-    ipages: HashMap<BlockRef, Arc<Node>>,
+    ipages: PageCache,
     txn: Option<Txn>,
     explicit: bool,
     /// Blocks freed by committed transactions, given back at the next checkpoint.
@@ -423,9 +422,9 @@ impl<D: BlockDevice> Database<D> {
             store,
             next_id: 1,
             tables: BTreeMap::new(),
-            names: HashMap::new(),
+            names: HashMap::default(),
             cache: Buffer::default(),
-            ipages: HashMap::new(),
+            ipages: PageCache::default(),
             txn: None,
             explicit: false,
             deferred: Vec::new(),
@@ -448,9 +447,9 @@ impl<D: BlockDevice> Database<D> {
             store,
             next_id: catalog.next_id,
             tables: BTreeMap::new(),
-            names: HashMap::new(),
+            names: HashMap::default(),
             cache: Buffer::default(),
-            ipages: HashMap::new(),
+            ipages: PageCache::default(),
             txn: None,
             explicit: false,
             deferred: Vec::new(),

@@ -83,6 +83,9 @@ pub struct Loc {
     pub slot: u16,
 }
 
+/// Decoded index pages by block (block addresses are not chosen by users: a fast hash).
+pub type PageCache = HashMap<BlockRef, Arc<Node>, foldhash::fast::RandomState>;
+
 /// An index page in RAM.
 #[derive(Debug)]
 pub struct Node {
@@ -665,7 +668,7 @@ const CHUNK_KEY_BYTES: usize = 256 * 1024;
 /// Access to a table's index pages: the space manager and the decoded-page cache.
 pub struct Pages<'a, D: BlockDevice> {
     sm: &'a mut SpaceManager<D>,
-    cache: &'a mut HashMap<BlockRef, Arc<Node>>,
+    cache: &'a mut PageCache,
     owner: u64,
 }
 
@@ -679,11 +682,7 @@ fn corrupt(offset: u64, reason: &'static str) -> TableError {
 
 impl<'a, D: BlockDevice> Pages<'a, D> {
     /// The pages of table `owner`.
-    pub fn new(
-        sm: &'a mut SpaceManager<D>,
-        cache: &'a mut HashMap<BlockRef, Arc<Node>>,
-        owner: u64,
-    ) -> Self {
+    pub fn new(sm: &'a mut SpaceManager<D>, cache: &'a mut PageCache, owner: u64) -> Self {
         Pages { sm, cache, owner }
     }
 
@@ -1694,7 +1693,7 @@ mod tests {
                 let mut sm =
                     SpaceManager::format(MemBlock::new(32 << 20), FormatOptions::default())
                         .unwrap();
-                let mut cache = HashMap::new();
+                let mut cache = PageCache::default();
                 let mut ix = PIndex::new(IndexKind::Tree);
                 let mut model = BTreeMap::new();
                 apply(&mut ix, &mut model, &before);
@@ -1732,7 +1731,7 @@ mod tests {
         fn whole_leaves_deleted_by_the_overlay_are_skipped() {
             let mut sm =
                 SpaceManager::format(MemBlock::new(32 << 20), FormatOptions::default()).unwrap();
-            let mut cache = HashMap::new();
+            let mut cache = PageCache::default();
             let mut ix = PIndex::new(IndexKind::Tree);
             let mut model = BTreeMap::new();
             let all: Vec<(u16, Option<u32>)> = (0..3000).map(|n| (n, Some(u32::from(n)))).collect();

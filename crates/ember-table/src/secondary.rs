@@ -63,7 +63,8 @@ impl Pks {
 
 #[derive(Debug)]
 enum Map {
-    Hash(HashMap<Key, Pks>),
+    /// Keys hash with a per-map random seed (they come from users' rows).
+    Hash(HashMap<Key, Pks, foldhash::fast::RandomState>),
     Tree(BTreeMap<Key, Pks>),
 }
 
@@ -77,7 +78,7 @@ pub(crate) struct Secondary {
 impl Secondary {
     pub(crate) fn new(def: IndexDef) -> Self {
         let map = match def.kind {
-            IndexKind::Hash => Map::Hash(HashMap::new()),
+            IndexKind::Hash => Map::Hash(HashMap::default()),
             IndexKind::Tree => Map::Tree(BTreeMap::new()),
         };
         Secondary { def, map }
