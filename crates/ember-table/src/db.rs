@@ -665,7 +665,7 @@ impl<D: BlockDevice> Database<D> {
                     block: b,
                     slot: slot as u16,
                 };
-                self.index_put(id, key, Some(loc), None)?;
+                self.index_put(id, &key, Some(loc), None)?;
             }
             Op::Free(id, b, slot, key) => {
                 if !self.tables.contains_key(&id) {
@@ -685,7 +685,7 @@ impl<D: BlockDevice> Database<D> {
                     slot: slot as u16,
                 };
                 if self.index_get(id, &key)? == Some(here) {
-                    self.index_put(id, key, None, None)?;
+                    self.index_put(id, &key, None, None)?;
                 }
             }
         }
@@ -841,13 +841,13 @@ impl<D: BlockDevice> Database<D> {
     fn index_put(
         &mut self,
         id: u64,
-        key: Vec<u8>,
+        key: &[u8],
         loc: Option<Loc>,
         old: Option<Option<Loc>>,
     ) -> Result<(Option<Option<Loc>>, i64)> {
         let old = match old {
             Some(o) => o,
-            None => self.index_get(id, &key)?,
+            None => self.index_get(id, key)?,
         };
         let Some(t) = self.tables.get_mut(&id) else {
             return Ok((None, 0));
@@ -855,11 +855,11 @@ impl<D: BlockDevice> Database<D> {
         let delta = i64::from(loc.is_some()) - i64::from(old.is_some());
         t.index.count = t.index.count.saturating_add_signed(delta);
         if let (Some(_), Some(max)) = (loc, &mut t.key_max) {
-            if max.as_ref().is_none_or(|m| key.as_slice() > m.as_slice()) {
-                *max = Some(Key::new(&key));
+            if max.as_ref().is_none_or(|m| key > m.as_slice()) {
+                *max = Some(Key::new(key));
             }
         }
-        Ok((t.index.overlay.insert(key.into(), loc), delta))
+        Ok((t.index.overlay.insert(Key::new(key), loc), delta))
     }
 
     /// Every page of a table's primary index tree.
@@ -1752,6 +1752,46 @@ impl<D: BlockDevice> Database<D> {
         Ok(())
     }
 
+    /// Whether replacing the row at `loc` by `row` changes a value some secondary index of
+    /// the table holds (then its entries change). The stored row is compared in place; a
+    /// table with an indexed column past the 64th is taken to change.
+    #[cfg(feature = "secondary-index")]
+    fn indexed_values_change(
+        &mut self,
+        id: u64,
+        loc: Loc,
+        key: &[u8],
+        row: &[Value],
+    ) -> Result<bool> {
+        let Some(t) = self.tables.get(&id) else {
+            return Ok(true);
+        };
+        let mut mask = 0u64;
+        for c in t.secondary.iter().flat_map(|s| s.def.columns.iter()) {
+            match 1u64.checked_shl(*c as u32) {
+                Some(bit) if *c < 64 => mask |= bit,
+                _ => return Ok(true),
+            }
+        }
+        self.visit_row(loc, key, &mut |old| {
+            let mut seen = 0u64;
+            for (i, v) in old.enumerate().take(64) {
+                let bit = 1u64 << i;
+                if mask & bit != 0 {
+                    if row.get(i).map(Value::as_value_ref) != Some(v?) {
+                        return Ok(true);
+                    }
+                    seen |= bit;
+                    if seen == mask {
+                        return Ok(false);
+                    }
+                }
+            }
+            // An indexed column the stored row does not reach changes too.
+            Ok(seen != mask)
+        })
+    }
+
     // ----- rows ---------------------------------------------------------------------------
 
     fn key_of(t: &Table, row: &[Value]) -> Result<Vec<u8>> {
@@ -1861,7 +1901,9 @@ impl<D: BlockDevice> Database<D> {
             return Ok(false);
         };
         #[cfg(feature = "secondary-index")]
-        if !self.tables[&id].secondary.is_empty() {
+        if !self.tables[&id].secondary.is_empty()
+            && self.indexed_values_change(id, loc, &key, row)?
+        {
             let before = self.read_row(loc, &key)?;
             self.maintain(id, &key, Some(&before), Some(row))?;
         }
@@ -2200,7 +2242,7 @@ impl<D: BlockDevice> Database<D> {
         if !self.tables.contains_key(&id) {
             return Ok(());
         }
-        let (before, delta) = self.index_put(id, key.clone(), loc, old)?;
+        let (before, delta) = self.index_put(id, &key, loc, old)?;
         self.txn().undo.push(Undo::Index(id, key, before, delta));
         Ok(())
     }

@@ -170,3 +170,93 @@ fn prefix_ranges_over_a_two_column_index() {
         .unwrap();
     assert_eq!(ids(lt), (0..30).filter(|i| i % 3 == 0).collect::<Vec<_>>());
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+    /// Random inserts, updates (many keep the indexed values, some change one of them, some
+    /// collide in the unique index and are refused) and deletes, some inside rolled-back
+    /// transactions: every index lookup answers as a model of the rows does.
+    #[test]
+    fn indexes_answer_as_the_rows_do_after_random_writes(
+        ops in proptest::collection::vec(
+            (0u8..4, 0i64..12, 0u8..5, 0i64..4, proptest::prelude::any::<bool>()),
+            1..80,
+        ),
+    ) {
+        let opts = Options { mode: Mode::Metadata, ..Options::default() };
+        let mut db = Database::create(MemBlock::new(16 << 20), opts).unwrap();
+        db.create_table("people", people()).unwrap();
+        db.create_index("by_email", "people", &["email"], IndexKind::Tree, true).unwrap();
+        db.create_index("by_age", "people", &["age"], IndexKind::Hash, false).unwrap();
+        let mut model: std::collections::BTreeMap<i64, (String, i64)> = Default::default();
+        for (op, id, email, age, in_txn) in ops {
+            let email = format!("{email}@x");
+            let txn = in_txn && op != 3;
+            if txn {
+                db.begin().unwrap();
+            }
+            let before = model.clone();
+            let taken = |m: &std::collections::BTreeMap<i64, (String, i64)>| {
+                m.iter().any(|(i, (e, _))| *i != id && *e == email)
+            };
+            match op {
+                0 => {
+                    let r = db.insert("people", &p(id, &email, age));
+                    if model.contains_key(&id) || taken(&model) {
+                        proptest::prop_assert!(r.is_err());
+                    } else {
+                        r.unwrap();
+                        model.insert(id, (email, age));
+                    }
+                }
+                1 | 2 => {
+                    // op 2 keeps the email (only the age may change).
+                    let email = match (op, model.get(&id)) {
+                        (2, Some((e, _))) => e.clone(),
+                        _ => email,
+                    };
+                    let r = db.update("people", &p(id, &email, age));
+                    let collides = model
+                        .iter()
+                        .any(|(i, (e, _))| *i != id && *e == email);
+                    match (model.contains_key(&id), collides) {
+                        (false, _) => proptest::prop_assert!(!r.unwrap()),
+                        (true, true) => proptest::prop_assert!(r.is_err()),
+                        (true, false) => {
+                            proptest::prop_assert!(r.unwrap());
+                            model.insert(id, (email, age));
+                        }
+                    }
+                }
+                _ => {
+                    let there = db.delete("people", &[Value::Integer(id)]).unwrap();
+                    proptest::prop_assert_eq!(there, model.remove(&id).is_some());
+                }
+            }
+            if txn {
+                db.rollback().unwrap();
+                model = before;
+            }
+            for e in 0..5 {
+                let e = format!("{e}@x");
+                let got = db.find("by_email", &[Value::Text(e.clone())]).unwrap();
+                let want: Vec<Vec<Value>> = model
+                    .iter()
+                    .filter(|(_, (m, _))| *m == e)
+                    .map(|(i, (m, a))| p(*i, m, *a))
+                    .collect();
+                proptest::prop_assert_eq!(got, want);
+            }
+            for a in 0..4 {
+                let mut got = db.find("by_age", &[Value::Integer(a)]).unwrap();
+                got.sort_by_key(|r| match r[0] { Value::Integer(i) => i, _ => i64::MIN });
+                let want: Vec<Vec<Value>> = model
+                    .iter()
+                    .filter(|(_, (_, m))| *m == a)
+                    .map(|(i, (m, a))| p(*i, m, *a))
+                    .collect();
+                proptest::prop_assert_eq!(got, want);
+            }
+        }
+    }
+}
