@@ -42,6 +42,12 @@ pub enum SqlError {
     Transaction(String),
     /// The storage engine failed.
     Storage(String),
+    /// The storage engine refused a row that repeats a key of the named engine index, one
+    /// it enforces as unique itself (see [`Storage::enforces_unique`]); the executor reports
+    /// it with SQLite's UNIQUE constraint message.
+    ///
+    /// [`Storage::enforces_unique`]: crate::storage::Storage::enforces_unique
+    Unique(String),
 }
 
 /// The result type of the SQL front end.
@@ -89,6 +95,7 @@ impl fmt::Display for SqlError {
             SqlError::Parameter(m) => write!(f, "parameter error: {m}"),
             SqlError::Transaction(m) => write!(f, "{m}"),
             SqlError::Storage(m) => write!(f, "storage error: {m}"),
+            SqlError::Unique(index) => write!(f, "UNIQUE constraint failed: index {index}"),
         }
     }
 }

@@ -199,6 +199,10 @@ pub struct Executor<S: Storage> {
     leaf_defs: BTreeMap<String, Vec<LeafDef>>,
     /// Each table's definition as INSERT, UPDATE and DELETE use it; emptied with the plans.
     write_defs: BTreeMap<String, Rc<TableDef>>,
+    /// Per table (lowercase name): its one UNIQUE constraint is enforced by the engine's
+    /// index itself, so a plain INSERT of a new rowid does not probe it (see
+    /// [`Executor::engine_checks_unique`]); emptied with the plans.
+    engine_unique: BTreeMap<String, bool>,
     /// The statement running (its parse id).
     stmt_id: u64,
     /// Access paths chosen so far (cached ones not counted).
@@ -511,6 +515,7 @@ impl<S: Storage> Executor<S> {
             leaf_plans: BTreeMap::new(),
             leaf_defs: BTreeMap::new(),
             write_defs: BTreeMap::new(),
+            engine_unique: BTreeMap::new(),
             stmt_id: 0,
             plans_made: 0,
             no_subq_cache: false,
@@ -594,6 +599,7 @@ impl<S: Storage> Executor<S> {
         self.leaf_plans.clear();
         self.leaf_defs.clear();
         self.write_defs.clear();
+        self.engine_unique.clear();
     }
 
     /// Runs one parsed statement with its parameter values.
@@ -966,7 +972,8 @@ impl<S: Storage> Executor<S> {
         }
         self.undo.push(Undo::CreatedTable(engine.clone()));
         for u in &def.uniques {
-            self.storage.create_index(&u.engine, &engine, &u.columns)?;
+            self.storage
+                .create_unique_index(&u.engine, &engine, &u.columns)?;
         }
         self.master_insert("table", &def.name, &def.name, &engine, sql)?;
         self.catalog.tables.insert(key(&def.name), def);
@@ -1077,7 +1084,12 @@ impl<S: Storage> Executor<S> {
             _ => "i",
         };
         let engine = self.catalog.engine_name(prefix);
-        self.storage.create_index(&engine, &t.engine, &cols)?;
+        if ci.unique {
+            self.storage
+                .create_unique_index(&engine, &t.engine, &cols)?;
+        } else {
+            self.storage.create_index(&engine, &t.engine, &cols)?;
+        }
         self.undo.push(Undo::CreatedIndex(engine.clone()));
         self.master_insert("index", &ci.name, &t.name, &engine, sql)?;
         if ci.unique {
@@ -1339,7 +1351,8 @@ impl<S: Storage> Executor<S> {
         }
         for u in &def.uniques {
             if u.index.is_none() {
-                self.storage.create_index(&u.engine, &engine, &u.columns)?;
+                self.storage
+                    .create_unique_index(&u.engine, &engine, &u.columns)?;
             }
         }
         for idx in self
@@ -1350,7 +1363,12 @@ impl<S: Storage> Executor<S> {
             .collect::<Vec<_>>()
         {
             let ie = self.catalog.engine_name(if lsm { "li" } else { "i" });
-            self.storage.create_index(&ie, &engine, &idx.columns)?;
+            if idx.unique {
+                self.storage
+                    .create_unique_index(&ie, &engine, &idx.columns)?;
+            } else {
+                self.storage.create_index(&ie, &engine, &idx.columns)?;
+            }
             self.master_update(
                 "index",
                 &idx.name,
@@ -1403,6 +1421,22 @@ impl<S: Storage> Executor<S> {
                 name: name.to_string(),
             }),
         }
+    }
+
+    /// Whether the engine enforces the table's UNIQUE constraint itself: the table has one
+    /// (a second would leave which is reported first to the engine's order), and its index
+    /// was made by [`Storage::create_unique_index`] on an engine that does so.
+    fn engine_checks_unique(&mut self, t: &TableDef) -> Result<bool> {
+        let [u] = &t.uniques[..] else {
+            return Ok(false);
+        };
+        let name = lower(&t.name);
+        if let Some(&b) = self.engine_unique.get(&*name) {
+            return Ok(b);
+        }
+        let b = self.storage.enforces_unique(&u.engine)?;
+        self.engine_unique.insert(name.into_owned(), b);
+        Ok(b)
     }
 
     fn unique_error(&self, t: &TableDef, cols: &[usize]) -> SqlError {
@@ -1757,13 +1791,29 @@ impl<S: Storage> Executor<S> {
             if !self.check_row(&t, &mut row, rowid, ins.conflict)? {
                 continue;
             }
-            let Some(victims) = self.conflicts(&t, &row, rowid, fresh, None, ins.conflict)? else {
-                continue;
-            };
-            for v in victims {
-                self.delete_row(&t, v)?;
+            // A new rowid cannot clash; the one UNIQUE constraint the engine enforces itself
+            // is left to it (its refusal is reported as the probe would report it).
+            let engine_checks = fresh
+                && matches!(ins.conflict, Conflict::Abort | Conflict::Fail)
+                && self.engine_checks_unique(&t)?;
+            if !engine_checks {
+                let Some(victims) = self.conflicts(&t, &row, rowid, fresh, None, ins.conflict)?
+                else {
+                    continue;
+                };
+                for v in victims {
+                    self.delete_row(&t, v)?;
+                }
             }
-            self.storage.insert(&t.engine, rowid, &row)?;
+            self.storage
+                .insert(&t.engine, rowid, &row)
+                .map_err(|e| match e {
+                    SqlError::Unique(ix) => match t.uniques.iter().find(|u| u.engine == ix) {
+                        Some(u) => self.unique_error(&t, &u.columns),
+                        None => SqlError::Unique(ix),
+                    },
+                    e => e,
+                })?;
             self.undo.push(Undo::Inserted(t.engine.clone(), rowid));
             self.last_rowid = rowid;
             count += 1;

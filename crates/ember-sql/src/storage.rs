@@ -85,6 +85,23 @@ pub trait Storage {
     fn create_index(&mut self, index: &str, table: &str, columns: &[usize]) -> Result<()>;
     /// Drops an index.
     fn drop_index(&mut self, index: &str) -> Result<()>;
+    /// Creates an index that serves a UNIQUE constraint: as
+    /// [`create_index`](Self::create_index), and where the engine can, it refuses itself an
+    /// insert that would repeat a key without a NULL (see
+    /// [`enforces_unique`](Self::enforces_unique)).
+    fn create_unique_index(&mut self, index: &str, table: &str, columns: &[usize]) -> Result<()> {
+        self.create_index(index, table, columns)
+    }
+    /// Whether the engine refuses itself an [`insert`](Self::insert) that would repeat a key
+    /// (without a NULL) of this index, failing with [`SqlError::Unique`] naming it — then a
+    /// plain INSERT of a new rowid need not probe the index first. An index created by
+    /// [`create_index`](Self::create_index), or by an engine that cannot, is not.
+    ///
+    /// [`SqlError::Unique`]: crate::SqlError::Unique
+    fn enforces_unique(&mut self, index: &str) -> Result<bool> {
+        let _ = index;
+        Ok(false)
+    }
     /// The rows whose indexed values lie within the bounds, in index order. A bound may
     /// give fewer values than the index has columns: it then bounds that prefix (`a = 1` on
     /// an index of `(a, b)` is `Included([1])` at both ends).

@@ -1511,6 +1511,12 @@ impl<D: BlockDevice> Database<D> {
         })
     }
 
+    /// The definition of secondary index `name`, if there is one.
+    pub fn index_def(&self, name: &str) -> Option<&IndexDef> {
+        let (id, pos) = self.index_owner(name)?;
+        self.tables.get(&id)?.defs.get(pos)
+    }
+
     /// The secondary indexes of a table.
     pub fn indexes(&self, table: &str) -> Result<&[IndexDef]> {
         Ok(&self.tables[&self.table_id(table)?].defs)
@@ -1686,7 +1692,7 @@ impl<D: BlockDevice> Database<D> {
             for sec in &mut fresh {
                 let (k, null) = sec.key(&row);
                 if sec.conflicts(&k, null, &pk) {
-                    return Err(TableError::Constraint("a unique index finds a duplicate"));
+                    return Err(TableError::Unique(sec.def.name.clone()));
                 }
                 sec.add(k, pk.clone());
             }
@@ -1722,7 +1728,7 @@ impl<D: BlockDevice> Database<D> {
                 Some(row) => {
                     let (k, null) = sec.key(row);
                     if sec.conflicts(&k, null, pk) {
-                        return Err(TableError::Constraint("duplicate key in a unique index"));
+                        return Err(TableError::Unique(sec.def.name.clone()));
                     }
                     Some(k)
                 }

@@ -50,6 +50,8 @@ pub enum TableError {
     /// A row breaks a rule of its table (duplicate primary key, NULL in a NOT NULL column,
     /// wrong number of values).
     Constraint(&'static str),
+    /// A row would repeat the (non-NULL) key of the named unique secondary index.
+    Unique(String),
     /// The operation needs (or forbids) an open transaction.
     Transaction(&'static str),
     /// A configuration or argument is invalid.
@@ -84,6 +86,12 @@ impl fmt::Display for TableError {
             TableError::NoSuchTable(t) => write!(f, "no such table: {t}"),
             TableError::TableExists(t) => write!(f, "table {t} already exists"),
             TableError::Constraint(what) => write!(f, "constraint failed: {what}"),
+            TableError::Unique(index) => {
+                write!(
+                    f,
+                    "constraint failed: duplicate key in unique index {index}"
+                )
+            }
             TableError::Transaction(what) => write!(f, "transaction: {what}"),
             TableError::Invalid(what) => write!(f, "invalid: {what}"),
         }

@@ -54,10 +54,11 @@ fn secondary_indexes_follow_every_write() {
         vec![p(2, "b@x", 40)]
     );
     assert_eq!(db.find("by_age", &[Value::Integer(30)]).unwrap().len(), 2);
-    assert!(matches!(
+    assert_eq!(
         db.insert("people", &p(4, "a@x", 1)),
-        Err(TableError::Constraint(_))
-    ));
+        Err(TableError::Unique("by_email".into())),
+        "the error names the index"
+    );
     assert_eq!(
         db.row_count("people").unwrap(),
         3,

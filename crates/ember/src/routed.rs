@@ -436,6 +436,19 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
             self.table.create_index(index, t, columns)
         }
     }
+    fn create_unique_index(&mut self, index: &str, t: &str, columns: &[usize]) -> Result<()> {
+        if ts(t) || lsm(t) {
+            // Those engines leave uniqueness to the executor's probe.
+            return self.create_index(index, t, columns);
+        }
+        self.table.create_unique_index(index, t, columns)
+    }
+    fn enforces_unique(&mut self, index: &str) -> Result<bool> {
+        if ts(index) || lsm(index) {
+            return Ok(false);
+        }
+        self.table.enforces_unique(index)
+    }
     fn drop_index(&mut self, index: &str) -> Result<()> {
         if ts(index) {
             return self.ts.drop_index(index);

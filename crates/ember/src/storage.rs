@@ -90,7 +90,11 @@ fn collect_rows(
 }
 
 fn err(e: TableError) -> SqlError {
-    SqlError::Storage(e.to_string())
+    match e {
+        // The executor words it as SQLite does (it knows the table and columns).
+        TableError::Unique(index) => SqlError::Unique(index),
+        e => SqlError::Storage(e.to_string()),
+    }
 }
 
 /// Splits an engine row into (rowid, SQL row).
@@ -122,6 +126,33 @@ pub struct TableStorage<D: BlockDevice> {
 }
 
 impl<D: BlockDevice> TableStorage<D> {
+    /// Creates engine index `index` on `columns` (SQL positions) of `table`, unique or not.
+    fn new_index(
+        &mut self,
+        index: &str,
+        table: &str,
+        columns: &[usize],
+        unique: bool,
+    ) -> Result<()> {
+        let mut db = self.db.lock()?;
+        let schema = db.schema(table).map_err(err)?;
+        let names: Vec<String> = columns
+            .iter()
+            .map(|&c| {
+                schema
+                    .columns
+                    .get(c + 1)
+                    .map(|c| c.name.clone())
+                    .ok_or_else(|| {
+                        SqlError::Storage(format!("index {index}: column {c} out of range"))
+                    })
+            })
+            .collect::<Result<_>>()?;
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        db.create_index(index, table, &refs, IndexKind::Tree, unique)
+            .map_err(err)
+    }
+
     /// The rows whose rowid is within the bounds, decoded from their blocks straight into
     /// SQL rows.
     fn rows(
@@ -340,23 +371,15 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
     }
 
     fn create_index(&mut self, index: &str, table: &str, columns: &[usize]) -> Result<()> {
-        let mut db = self.db.lock()?;
-        let schema = db.schema(table).map_err(err)?;
-        let names: Vec<String> = columns
-            .iter()
-            .map(|&c| {
-                schema
-                    .columns
-                    .get(c + 1)
-                    .map(|c| c.name.clone())
-                    .ok_or_else(|| {
-                        SqlError::Storage(format!("index {index}: column {c} out of range"))
-                    })
-            })
-            .collect::<Result<_>>()?;
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        db.create_index(index, table, &refs, IndexKind::Tree, false)
-            .map_err(err)
+        self.new_index(index, table, columns, false)
+    }
+
+    fn create_unique_index(&mut self, index: &str, table: &str, columns: &[usize]) -> Result<()> {
+        self.new_index(index, table, columns, true)
+    }
+
+    fn enforces_unique(&mut self, index: &str) -> Result<bool> {
+        Ok(self.db.lock()?.index_def(index).is_some_and(|d| d.unique))
     }
 
     fn drop_index(&mut self, index: &str) -> Result<()> {
