@@ -41,7 +41,7 @@ use std::rc::Rc;
 
 use ember_device::MemBlock;
 use ember_device::file::{FileBlock, RawBlock};
-use ember_sql::{Executor, Parsed};
+use ember_sql::{Executor, Parsed, Started, Stream};
 use ember_table::{Database, Options};
 
 use crate::routed::Routed;
@@ -535,15 +535,15 @@ impl<'c> Statement<'c> {
         Ok(self.conn.changes() as usize)
     }
 
-    /// Runs a query; step through the rows with [`Rows::next`].
-    pub fn query<P: Params>(&mut self, params: P) -> Result<Rows> {
+    /// Runs a query; step through the rows with [`Rows::next`] (see [`Rows`] for when they
+    /// are read).
+    pub fn query<P: Params>(&mut self, params: P) -> Result<Rows<'_>> {
         let vals = params.bind(&self.parsed.params)?;
-        let out = self.conn.run(&self.parsed, vals)?;
-        Ok(Rows {
-            columns: out.columns,
-            rows: out.rows.into_iter(),
-            current: None,
-        })
+        let parsed = &self.parsed;
+        let started = self
+            .conn
+            .with(|inner| Ok(inner.exec.start(parsed, vals)?))?;
+        Ok(Rows::new(self.conn, parsed.clone(), started))
     }
 
     /// Runs a query and maps every row.
@@ -584,36 +584,134 @@ impl<'c> Statement<'c> {
     }
 }
 
-/// The rows of a query.
-#[derive(Debug)]
-pub struct Rows {
-    columns: Rc<[String]>,
-    rows: std::vec::IntoIter<Vec<Value>>,
-    current: Option<Row>,
+/// The rows of a query, stepped through with [`Rows::next`].
+///
+/// A SELECT of plain columns of one table whose rows come from a full scan or a rowid range
+/// (no join, grouping, aggregate, DISTINCT, ORDER BY or LIMIT) is read a chunk at a time as
+/// `next` asks, in rowid order, into the same buffers each chunk (a scan allocates nothing
+/// per row); any other query is computed when it runs. Other statements may run on the
+/// connection between `next` calls: the rows of a chunk not read yet are read as they are
+/// then (each row at most once, in rowid order), and a DROP TABLE or a change to the
+/// table's definition makes `next` return an error. An error ends the rows.
+pub struct Rows<'s> {
+    conn: &'s Connection,
+    parsed: Rc<Parsed>,
+    /// The query's rows still to read, if it is read a chunk at a time.
+    stream: Option<Stream>,
+    /// The rows read: `buf[pos..len]` are still to be returned; the vectors of the others
+    /// are reused by the next chunk.
+    buf: Vec<Vec<Value>>,
+    pos: usize,
+    len: usize,
+    /// A streamed row's width (its vector may hold more values after the result's).
+    width: Option<usize>,
+    /// The row `next` returned last; its vector is `buf[pos - 1]`'s, swapped out until the
+    /// next call.
+    current: Row,
+    lent: bool,
 }
 
-impl Rows {
+impl fmt::Debug for Rows<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rows")
+            .field("columns", &self.current.columns)
+            .field("streamed", &self.stream.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'s> Rows<'s> {
+    fn new(conn: &'s Connection, parsed: Rc<Parsed>, started: Started) -> Self {
+        let (columns, stream, buf, width) = match started {
+            Started::Done(out) => (out.columns, None, out.rows, None),
+            Started::Stream(s) => {
+                let width = s.width();
+                (s.columns().clone(), Some(s), Vec::new(), Some(width))
+            }
+        };
+        Rows {
+            conn,
+            parsed,
+            stream,
+            len: buf.len(),
+            buf,
+            pos: 0,
+            width,
+            current: Row {
+                values: Vec::new(),
+                width: 0,
+                columns,
+            },
+            lent: false,
+        }
+    }
+
     /// The next row, or None at the end.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<&Row>> {
-        self.current = self.rows.next().map(|values| Row {
-            values,
-            columns: self.columns.clone(),
-        });
-        Ok(self.current.as_ref())
+        if self.lent {
+            self.lent = false;
+            if let Some(slot) = self.buf.get_mut(self.pos.wrapping_sub(1)) {
+                std::mem::swap(slot, &mut self.current.values);
+            }
+        }
+        if self.pos >= self.len {
+            let Some(stream) = self.stream.as_mut() else {
+                return Ok(None);
+            };
+            self.pos = 0;
+            self.len = 0;
+            let (parsed, buf) = (&self.parsed, &mut self.buf);
+            let n = self
+                .conn
+                .with(|inner| Ok(inner.exec.next_chunk(parsed, stream, buf)?));
+            self.len = n?;
+            if self.len == 0 {
+                return Ok(None);
+            }
+        }
+        let Some(slot) = self.buf.get_mut(self.pos) else {
+            return Ok(None);
+        };
+        std::mem::swap(slot, &mut self.current.values);
+        self.pos += 1;
+        self.lent = true;
+        let all = self.current.values.len();
+        self.current.width = self.width.map_or(all, |w| w.min(all));
+        Ok(Some(&self.current))
     }
 
     /// The result's column names.
     pub fn column_names(&self) -> Vec<&str> {
-        self.columns.iter().map(String::as_str).collect()
+        self.current.columns.iter().map(String::as_str).collect()
     }
 }
 
 /// One result row.
-#[derive(Debug, Clone)]
 pub struct Row {
+    /// The values; the row is the first `width` of them.
     values: Vec<Value>,
+    width: usize,
     columns: Rc<[String]>,
+}
+
+impl fmt::Debug for Row {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Row")
+            .field("values", &self.values())
+            .field("columns", &self.columns)
+            .finish()
+    }
+}
+
+impl Clone for Row {
+    fn clone(&self) -> Self {
+        Row {
+            values: self.values().to_vec(),
+            width: self.len(),
+            columns: self.columns.clone(),
+        }
+    }
 }
 
 /// A column of a row, by position or by name.
@@ -623,7 +721,7 @@ pub trait RowIndex {
 }
 impl RowIndex for usize {
     fn index(&self, row: &Row) -> Result<usize> {
-        if *self < row.values.len() {
+        if *self < row.len() {
             Ok(*self)
         } else {
             Err(Error::InvalidColumnIndex(*self))
@@ -643,7 +741,7 @@ impl Row {
     /// A column value converted to `T`.
     pub fn get<I: RowIndex, T: FromSql>(&self, idx: I) -> Result<T> {
         let i = idx.index(self)?;
-        let v = &self.values[i];
+        let v = self.values().get(i).ok_or(Error::InvalidColumnIndex(i))?;
         T::from_sql(v).map_err(|found| Error::InvalidColumnType {
             index: i,
             name: self.columns.get(i).cloned().unwrap_or_default(),
@@ -654,22 +752,22 @@ impl Row {
     /// A column's value.
     pub fn get_value<I: RowIndex>(&self, idx: I) -> Result<&Value> {
         let i = idx.index(self)?;
-        Ok(&self.values[i])
+        self.values().get(i).ok_or(Error::InvalidColumnIndex(i))
     }
 
     /// All values.
     pub fn values(&self) -> &[Value] {
-        &self.values
+        self.values.get(..self.width).unwrap_or(&self.values)
     }
 
     /// Number of columns.
     pub fn len(&self) -> usize {
-        self.values.len()
+        self.values().len()
     }
 
     /// Whether the row has no columns.
     pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+        self.len() == 0
     }
 }
 
