@@ -379,7 +379,11 @@ impl Connection {
     /// Compiles one statement for running many times.
     pub fn prepare(&self, sql: &str) -> Result<Statement<'_>> {
         let parsed = self.parse_one(sql)?;
-        Ok(Statement { conn: self, parsed })
+        Ok(Statement {
+            conn: self,
+            parsed,
+            spare: Vec::new(),
+        })
     }
 
     /// Runs a query and maps its first row; [`Error::QueryReturnedNoRows`] if there is none.
@@ -514,6 +518,8 @@ fn table_options(o: &OpenOptions) -> Options {
 pub struct Statement<'c> {
     conn: &'c Connection,
     parsed: Rc<Parsed>,
+    /// The row buffers of the last streamed query, for the next one.
+    spare: Vec<Vec<Value>>,
 }
 
 impl fmt::Debug for Statement<'_> {
@@ -543,7 +549,12 @@ impl<'c> Statement<'c> {
         let started = self
             .conn
             .with(|inner| Ok(inner.exec.start(parsed, vals)?))?;
-        Ok(Rows::new(self.conn, parsed.clone(), started))
+        Ok(Rows::new(
+            self.conn,
+            parsed.clone(),
+            started,
+            &mut self.spare,
+        ))
     }
 
     /// Runs a query and maps every row.
@@ -596,6 +607,8 @@ impl<'c> Statement<'c> {
 pub struct Rows<'s> {
     conn: &'s Connection,
     parsed: Rc<Parsed>,
+    /// Where a streamed query's row buffers go when the rows are dropped (the statement's).
+    home: &'s mut Vec<Vec<Value>>,
     /// The query's rows still to read, if it is read a chunk at a time.
     stream: Option<Stream>,
     /// The rows read: `buf[pos..len]` are still to be returned; the vectors of the others
@@ -621,19 +634,30 @@ impl fmt::Debug for Rows<'_> {
 }
 
 impl<'s> Rows<'s> {
-    fn new(conn: &'s Connection, parsed: Rc<Parsed>, started: Started) -> Self {
-        let (columns, stream, buf, width) = match started {
-            Started::Done(out) => (out.columns, None, out.rows, None),
+    fn new(
+        conn: &'s Connection,
+        parsed: Rc<Parsed>,
+        started: Started,
+        home: &'s mut Vec<Vec<Value>>,
+    ) -> Self {
+        // `len`: the rows ready (a stream's buffers come with leftovers, none ready).
+        let (columns, stream, buf, len, width) = match started {
+            Started::Done(out) => {
+                let len = out.rows.len();
+                (out.columns, None, out.rows, len, None)
+            }
             Started::Stream(s) => {
                 let width = s.width();
-                (s.columns().clone(), Some(s), Vec::new(), Some(width))
+                let buf = std::mem::take(home);
+                (s.columns().clone(), Some(s), buf, 0, Some(width))
             }
         };
         Rows {
             conn,
             parsed,
+            home,
             stream,
-            len: buf.len(),
+            len,
             buf,
             pos: 0,
             width,
@@ -684,6 +708,20 @@ impl<'s> Rows<'s> {
     /// The result's column names.
     pub fn column_names(&self) -> Vec<&str> {
         self.current.columns.iter().map(String::as_str).collect()
+    }
+}
+
+impl Drop for Rows<'_> {
+    fn drop(&mut self) {
+        // A streamed query's buffers (at most a chunk's rows) serve the statement's next run.
+        if self.width.is_some() {
+            if self.lent {
+                if let Some(slot) = self.buf.get_mut(self.pos.wrapping_sub(1)) {
+                    std::mem::swap(slot, &mut self.current.values);
+                }
+            }
+            *self.home = std::mem::take(&mut self.buf);
+        }
     }
 }
 

@@ -491,6 +491,7 @@ fn a_query_stopped_early_and_run_again() {
             assert_eq!(r.get::<_, String>("c").unwrap(), text(got[got.len() - 1]));
         }
         assert_eq!(got, (4990..=N).collect::<Vec<_>>(), "{using}");
+        drop(rows);
         let names = st.query([1]).unwrap().column_names().join(",");
         assert_eq!(names, "k,c");
     }
