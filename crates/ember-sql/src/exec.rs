@@ -55,7 +55,7 @@ pub enum Started {
     /// Run to the end: every statement but a streamed SELECT.
     Done(Output),
     /// A SELECT whose rows are read a chunk at a time with [`Executor::next_chunk`].
-    Stream(Stream),
+    Stream(Box<Stream>),
 }
 
 /// A top-level SELECT that takes the short path ([`SimpleSelect`]) over a full scan or a
@@ -2077,7 +2077,7 @@ impl<S: Storage> Executor<S> {
             conjuncts(w, &mut conj);
         }
         if matches!(*p.plan.access, Access::Full | Access::RowidRange(..)) {
-            return Ok(Some(Started::Stream(self.stream(&p, &conj)?)));
+            return Ok(Some(Started::Stream(Box::new(self.stream(&p, &conj)?))));
         }
         let rows = self.leaf_rows(t, &p.leaf.scope, &p.plan, &conj)?;
         let mut out = Vec::with_capacity(rows.len());

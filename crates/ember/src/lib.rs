@@ -610,7 +610,7 @@ pub struct Rows<'s> {
     /// Where a streamed query's row buffers go when the rows are dropped (the statement's).
     home: &'s mut Vec<Vec<Value>>,
     /// The query's rows still to read, if it is read a chunk at a time.
-    stream: Option<Stream>,
+    stream: Option<Box<Stream>>,
     /// The rows read: `buf[pos..len]` are still to be returned; the vectors of the others
     /// are reused by the next chunk.
     buf: Vec<Vec<Value>>,

@@ -31,6 +31,7 @@ pub(crate) fn to_t(v: &Value) -> TValue {
 }
 
 /// A value borrowed from a table-engine row, copied into a SQL value.
+#[inline]
 fn from_ref(v: ValueRef<'_>) -> Value {
     match v {
         ValueRef::Null => Value::Null,
