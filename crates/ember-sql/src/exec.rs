@@ -58,8 +58,8 @@ pub enum Started {
     Stream(Box<Stream>),
 }
 
-/// A top-level SELECT that takes the short path ([`SimpleSelect`]) over a full scan or a
-/// rowid range, read a chunk at a time in rowid order: each chunk resumes after the last
+/// A top-level SELECT of plain columns of one table (no join, grouping, ORDER BY, LIMIT…)
+/// over a full scan or a rowid range, read a chunk at a time in rowid order: each chunk resumes after the last
 /// rowid the one before read, so statements may run on the executor between chunks. Rows
 /// past the chunks read so far are read as they are when their chunk is; a schema change
 /// that alters or drops the table ends the query with an error from
@@ -2202,14 +2202,14 @@ impl<S: Storage> Executor<S> {
                 Some(now) if now.engine == t.engine && now.sql == t.sql => s.schema = self.schema,
                 Some(_) => {
                     return Err(SqlError::invalid(format!(
-                        "the schema changed while a query read table {}: table {} was changed",
-                        t.name, t.name
+                        "table {} was changed while a query was reading it",
+                        t.name
                     )));
                 }
                 None => {
                     return Err(SqlError::invalid(format!(
-                        "the schema changed while a query read table {}: table {} was dropped",
-                        t.name, t.name
+                        "table {} was dropped while a query was reading it",
+                        t.name
                     )));
                 }
             }
@@ -2237,15 +2237,22 @@ impl<S: Storage> Executor<S> {
             if s.chunk < CHUNK_ROWS {
                 s.chunk = (s.chunk * 4).min(CHUNK_ROWS);
             }
-            let n = self
-                .storage
-                .scan_chunk(&t.engine, s.lo, s.hi, want, out)?
-                .min(out.len());
+            let (n, more) = self.storage.scan_chunk(&t.engine, s.lo, s.hi, want, out)?;
+            let n = n.min(out.len());
             let rows = &mut out[..n];
             match rows.last().and_then(|r| r.last()) {
                 None => s.done = true,
                 Some(Value::Integer(last)) => {
-                    s.done = n < want || *last == i64::MAX;
+                    if let Bound::Excluded(before) = s.lo {
+                        if *last <= before {
+                            // Never loop over the same rows again.
+                            return Err(SqlError::Storage(format!(
+                                "table {}: a scan resumed after rowid {before} ended at rowid {last}",
+                                t.name
+                            )));
+                        }
+                    }
+                    s.done = !more || *last == i64::MAX;
                     s.lo = Bound::Excluded(*last);
                 }
                 Some(_) => {

@@ -127,9 +127,8 @@ pub trait Storage {
     /// shorter) with the row's column values followed by its rowid as an integer — the
     /// layout the executor evaluates rows in — reusing the vector and, where the engine
     /// can, the buffers of the text and blob values already in it; `out` past the rows read
-    /// holds leftovers. Returns how many rows were read: at most `limit`, and fewer only
-    /// when the range holds no more (an engine that cannot stop early may read the whole
-    /// range, more than `limit`).
+    /// holds leftovers. Returns how many rows were read (at most `limit`, unless the engine
+    /// reads ranges whole) and whether the range may hold more after them.
     fn scan_chunk(
         &mut self,
         table: &str,
@@ -137,9 +136,10 @@ pub trait Storage {
         hi: Bound<i64>,
         limit: usize,
         out: &mut Vec<Vec<Value>>,
-    ) -> Result<usize> {
+    ) -> Result<(usize, bool)> {
         let rows = self.scan_limited(table, lo, hi, false, limit)?;
-        Ok(chunk_from_rows(rows, out))
+        let n = chunk_from_rows(rows, out);
+        Ok((n, n >= limit))
     }
     /// Like [`index_scan`](Self::index_scan), from the high end when `desc` (rows with
     /// equal indexed values then come in descending rowid order), and at most `limit` rows.

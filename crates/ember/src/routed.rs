@@ -423,15 +423,23 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
         hi: Bound<i64>,
         limit: usize,
         out: &mut Vec<Vec<Value>>,
-    ) -> Result<usize> {
+    ) -> Result<(usize, bool)> {
         if ts(t) {
-            // A series cannot stop early: the whole rest of the range is one chunk.
+            // A series cannot stop early: the rest of the range is one chunk.
             let rows = self.ts.scan(t, lo, hi)?;
-            return Ok(chunk_from_rows(rows, out));
+            return Ok((chunk_from_rows(rows, out), false));
         }
         if lsm(t) {
-            let rows = self.store(t)?.scan_limited(t, lo, hi, limit)?;
-            Ok(chunk_from_rows(rows, out))
+            let store = self.store(t)?;
+            if store.cache_stats().is_some() {
+                // The coordination cache keeps and answers whole range results: with it
+                // on, a range is read (or answered) whole, as one chunk.
+                let rows = store.scan(t, lo, hi)?;
+                return Ok((chunk_from_rows(rows, out), false));
+            }
+            let rows = store.scan_limited(t, lo, hi, limit)?;
+            let n = chunk_from_rows(rows, out);
+            Ok((n, n >= limit))
         } else {
             self.table.scan_chunk(t, lo, hi, limit, out)
         }

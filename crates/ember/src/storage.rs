@@ -374,7 +374,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         hi: Bound<i64>,
         limit: usize,
         out: &mut Vec<Vec<Value>>,
-    ) -> Result<usize> {
+    ) -> Result<(usize, bool)> {
         let b = |x: Bound<i64>| x.map(|i| [TValue::Integer(i)]);
         let (lo, hi) = (b(lo), b(hi));
         let (lo, hi) = (lo.as_ref().map(|a| &a[..]), hi.as_ref().map(|a| &a[..]));
@@ -397,7 +397,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
                 "an engine row whose rowid is not an integer".into(),
             ));
         }
-        Ok(n)
+        Ok((n, n >= limit))
     }
 
     fn max_rowid(&mut self, table: &str) -> Result<Option<i64>> {
