@@ -599,11 +599,14 @@ impl<'c> Statement<'c> {
 ///
 /// A SELECT of plain columns of one table whose rows come from a full scan or a rowid range
 /// (no join, grouping, aggregate, DISTINCT, ORDER BY or LIMIT) is read a chunk at a time as
-/// `next` asks, in rowid order, into the same buffers each chunk (a scan allocates nothing
-/// per row); any other query is computed when it runs. Other statements may run on the
-/// connection between `next` calls: the rows of a chunk not read yet are read as they are
-/// then (each row at most once, in rowid order), and a DROP TABLE or a change to the
-/// table's definition makes `next` return an error. An error ends the rows.
+/// `next` asks, in rowid order, into the same buffers each chunk (a scan of the table engine
+/// allocates nothing per row; an lsm table with its coordination cache on and a timeseries
+/// table give the whole range as the first chunk); any other query is computed when it
+/// runs. Other statements may run on the connection between `next` calls: the rows of the
+/// chunks not read yet are read as they are then (each row at most once, in rowid order),
+/// and a DROP TABLE or a change to the table's definition makes `next` return an error. A
+/// chunk's WHERE is checked before its rows come out, so an error in a row's WHERE can come
+/// before rows that precede it in its chunk. An error ends the rows.
 pub struct Rows<'s> {
     conn: &'s Connection,
     parsed: Rc<Parsed>,
