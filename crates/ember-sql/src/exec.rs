@@ -669,6 +669,10 @@ impl<S: Storage> Executor<S> {
 
     /// [`execute`](Self::execute) taking the parameter values (no copy).
     pub fn execute_owned(&mut self, p: &Parsed, params: Vec<Value>) -> Result<Output> {
+        if !matches!(p.stmt, Stmt::Select(_)) {
+            self.begin_statement(p, params);
+            return self.run(p);
+        }
         match self.start(p, params)? {
             Started::Done(out) => Ok(out),
             Started::Stream(mut s) => {
@@ -695,6 +699,17 @@ impl<S: Storage> Executor<S> {
     /// LIMIT…) is not read yet: its rows come a chunk at a time from
     /// [`next_chunk`](Self::next_chunk).
     pub fn start(&mut self, p: &Parsed, params: Vec<Value>) -> Result<Started> {
+        self.begin_statement(p, params);
+        if let Stmt::Select(s) = &p.stmt {
+            if let Some(started) = self.simple_select(s)? {
+                return Ok(started);
+            }
+        }
+        self.run(p).map(Started::Done)
+    }
+
+    /// Sets up the executor for a statement about to run.
+    fn begin_statement(&mut self, p: &Parsed, params: Vec<Value>) {
         self.params = params;
         self.stmt_id = p.id;
         if self.plans.len() + self.simple.len() + self.leaf_plans.len() > 4096 {
@@ -703,7 +718,12 @@ impl<S: Storage> Executor<S> {
         self.subq_cache.clear();
         self.subq_stack.clear();
         self.no_subq_cache = false;
-        let out = match &p.stmt {
+    }
+
+    /// Runs the statement [`begin_statement`](Self::begin_statement) set up, to the end (a
+    /// SELECT by the general path).
+    fn run(&mut self, p: &Parsed) -> Result<Output> {
+        match &p.stmt {
             Stmt::Begin => {
                 if self.explicit {
                     return Err(SqlError::Transaction(
@@ -739,9 +759,6 @@ impl<S: Storage> Executor<S> {
                 Ok(Output::default())
             }
             Stmt::Select(s) => {
-                if let Some(started) = self.simple_select(s)? {
-                    return Ok(started);
-                }
                 let (cols, rows) = self.query(s, None)?;
                 Ok(Output {
                     columns: cols.into(),
@@ -784,8 +801,7 @@ impl<S: Storage> Executor<S> {
                     }
                 }
             }
-        };
-        out.map(Started::Done)
+        }
     }
 
     fn undo_statement(&mut self) -> Result<()> {

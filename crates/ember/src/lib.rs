@@ -577,7 +577,25 @@ impl<'c> Statement<'c> {
         params: P,
         f: F,
     ) -> Result<T> {
-        let mut rows = self.query(params)?;
+        let vals = params.bind(&self.parsed.params)?;
+        let parsed = &self.parsed;
+        let started = self
+            .conn
+            .with(|inner| Ok(inner.exec.start(parsed, vals)?))?;
+        if let Started::Done(out) = started {
+            // Computed whole (a point query): the first row, without stepping.
+            let values = out
+                .rows
+                .into_iter()
+                .next()
+                .ok_or(Error::QueryReturnedNoRows)?;
+            return f(&Row {
+                width: values.len(),
+                values,
+                columns: out.columns,
+            });
+        }
+        let mut rows = Rows::new(self.conn, parsed.clone(), started, &mut self.spare);
         match rows.next()? {
             Some(r) => f(r),
             None => Err(Error::QueryReturnedNoRows),
