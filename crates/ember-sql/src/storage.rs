@@ -128,7 +128,9 @@ pub trait Storage {
     /// layout the executor evaluates rows in — reusing the vector and, where the engine
     /// can, the buffers of the text and blob values already in it; `out` past the rows read
     /// holds leftovers. Returns how many rows were read (at most `limit`, unless the engine
-    /// reads ranges whole) and whether the range may hold more after them.
+    /// reads ranges whole) and whether the range may hold more after them. The default
+    /// reads through [`scan_limited`](Self::scan_limited); an engine whose `scan_limited`
+    /// reads the whole range anyway should read it once here (and say there is no more).
     fn scan_chunk(
         &mut self,
         table: &str,
