@@ -42,6 +42,67 @@ pub struct Output {
     pub rows: Vec<Vec<Value>>,
 }
 
+/// Most rows a streamed query reads in one chunk.
+const CHUNK_ROWS: usize = 1024;
+
+/// Rows a streamed query reads in its first chunk (so `query_row` and `exists` read few);
+/// each later chunk is four times bigger, up to [`CHUNK_ROWS`].
+const FIRST_CHUNK_ROWS: usize = 16;
+
+/// A statement [`Executor::start`]ed.
+#[derive(Debug)]
+pub enum Started {
+    /// Run to the end: every statement but a streamed SELECT.
+    Done(Output),
+    /// A SELECT whose rows are read a chunk at a time with [`Executor::next_chunk`].
+    Stream(Box<Stream>),
+}
+
+/// A top-level SELECT of plain columns of one table (no join, grouping, ORDER BY, LIMIT…)
+/// over a full scan or a rowid range, read a chunk at a time in rowid order: each chunk resumes after the last
+/// rowid the one before read, so statements may run on the executor between chunks. Rows
+/// past the chunks read so far are read as they are when their chunk is; a schema change
+/// that alters or drops the table ends the query with an error from
+/// [`Executor::next_chunk`] (one that leaves the table's definition as it was does not).
+#[derive(Debug)]
+pub struct Stream {
+    /// The statement's short path (kept alive here when the executor forgets its plans).
+    plan: Rc<SimpleSelect>,
+    /// The statement's parse id.
+    stmt_id: u64,
+    /// Its parameter values (the executor holds another statement's between chunks).
+    params: Vec<Value>,
+    /// The rowids not read yet.
+    lo: Bound<i64>,
+    hi: Bound<i64>,
+    /// Nothing is left to read (or an error ended the query).
+    done: bool,
+    /// The executor's schema generation the plan was last checked against.
+    schema: u64,
+    /// Rows to read in the next chunk.
+    chunk: usize,
+    /// A row vector for projections that are not a prefix of the table's columns.
+    spare: Vec<Value>,
+}
+
+impl Stream {
+    /// The result's column names.
+    pub fn columns(&self) -> &Rc<[String]> {
+        &self.plan.names
+    }
+
+    /// The number of result columns: a row [`Executor::next_chunk`] fills holds the
+    /// result in its first `width` values.
+    pub fn width(&self) -> usize {
+        self.plan.cols.len()
+    }
+
+    /// Whether every row has been read (or an error ended the query).
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
 /// An inverse row operation, to undo a failed statement inside a transaction.
 #[derive(Debug)]
 enum Undo {
@@ -210,6 +271,9 @@ pub struct Executor<S: Storage> {
     /// The statement copied parts of its query (alias substitution): subquery results are
     /// not cached by address for the rest of it.
     no_subq_cache: bool,
+    /// Counts the times the plans were forgotten (schema changes among them): a
+    /// [`Stream`] planned under another count checks its table is unchanged.
+    schema: u64,
 }
 
 /// The conjuncts of a condition, borrowed.
@@ -519,6 +583,7 @@ impl<S: Storage> Executor<S> {
             stmt_id: 0,
             plans_made: 0,
             no_subq_cache: false,
+            schema: 0,
         };
         ex.reload_catalog()?;
         Ok(ex)
@@ -594,6 +659,7 @@ impl<S: Storage> Executor<S> {
     /// Drops every plan and cached table definition (after a schema change, or when there
     /// are many).
     fn forget_plans(&mut self) {
+        self.schema += 1;
         self.plans.clear();
         self.simple.clear();
         self.leaf_plans.clear();
@@ -609,6 +675,47 @@ impl<S: Storage> Executor<S> {
 
     /// [`execute`](Self::execute) taking the parameter values (no copy).
     pub fn execute_owned(&mut self, p: &Parsed, params: Vec<Value>) -> Result<Output> {
+        if !matches!(p.stmt, Stmt::Select(_)) {
+            self.begin_statement(p, params);
+            return self.run(p);
+        }
+        match self.start(p, params)? {
+            Started::Done(out) => Ok(out),
+            Started::Stream(mut s) => {
+                // One chunk of every row.
+                s.chunk = usize::MAX;
+                let mut rows = Vec::new();
+                let n = self.next_chunk(p, &mut s, &mut rows)?;
+                rows.truncate(n);
+                let width = s.width();
+                for r in &mut rows {
+                    r.truncate(width);
+                }
+                Ok(Output {
+                    columns: s.plan.names.clone(),
+                    rows,
+                })
+            }
+        }
+    }
+
+    /// Runs one parsed statement with its parameter values, like
+    /// [`execute_owned`](Self::execute_owned), except that a top-level SELECT of plain
+    /// columns of one table over a full scan or a rowid range (no join, grouping, ORDER BY,
+    /// LIMIT…) is not read yet: its rows come a chunk at a time from
+    /// [`next_chunk`](Self::next_chunk).
+    pub fn start(&mut self, p: &Parsed, params: Vec<Value>) -> Result<Started> {
+        self.begin_statement(p, params);
+        if let Stmt::Select(s) = &p.stmt {
+            if let Some(started) = self.simple_select(s)? {
+                return Ok(started);
+            }
+        }
+        self.run(p).map(Started::Done)
+    }
+
+    /// Sets up the executor for a statement about to run.
+    fn begin_statement(&mut self, p: &Parsed, params: Vec<Value>) {
         self.params = params;
         self.stmt_id = p.id;
         if self.plans.len() + self.simple.len() + self.leaf_plans.len() > 4096 {
@@ -617,6 +724,11 @@ impl<S: Storage> Executor<S> {
         self.subq_cache.clear();
         self.subq_stack.clear();
         self.no_subq_cache = false;
+    }
+
+    /// Runs the statement [`begin_statement`](Self::begin_statement) set up, to the end (a
+    /// SELECT by the general path).
+    fn run(&mut self, p: &Parsed) -> Result<Output> {
         match &p.stmt {
             Stmt::Begin => {
                 if self.explicit {
@@ -653,9 +765,6 @@ impl<S: Storage> Executor<S> {
                 Ok(Output::default())
             }
             Stmt::Select(s) => {
-                if let Some(out) = self.simple_select(s)? {
-                    return Ok(out);
-                }
                 let (cols, rows) = self.query(s, None)?;
                 Ok(Output {
                     columns: cols.into(),
@@ -2003,8 +2112,9 @@ impl<S: Storage> Executor<S> {
     }
 
     /// Runs a top-level SELECT by its [`SimpleSelect`] if it has one (`None`: it takes the
-    /// general path).
-    fn simple_select(&mut self, s: &Select) -> Result<Option<Output>> {
+    /// general path): a full scan or a rowid range is started as a [`Stream`], other access
+    /// paths are read whole.
+    fn simple_select(&mut self, s: &Select) -> Result<Option<Started>> {
         if !s.compounds.is_empty()
             || !s.order_by.is_empty()
             || s.limit.is_some()
@@ -2032,6 +2142,9 @@ impl<S: Storage> Executor<S> {
         if let Some(w) = filter {
             conjuncts(w, &mut conj);
         }
+        if matches!(*p.plan.access, Access::Full | Access::RowidRange(..)) {
+            return Ok(Some(Started::Stream(Box::new(self.stream(&p, &conj)?))));
+        }
         let rows = self.leaf_rows(t, &p.leaf.scope, &p.plan, &conj)?;
         let mut out = Vec::with_capacity(rows.len());
         for mut r in rows {
@@ -2053,10 +2166,206 @@ impl<S: Storage> Executor<S> {
                     .collect()
             });
         }
-        Ok(Some(Output {
+        Ok(Some(Started::Done(Output {
             columns: p.names.clone(),
             rows: out,
-        }))
+        })))
+    }
+
+    /// Starts a [`Stream`] of a short path over a full scan or a rowid range: decides the
+    /// WHERE's constant conjuncts and the range's bounds (as [`leaf_rows`](Self::leaf_rows)
+    /// and [`fetch`](Self::fetch) do, in the same order), reading no row.
+    fn stream(&mut self, p: &Rc<SimpleSelect>, conj: &[&Expr]) -> Result<Stream> {
+        if conj.len() != p.plan.constant.len() {
+            return Err(SqlError::invalid(
+                "internal: a cached plan does not fit its WHERE",
+            ));
+        }
+        let none = Scope::default();
+        let env = Env::empty(&none);
+        let mut bounds = Some((Bound::Unbounded, Bound::Unbounded));
+        for (c, _) in conj.iter().zip(&p.plan.constant).filter(|(_, k)| **k) {
+            if self.cond(c, &env)? != Some(true) {
+                bounds = None;
+                break;
+            }
+        }
+        if bounds.is_some() {
+            bounds = match &*p.plan.access {
+                Access::Full => bounds,
+                Access::RowidRange(lo, hi) => self.rowid_bounds(lo, hi, &env)?,
+                _ => {
+                    return Err(SqlError::invalid(
+                        "internal: a streamed query without a rowid range",
+                    ));
+                }
+            };
+        }
+        let (lo, hi, done) = match bounds {
+            Some((lo, hi)) => (lo, hi, false),
+            None => (Bound::Unbounded, Bound::Unbounded, true),
+        };
+        Ok(Stream {
+            plan: p.clone(),
+            stmt_id: self.stmt_id,
+            params: core::mem::take(&mut self.params),
+            lo,
+            hi,
+            done,
+            schema: self.schema,
+            chunk: FIRST_CHUNK_ROWS,
+            spare: Vec::new(),
+        })
+    }
+
+    /// Reads the next rows of a [`Stream`] of the statement `p` into `out`: returns `n`,
+    /// the result rows being the first [`width`](Stream::width) values of `out[..n]`, in
+    /// rowid order; 0 only when the query has no more rows. The rows' vectors (and, on
+    /// engines that can, their text and blob buffers) are reused from what `out` holds, so
+    /// a caller that hands the same `out` back each time reads a scan without allocating
+    /// per row. An error ends the query.
+    pub fn next_chunk(
+        &mut self,
+        p: &Parsed,
+        s: &mut Stream,
+        out: &mut Vec<Vec<Value>>,
+    ) -> Result<usize> {
+        if s.done {
+            return Ok(0);
+        }
+        if p.id != s.stmt_id {
+            s.done = true;
+            return Err(SqlError::invalid(
+                "internal: a query's rows asked for with another statement",
+            ));
+        }
+        core::mem::swap(&mut self.params, &mut s.params);
+        let stmt_id = core::mem::replace(&mut self.stmt_id, s.stmt_id);
+        let r = self.read_chunk(p, s, out);
+        self.stmt_id = stmt_id;
+        core::mem::swap(&mut self.params, &mut s.params);
+        if r.is_err() {
+            s.done = true;
+        }
+        r
+    }
+
+    /// [`next_chunk`](Self::next_chunk) with the statement's parameters in place.
+    fn read_chunk(
+        &mut self,
+        p: &Parsed,
+        s: &mut Stream,
+        out: &mut Vec<Vec<Value>>,
+    ) -> Result<usize> {
+        let plan = s.plan.clone();
+        let LeafSrc::Table(t) = &plan.leaf.src else {
+            return Err(SqlError::invalid("internal: a streamed query of no table"));
+        };
+        if s.schema != self.schema {
+            // The plans were forgotten since the last chunk: go on only while the table's
+            // definition is the one planned for.
+            match self.catalog.tables.get(&*lower(&t.name)) {
+                Some(now) if now.engine == t.engine && now.sql == t.sql => s.schema = self.schema,
+                Some(_) => {
+                    return Err(SqlError::invalid(format!(
+                        "table {} was changed while a query was reading it",
+                        t.name
+                    )));
+                }
+                None => {
+                    return Err(SqlError::invalid(format!(
+                        "table {} was dropped while a query was reading it",
+                        t.name
+                    )));
+                }
+            }
+        }
+        let internal = || SqlError::invalid("internal: a streamed statement that is not its query");
+        let Stmt::Select(sel) = &p.stmt else {
+            return Err(internal());
+        };
+        let SelectCore::Select { filter, .. } = &sel.first else {
+            return Err(internal());
+        };
+        let mut conj: Vec<&Expr> = Vec::new();
+        if let Some(w) = filter {
+            conjuncts(w, &mut conj);
+        }
+        if conj.len() != plan.plan.check.len() {
+            return Err(internal());
+        }
+        let filtered = plan.plan.check.contains(&true);
+        loop {
+            if s.done {
+                return Ok(0);
+            }
+            let want = s.chunk;
+            if s.chunk < CHUNK_ROWS {
+                s.chunk = (s.chunk * 4).min(CHUNK_ROWS);
+            }
+            let (n, more) = self.storage.scan_chunk(&t.engine, s.lo, s.hi, want, out)?;
+            let n = n.min(out.len());
+            let rows = &mut out[..n];
+            match rows.last().and_then(|r| r.last()) {
+                None => s.done = true,
+                Some(Value::Integer(last)) => {
+                    if let Bound::Excluded(before) = s.lo {
+                        if *last <= before {
+                            // Never loop over the same rows again.
+                            return Err(SqlError::Storage(format!(
+                                "table {}: a scan resumed after rowid {before} ended at rowid {last}",
+                                t.name
+                            )));
+                        }
+                    }
+                    s.done = !more || *last == i64::MAX;
+                    s.lo = Bound::Excluded(*last);
+                }
+                Some(_) => {
+                    return Err(SqlError::Storage(format!(
+                        "table {}: a scan returned a row without its rowid",
+                        t.name
+                    )));
+                }
+            }
+            // The rows that pass move to the front, in order.
+            let mut kept = n;
+            if filtered {
+                kept = 0;
+                'rows: for i in 0..n {
+                    let env = Env {
+                        scope: &plan.leaf.scope,
+                        row: &rows[i],
+                        outer: None,
+                        group: None,
+                    };
+                    for (c, _) in conj.iter().zip(&plan.plan.check).filter(|(_, k)| **k) {
+                        if self.cond(c, &env)? != Some(true) {
+                            continue 'rows;
+                        }
+                    }
+                    rows.swap(kept, i);
+                    kept += 1;
+                }
+            }
+            if !plan.prefix {
+                for r in &mut rows[..kept] {
+                    s.spare.clear();
+                    for &i in &plan.cols {
+                        s.spare.push(if plan.distinct_cols {
+                            r.get_mut(i)
+                                .map_or(Value::Null, |v| core::mem::replace(v, Value::Null))
+                        } else {
+                            r.get(i).cloned().unwrap_or(Value::Null)
+                        });
+                    }
+                    core::mem::swap(r, &mut s.spare);
+                }
+            }
+            if kept > 0 {
+                return Ok(kept);
+            }
+        }
     }
 
     /// The [`SimpleSelect`] of a query core, if it has that shape (see there).
@@ -3406,6 +3715,45 @@ impl<S: Storage> Executor<S> {
     }
 
     /// Reads the rows of table leaf `k` the access path gives, for the current env.
+    /// The rowid bounds of a [`Access::RowidRange`]'s ends (evaluated low end first), or
+    /// `None` when no row can be in the range. The bounds may be wider than the range (the
+    /// WHERE still checks every row).
+    fn rowid_bounds(
+        &mut self,
+        lo: &Option<(Expr, bool)>,
+        hi: &Option<(Expr, bool)>,
+        env: &Env<'_>,
+    ) -> Result<Option<(Bound<i64>, Bound<i64>)>> {
+        let mut bound = |b: &Option<(Expr, bool)>, upper: bool| -> Result<Option<Bound<i64>>> {
+            let Some((e, _incl)) = b else {
+                return Ok(Some(Bound::Unbounded));
+            };
+            let v = Self::probe(self.eval(e, env)?, Affinity::Integer);
+            Ok(match v {
+                Value::Integer(i) => Some(Bound::Included(i)),
+                Value::Real(r) if r.is_finite() => {
+                    let i = crate::value::real_to_i64(r);
+                    Some(Bound::Included(if upper {
+                        i.saturating_add(1)
+                    } else {
+                        i.saturating_sub(1)
+                    }))
+                }
+                Value::Null => None,
+                _ => Some(Bound::Unbounded), // text: let the filter decide
+            })
+        };
+        let (Some(l), Some(h)) = (bound(lo, false)?, bound(hi, true)?) else {
+            return Ok(None);
+        };
+        if let (Bound::Included(a), Bound::Included(b)) = (l, h) {
+            if a > b {
+                return Ok(None);
+            }
+        }
+        Ok(Some((l, h)))
+    }
+
     fn fetch(&mut self, t: &TableDef, a: &Access, env: &Env<'_>) -> Result<Vec<Vec<Value>>> {
         let with_rowid = |rows: Vec<(i64, Vec<Value>)>| -> Vec<Vec<Value>> {
             rows.into_iter()
@@ -3449,37 +3797,10 @@ impl<S: Storage> Executor<S> {
                 }
                 Ok(with_rowid(out))
             }
-            Access::RowidRange(lo, hi) => {
-                let mut bound =
-                    |b: &Option<(Expr, bool)>, upper: bool| -> Result<Option<Bound<i64>>> {
-                        let Some((e, _incl)) = b else {
-                            return Ok(Some(Bound::Unbounded));
-                        };
-                        let v = Self::probe(self.eval(e, env)?, Affinity::Integer);
-                        Ok(match v {
-                            Value::Integer(i) => Some(Bound::Included(i)),
-                            Value::Real(r) if r.is_finite() => {
-                                let i = crate::value::real_to_i64(r);
-                                Some(Bound::Included(if upper {
-                                    i.saturating_add(1)
-                                } else {
-                                    i.saturating_sub(1)
-                                }))
-                            }
-                            Value::Null => None,
-                            _ => Some(Bound::Unbounded), // text: let the filter decide
-                        })
-                    };
-                let (Some(l), Some(h)) = (bound(lo, false)?, bound(hi, true)?) else {
-                    return Ok(Vec::new());
-                };
-                if let (Bound::Included(a), Bound::Included(b)) = (l, h) {
-                    if a > b {
-                        return Ok(Vec::new());
-                    }
-                }
-                Ok(with_rowid(self.storage.scan(&t.engine, l, h)?))
-            }
+            Access::RowidRange(lo, hi) => match self.rowid_bounds(lo, hi, env)? {
+                Some((l, h)) => Ok(with_rowid(self.storage.scan(&t.engine, l, h)?)),
+                None => Ok(Vec::new()),
+            },
             Access::IndexEq(engine, _, affs, exprs) => {
                 let mut vals = Vec::new();
                 for (e, aff) in exprs.iter().zip(affs) {

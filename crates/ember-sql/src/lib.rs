@@ -24,7 +24,7 @@ pub mod storage;
 pub mod value;
 
 pub use error::{Result, SqlError};
-pub use exec::{Executor, Output};
+pub use exec::{Executor, Output, Started, Stream};
 pub use parser::{Parsed, is_blank, parse, parse_expr, split_statements};
 pub use storage::{ColumnSpec, MASTER, Row, Storage};
 pub use value::{Affinity, Value};

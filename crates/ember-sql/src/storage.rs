@@ -138,6 +138,28 @@ pub trait Storage {
         rows.truncate(limit);
         Ok(rows)
     }
+    /// The first rows whose rowid lies within the bounds, in ascending rowid order, read
+    /// into `out` for a query that steps through a table a chunk at a time (resuming with
+    /// `lo = Excluded(last rowid)`). Row `i` overwrites `out[i]` (pushed when `out` is
+    /// shorter) with the row's column values followed by its rowid as an integer — the
+    /// layout the executor evaluates rows in — reusing the vector and, where the engine
+    /// can, the buffers of the text and blob values already in it; `out` past the rows read
+    /// holds leftovers. Returns how many rows were read (at most `limit`, unless the engine
+    /// reads ranges whole) and whether the range may hold more after them. The default
+    /// reads through [`scan_limited`](Self::scan_limited); an engine whose `scan_limited`
+    /// reads the whole range anyway should read it once here (and say there is no more).
+    fn scan_chunk(
+        &mut self,
+        table: &str,
+        lo: Bound<i64>,
+        hi: Bound<i64>,
+        limit: usize,
+        out: &mut Vec<Vec<Value>>,
+    ) -> Result<(usize, bool)> {
+        let rows = self.scan_limited(table, lo, hi, false, limit)?;
+        let n = chunk_from_rows(rows, out);
+        Ok((n, n >= limit))
+    }
     /// Like [`index_scan`](Self::index_scan), from the high end when `desc` (rows with
     /// equal indexed values then come in descending rowid order), and at most `limit` rows.
     fn index_scan_limited(
@@ -169,6 +191,20 @@ pub trait Storage {
     /// An engine setting or statistic by name (`PRAGMA name`), as (column, value) rows.
     fn pragma(&mut self, name: &str, value: Option<&Value>)
     -> Result<Option<Vec<(String, Value)>>>;
+}
+
+/// Puts rows into a chunk buffer as [`Storage::scan_chunk`] lays them out (each row's
+/// values, then its rowid), moving each row in place of the buffer's old one; how many.
+pub fn chunk_from_rows(rows: Vec<Row>, out: &mut Vec<Vec<Value>>) -> usize {
+    let n = rows.len();
+    for (i, (id, mut row)) in rows.into_iter().enumerate() {
+        row.push(Value::Integer(id));
+        match out.get_mut(i) {
+            Some(slot) => *slot = row,
+            None => out.push(row),
+        }
+    }
+    n
 }
 
 /// The engine (`"table"`, `"lsm"` or `"timeseries"`) an engine-level table or index name

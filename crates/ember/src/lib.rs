@@ -41,7 +41,7 @@ use std::rc::Rc;
 
 use ember_device::MemBlock;
 use ember_device::file::{FileBlock, RawBlock};
-use ember_sql::{Executor, Parsed};
+use ember_sql::{Executor, Parsed, Started, Stream};
 use ember_table::{Database, Options};
 
 use crate::routed::Routed;
@@ -379,7 +379,11 @@ impl Connection {
     /// Compiles one statement for running many times.
     pub fn prepare(&self, sql: &str) -> Result<Statement<'_>> {
         let parsed = self.parse_one(sql)?;
-        Ok(Statement { conn: self, parsed })
+        Ok(Statement {
+            conn: self,
+            parsed,
+            spare: Vec::new(),
+        })
     }
 
     /// Runs a query and maps its first row; [`Error::QueryReturnedNoRows`] if there is none.
@@ -514,6 +518,8 @@ fn table_options(o: &OpenOptions) -> Options {
 pub struct Statement<'c> {
     conn: &'c Connection,
     parsed: Rc<Parsed>,
+    /// The row buffers of the last streamed query, for the next one.
+    spare: Vec<Vec<Value>>,
 }
 
 impl fmt::Debug for Statement<'_> {
@@ -535,15 +541,20 @@ impl<'c> Statement<'c> {
         Ok(self.conn.changes() as usize)
     }
 
-    /// Runs a query; step through the rows with [`Rows::next`].
-    pub fn query<P: Params>(&mut self, params: P) -> Result<Rows> {
+    /// Runs a query; step through the rows with [`Rows::next`] (see [`Rows`] for when they
+    /// are read).
+    pub fn query<P: Params>(&mut self, params: P) -> Result<Rows<'_>> {
         let vals = params.bind(&self.parsed.params)?;
-        let out = self.conn.run(&self.parsed, vals)?;
-        Ok(Rows {
-            columns: out.columns,
-            rows: out.rows.into_iter(),
-            current: None,
-        })
+        let parsed = &self.parsed;
+        let started = self
+            .conn
+            .with(|inner| Ok(inner.exec.start(parsed, vals)?))?;
+        Ok(Rows::new(
+            self.conn,
+            parsed.clone(),
+            started,
+            &mut self.spare,
+        ))
     }
 
     /// Runs a query and maps every row.
@@ -566,7 +577,25 @@ impl<'c> Statement<'c> {
         params: P,
         f: F,
     ) -> Result<T> {
-        let mut rows = self.query(params)?;
+        let vals = params.bind(&self.parsed.params)?;
+        let parsed = &self.parsed;
+        let started = self
+            .conn
+            .with(|inner| Ok(inner.exec.start(parsed, vals)?))?;
+        if let Started::Done(out) = started {
+            // Computed whole (a point query): the first row, without stepping.
+            let values = out
+                .rows
+                .into_iter()
+                .next()
+                .ok_or(Error::QueryReturnedNoRows)?;
+            return f(&Row {
+                width: values.len(),
+                values,
+                columns: out.columns,
+            });
+        }
+        let mut rows = Rows::new(self.conn, parsed.clone(), started, &mut self.spare);
         match rows.next()? {
             Some(r) => f(r),
             None => Err(Error::QueryReturnedNoRows),
@@ -584,36 +613,164 @@ impl<'c> Statement<'c> {
     }
 }
 
-/// The rows of a query.
-#[derive(Debug)]
-pub struct Rows {
-    columns: Rc<[String]>,
-    rows: std::vec::IntoIter<Vec<Value>>,
-    current: Option<Row>,
+/// The rows of a query, stepped through with [`Rows::next`].
+///
+/// A SELECT of plain columns of one table whose rows come from a full scan or a rowid range
+/// (no join, grouping, aggregate, DISTINCT, ORDER BY or LIMIT) is read a chunk at a time as
+/// `next` asks, in rowid order, into the same buffers each chunk (a scan of the table engine
+/// allocates nothing per row; an lsm table with its coordination cache on and a timeseries
+/// table give the whole range as the first chunk); any other query is computed when it
+/// runs. Other statements may run on the connection between `next` calls: the rows of the
+/// chunks not read yet are read as they are then (each row at most once, in rowid order),
+/// and a DROP TABLE or a change to the table's definition makes `next` return an error. A
+/// chunk's WHERE is checked before its rows come out, so an error in a row's WHERE can come
+/// before rows that precede it in its chunk. An error ends the rows.
+pub struct Rows<'s> {
+    conn: &'s Connection,
+    parsed: Rc<Parsed>,
+    /// Where a streamed query's row buffers go when the rows are dropped (the statement's).
+    home: &'s mut Vec<Vec<Value>>,
+    /// The query's rows still to read, if it is read a chunk at a time.
+    stream: Option<Box<Stream>>,
+    /// The rows read: `buf[pos..len]` are still to be returned; the vectors of the others
+    /// are reused by the next chunk.
+    buf: Vec<Vec<Value>>,
+    pos: usize,
+    len: usize,
+    /// A streamed row's width (its vector may hold more values after the result's).
+    width: Option<usize>,
+    /// The row `next` returned last; its vector is `buf[pos - 1]`'s, swapped out until the
+    /// next call.
+    current: Row,
+    lent: bool,
 }
 
-impl Rows {
+impl fmt::Debug for Rows<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rows")
+            .field("columns", &self.current.columns)
+            .field("streamed", &self.stream.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'s> Rows<'s> {
+    fn new(
+        conn: &'s Connection,
+        parsed: Rc<Parsed>,
+        started: Started,
+        home: &'s mut Vec<Vec<Value>>,
+    ) -> Self {
+        // `len`: the rows ready (a stream's buffers come with leftovers, none ready).
+        let (columns, stream, buf, len, width) = match started {
+            Started::Done(out) => {
+                let len = out.rows.len();
+                (out.columns, None, out.rows, len, None)
+            }
+            Started::Stream(s) => {
+                let width = s.width();
+                let buf = std::mem::take(home);
+                (s.columns().clone(), Some(s), buf, 0, Some(width))
+            }
+        };
+        Rows {
+            conn,
+            parsed,
+            home,
+            stream,
+            len,
+            buf,
+            pos: 0,
+            width,
+            current: Row {
+                values: Vec::new(),
+                width: 0,
+                columns,
+            },
+            lent: false,
+        }
+    }
+
     /// The next row, or None at the end.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<&Row>> {
-        self.current = self.rows.next().map(|values| Row {
-            values,
-            columns: self.columns.clone(),
-        });
-        Ok(self.current.as_ref())
+        if self.lent {
+            self.lent = false;
+            if let Some(slot) = self.buf.get_mut(self.pos.wrapping_sub(1)) {
+                std::mem::swap(slot, &mut self.current.values);
+            }
+        }
+        if self.pos >= self.len {
+            let Some(stream) = self.stream.as_mut() else {
+                return Ok(None);
+            };
+            self.pos = 0;
+            self.len = 0;
+            let (parsed, buf) = (&self.parsed, &mut self.buf);
+            let n = self
+                .conn
+                .with(|inner| Ok(inner.exec.next_chunk(parsed, stream, buf)?));
+            self.len = n?;
+            if self.len == 0 {
+                return Ok(None);
+            }
+        }
+        let Some(slot) = self.buf.get_mut(self.pos) else {
+            return Ok(None);
+        };
+        std::mem::swap(slot, &mut self.current.values);
+        self.pos += 1;
+        self.lent = true;
+        let all = self.current.values.len();
+        self.current.width = self.width.map_or(all, |w| w.min(all));
+        Ok(Some(&self.current))
     }
 
     /// The result's column names.
     pub fn column_names(&self) -> Vec<&str> {
-        self.columns.iter().map(String::as_str).collect()
+        self.current.columns.iter().map(String::as_str).collect()
+    }
+}
+
+impl Drop for Rows<'_> {
+    fn drop(&mut self) {
+        // A streamed query's buffers (at most a chunk's rows) serve the statement's next run.
+        if self.width.is_some() {
+            if self.lent {
+                if let Some(slot) = self.buf.get_mut(self.pos.wrapping_sub(1)) {
+                    std::mem::swap(slot, &mut self.current.values);
+                }
+            }
+            *self.home = std::mem::take(&mut self.buf);
+        }
     }
 }
 
 /// One result row.
-#[derive(Debug, Clone)]
 pub struct Row {
+    /// The values; the row is the first `width` of them.
     values: Vec<Value>,
+    width: usize,
     columns: Rc<[String]>,
+}
+
+impl fmt::Debug for Row {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Row")
+            .field("values", &self.values())
+            .field("columns", &self.columns)
+            .finish()
+    }
+}
+
+impl Clone for Row {
+    fn clone(&self) -> Self {
+        Row {
+            values: self.values().to_vec(),
+            width: self.len(),
+            columns: self.columns.clone(),
+        }
+    }
 }
 
 /// A column of a row, by position or by name.
@@ -623,7 +780,7 @@ pub trait RowIndex {
 }
 impl RowIndex for usize {
     fn index(&self, row: &Row) -> Result<usize> {
-        if *self < row.values.len() {
+        if *self < row.len() {
             Ok(*self)
         } else {
             Err(Error::InvalidColumnIndex(*self))
@@ -643,7 +800,7 @@ impl Row {
     /// A column value converted to `T`.
     pub fn get<I: RowIndex, T: FromSql>(&self, idx: I) -> Result<T> {
         let i = idx.index(self)?;
-        let v = &self.values[i];
+        let v = self.values().get(i).ok_or(Error::InvalidColumnIndex(i))?;
         T::from_sql(v).map_err(|found| Error::InvalidColumnType {
             index: i,
             name: self.columns.get(i).cloned().unwrap_or_default(),
@@ -654,22 +811,22 @@ impl Row {
     /// A column's value.
     pub fn get_value<I: RowIndex>(&self, idx: I) -> Result<&Value> {
         let i = idx.index(self)?;
-        Ok(&self.values[i])
+        self.values().get(i).ok_or(Error::InvalidColumnIndex(i))
     }
 
     /// All values.
     pub fn values(&self) -> &[Value] {
-        &self.values
+        self.values.get(..self.width).unwrap_or(&self.values)
     }
 
     /// Number of columns.
     pub fn len(&self) -> usize {
-        self.values.len()
+        self.values().len()
     }
 
     /// Whether the row has no columns.
     pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+        self.len() == 0
     }
 }
 

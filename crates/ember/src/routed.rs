@@ -24,7 +24,7 @@ use std::ops::Bound;
 
 use ember_lsm::Env;
 use ember_sql::catalog::Catalog;
-use ember_sql::storage::engine_of;
+use ember_sql::storage::{chunk_from_rows, engine_of};
 use ember_sql::{ColumnSpec, Result, Row, SqlError, Storage, Value};
 
 use crate::lsmstore::LsmStore;
@@ -414,6 +414,34 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
             Ok(rows)
         } else {
             self.table.scan_limited(t, lo, hi, desc, limit)
+        }
+    }
+    fn scan_chunk(
+        &mut self,
+        t: &str,
+        lo: Bound<i64>,
+        hi: Bound<i64>,
+        limit: usize,
+        out: &mut Vec<Vec<Value>>,
+    ) -> Result<(usize, bool)> {
+        if ts(t) {
+            // A series cannot stop early: the rest of the range is one chunk.
+            let rows = self.ts.scan(t, lo, hi)?;
+            return Ok((chunk_from_rows(rows, out), false));
+        }
+        if lsm(t) {
+            let store = self.store(t)?;
+            if store.cache_stats().is_some() {
+                // The coordination cache keeps and answers whole range results: with it
+                // on, a range is read (or answered) whole, as one chunk.
+                let rows = store.scan(t, lo, hi)?;
+                return Ok((chunk_from_rows(rows, out), false));
+            }
+            let rows = store.scan_limited(t, lo, hi, limit)?;
+            let n = chunk_from_rows(rows, out);
+            Ok((n, n >= limit))
+        } else {
+            self.table.scan_chunk(t, lo, hi, limit, out)
         }
     }
     fn max_rowid(&mut self, t: &str) -> Result<Option<i64>> {

@@ -31,6 +31,7 @@ pub(crate) fn to_t(v: &Value) -> TValue {
 }
 
 /// A value borrowed from a table-engine row, copied into a SQL value.
+#[inline]
 fn from_ref(v: ValueRef<'_>) -> Value {
     match v {
         ValueRef::Null => Value::Null,
@@ -49,6 +50,49 @@ pub(crate) fn sql_values(values: RowValues<'_>) -> std::result::Result<Vec<Value
         row.push(from_ref(v?));
     }
     Ok(row)
+}
+
+/// Overwrites `slot` with a value borrowed from a table-engine row, reusing the buffer of
+/// the text or blob already there when the new value is of the same kind.
+fn assign_ref(slot: &mut Value, v: ValueRef<'_>) {
+    match (slot, v) {
+        (Value::Blob(b), ValueRef::Blob(new)) => {
+            b.clear();
+            b.extend_from_slice(new);
+        }
+        (Value::Text(t), ValueRef::Text(new)) => {
+            t.clear();
+            t.push_str(new);
+        }
+        (slot, v) => *slot = from_ref(v),
+    }
+}
+
+/// Decodes an engine row (its rowid first) into `row` as [`Storage::scan_chunk`] lays it
+/// out — the SQL values, then the rowid — reusing the vector and the value buffers in it.
+/// `Ok(false)`: the engine row's first value (its rowid) is not an integer.
+fn fill_row(
+    row: &mut Vec<Value>,
+    mut values: RowValues<'_>,
+) -> std::result::Result<bool, RowError> {
+    let Some(ValueRef::Integer(id)) = values.next().transpose()? else {
+        return Ok(false);
+    };
+    let mut n = 0;
+    for v in values {
+        let v = v?;
+        match row.get_mut(n) {
+            Some(slot) => assign_ref(slot, v),
+            None => row.push(from_ref(v)),
+        }
+        n += 1;
+    }
+    match row.get_mut(n) {
+        Some(slot) => *slot = Value::Integer(id),
+        None => row.push(Value::Integer(id)),
+    }
+    row.truncate(n + 1);
+    Ok(true)
 }
 
 /// A value of the table engine's row encoding as a SQL value.
@@ -352,6 +396,39 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
             Order::asc(Some(limit))
         };
         self.rows(table, lo, hi, order)
+    }
+
+    fn scan_chunk(
+        &mut self,
+        table: &str,
+        lo: Bound<i64>,
+        hi: Bound<i64>,
+        limit: usize,
+        out: &mut Vec<Vec<Value>>,
+    ) -> Result<(usize, bool)> {
+        let b = |x: Bound<i64>| x.map(|i| [TValue::Integer(i)]);
+        let (lo, hi) = (b(lo), b(hi));
+        let (lo, hi) = (lo.as_ref().map(|a| &a[..]), hi.as_ref().map(|a| &a[..]));
+        let mut db = self.db.lock()?;
+        let (mut n, mut bad) = (0, false);
+        db.range_visit(table, lo, hi, Order::asc(Some(limit)), |values| {
+            if out.len() <= n {
+                out.push(Vec::new());
+            }
+            if fill_row(&mut out[n], values)? {
+                n += 1;
+            } else {
+                bad = true;
+            }
+            Ok(())
+        })
+        .map_err(err)?;
+        if bad {
+            return Err(SqlError::Storage(
+                "an engine row whose rowid is not an integer".into(),
+            ));
+        }
+        Ok((n, n >= limit))
     }
 
     fn max_rowid(&mut self, table: &str) -> Result<Option<i64>> {
