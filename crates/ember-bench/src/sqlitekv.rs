@@ -1025,6 +1025,7 @@ mod tests {
                 out: tmp.path().join("out"),
                 only: vec![],
                 systems: vec![],
+                durabilities: vec![],
                 scale: 0.01,
                 repeat: 1,
                 dir: tmp.path().join("scratch"),

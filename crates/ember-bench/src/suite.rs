@@ -457,6 +457,7 @@ mod tests {
             out: "o".into(),
             only: vec!["fillseq".into(), "read-heavy".into()],
             systems: vec![],
+            durabilities: vec![],
             scale: 0.5,
             repeat: 1,
             dir: "d".into(),
@@ -474,6 +475,9 @@ mod tests {
         assert!(a.wants_system(System::Redb));
         a.systems = vec!["sqlite".into()];
         assert!(a.wants_system(System::Sqlite) && !a.wants_system(System::EmberSql));
+        assert!(a.wants_durability(Durability::Sync) && a.wants_durability(Durability::Async));
+        a.durabilities = vec!["async".into()];
+        assert!(a.wants_durability(Durability::Async) && !a.wants_durability(Durability::Sync));
     }
 }
 
@@ -492,6 +496,7 @@ mod e2e {
             out: tmp.join("out"),
             only: vec![],
             systems: vec![],
+            durabilities: vec![],
             scale: 0.02,
             repeat: 1,
             dir: tmp.join("scratch"),
