@@ -367,7 +367,14 @@ impl<E: Env> Core<E> {
         Ok(b)
     }
 
-    fn get_from_table(&mut self, t: &TableMeta, key: &[u8]) -> Result<Option<Value>> {
+    /// `call` on the value of `key` if table `t` holds it (with a tombstone: `None`); `None`
+    /// if the table does not know the key.
+    fn get_from_table<T>(
+        &mut self,
+        t: &TableMeta,
+        key: &[u8],
+        call: &mut impl FnMut(Option<&[u8]>) -> T,
+    ) -> Result<Option<T>> {
         if !self.bloom(t)?.may_contain(key) {
             return Ok(None);
         }
@@ -377,37 +384,42 @@ impl<E: Env> Core<E> {
         };
         let block = self.data(t, *h)?;
         let mut cur = std::mem::take(&mut self.cursor);
-        let r = block
-            .get(key, &mut cur)
-            .map(|v| v.map(|v| v.map(<[u8]>::to_vec)));
+        let r = block.get(key, &mut cur).map(|v| v.map(&mut *call));
         self.cursor = cur;
         r
     }
 
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(v) = self.mem.get(key, u64::MAX) {
+    /// `f` on the value of `key` where it lies (no copy); `None` if there is none.
+    fn get_with<T>(&mut self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        let mut f = Some(f);
+        let mut call = |v: Option<&[u8]>| v.and_then(|v| f.take().map(|f| f(v)));
+        if let Some(v) = self.mem.get_with(key, u64::MAX, &mut call) {
             return Ok(v);
         }
         if let Some((imm, _)) = &self.imm
-            && let Some(v) = imm.get(key, u64::MAX)
+            && let Some(v) = imm.get_with(key, u64::MAX, &mut call)
         {
             return Ok(v);
         }
         let levels = self.levels.clone();
         for t in levels[0].iter().filter(|t| t.covers(key)) {
-            if let Some(v) = self.get_from_table(t, key)? {
+            if let Some(v) = self.get_from_table(t, key, &mut call)? {
                 return Ok(v);
             }
         }
         for level in levels.iter().skip(1) {
             let i = level.partition_point(|t| t.largest.as_slice() < key);
             if let Some(t) = level.get(i).filter(|t| t.covers(key))
-                && let Some(v) = self.get_from_table(t, key)?
+                && let Some(v) = self.get_from_table(t, key, &mut call)?
             {
                 return Ok(v);
             }
         }
         Ok(None)
+    }
+
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with(key, <[u8]>::to_vec)
     }
 
     /// Every key in `lo..hi` with its newest value or tombstone, into `out` (sorted by key;
@@ -995,6 +1007,13 @@ impl<E: Env> Db<E> {
     /// tables written before keep theirs (their filters say which).
     pub fn set_prefix_rule(&self, rule: Option<PrefixRule>) {
         lock(&self.shared.core).opts.prefix_rule = rule;
+    }
+
+    /// `f` on the value of `key`, borrowed where it lies (the memtable or a cached block,
+    /// under the lock: `f` must not call back into the database); `None` if the key has no
+    /// value. A point read that decodes the value saves [`get`](Self::get)'s copy.
+    pub fn get_with<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        lock(&self.shared.core).get_with(key, f)
     }
 
     /// Iterates over keys in `lower..upper`, in order, as of now.

@@ -102,7 +102,13 @@ fn run(ops: Vec<Op>) {
                 }
                 db.write(b, true).unwrap();
             }
-            Op::Get(k) => assert_eq!(db.get(&key(k)).unwrap(), model.get(&key(k)).cloned()),
+            Op::Get(k) => {
+                assert_eq!(db.get(&key(k)).unwrap(), model.get(&key(k)).cloned());
+                // The borrowing read sees the same value (and none for a deleted key).
+                let len = db.get_with(&key(k), |v| (v.len(), v.first().copied()));
+                let want = model.get(&key(k)).map(|v| (v.len(), v.first().copied()));
+                assert_eq!(len.unwrap(), want);
+            }
             Op::Range(a, b, incl) => {
                 let (a, b) = (key(a).min(key(b)), key(a).max(key(b)));
                 let hi = if incl {

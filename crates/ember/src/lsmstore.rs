@@ -77,6 +77,15 @@ fn decode_row(key: &[u8], bytes: &[u8]) -> Result<Vec<Value>> {
         .map_err(|e| SqlError::Storage(format!("lsm engine: row under key {key:02x?}: {e}")))
 }
 
+/// A name in lower case, borrowed when it already is (as the executor's engine names are).
+fn lower(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        std::borrow::Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(name)
+    }
+}
+
 fn meta_key(name: &str) -> Vec<u8> {
     let mut k = vec![META];
     k.extend_from_slice(name.to_ascii_lowercase().as_bytes());
@@ -207,6 +216,23 @@ impl<E: Env> LsmStore<E> {
         }
         cache.put(query, &b, vec![k.to_vec()], Vec::new());
         Ok(v)
+    }
+
+    /// `f` on the value under a key — pending writes, then the cache, then the tree —
+    /// borrowed where it lies when the cache is off (no copy); `None` if there is none.
+    fn read_with<T>(&mut self, k: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        if let Some(v) = self.pending.get(k) {
+            return Ok(v.as_deref().map(f));
+        }
+        if self.cache.is_none() {
+            return self.db.get_with(k, f).map_err(lerr);
+        }
+        Ok(self.read(k)?.as_deref().map(f))
+    }
+
+    /// A row decoded from where it lies ([`read_with`](Self::read_with)).
+    fn read_row(&mut self, key: &[u8]) -> Result<Option<Vec<Value>>> {
+        self.read_with(key, |v| decode_row(key, v))?.transpose()
     }
 
     /// Whether a cached range result may be used or kept for `[lo, hi)`: the cache is on
@@ -571,11 +597,7 @@ impl<E: Env> LsmStore<E> {
         let old = if entries.is_empty() {
             None
         } else {
-            self.read(&key)?
-        };
-        let old = match old {
-            Some(o) => Some(decode_row(&key, &o)?),
-            None => None,
+            self.read_row(&key)?
         };
         for (io, cols) in &entries {
             let new = Self::pick(row, cols);
@@ -590,7 +612,7 @@ impl<E: Env> LsmStore<E> {
             self.put(lsmkey::index_key(*io, &new, rowid), Vec::new());
         }
         self.put(key, encode_row(row));
-        if let Some(m) = self.max.get_mut(&table.to_ascii_lowercase()) {
+        if let Some(m) = self.max.get_mut(&*lower(table)) {
             *m = Some(m.map_or(rowid, |x| x.max(rowid)));
         }
         Ok(())
@@ -599,17 +621,24 @@ impl<E: Env> LsmStore<E> {
     /// Deletes a row; whether it existed.
     pub fn delete(&mut self, table: &str, rowid: i64) -> Result<bool> {
         let key = lsmkey::row_key(object(table)?, rowid);
-        let Some(old) = self.read(&key)? else {
-            return Ok(false);
-        };
-        let old = decode_row(&key, &old)?;
-        for (io, cols) in self.index_entries(table) {
-            self.del(lsmkey::index_key(io, &Self::pick(&old, &cols), rowid));
+        let entries = self.index_entries(table);
+        if entries.is_empty() {
+            // Only whether the row exists matters.
+            if self.read_with(&key, |_| ())?.is_none() {
+                return Ok(false);
+            }
+        } else {
+            let Some(old) = self.read_row(&key)? else {
+                return Ok(false);
+            };
+            for (io, cols) in entries {
+                self.del(lsmkey::index_key(io, &Self::pick(&old, &cols), rowid));
+            }
         }
         self.del(key);
-        let t = table.to_ascii_lowercase();
-        if self.max.get(&t) == Some(&Some(rowid)) {
-            self.max.remove(&t); // found again by the next max_rowid
+        let t = lower(table);
+        if self.max.get(&*t) == Some(&Some(rowid)) {
+            self.max.remove(&*t); // found again by the next max_rowid
         }
         Ok(true)
     }
@@ -617,16 +646,13 @@ impl<E: Env> LsmStore<E> {
     /// Whether a row has this rowid (the row is not decoded).
     pub fn contains(&mut self, table: &str, rowid: i64) -> Result<bool> {
         let key = lsmkey::row_key(object(table)?, rowid);
-        Ok(self.read(&key)?.is_some())
+        Ok(self.read_with(&key, |_| ())?.is_some())
     }
 
     /// The row under a rowid.
     pub fn get(&mut self, table: &str, rowid: i64) -> Result<Option<Vec<Value>>> {
         let key = lsmkey::row_key(object(table)?, rowid);
-        match self.read(&key)? {
-            Some(v) => Ok(Some(decode_row(&key, &v)?)),
-            None => Ok(None),
-        }
+        self.read_row(&key)
     }
 
     /// Rows with rowids within the bounds, in rowid order.
@@ -688,15 +714,14 @@ impl<E: Env> LsmStore<E> {
 
     /// The largest rowid in use (kept once known; a scan of the table the first time).
     pub fn max_rowid(&mut self, table: &str) -> Result<Option<i64>> {
-        let t = table.to_ascii_lowercase();
-        if let Some(m) = self.max.get(&t) {
+        if let Some(m) = self.max.get(&*lower(table)) {
             return Ok(*m);
         }
         let m = self
             .scan(table, Bound::Unbounded, Bound::Unbounded)?
             .last()
             .map(|r| r.0);
-        self.max.insert(t, m);
+        self.max.insert(table.to_ascii_lowercase(), m);
         Ok(m)
     }
 
@@ -765,15 +790,18 @@ impl<E: Env> LsmStore<E> {
         for (k, _) in self.index_items(&b)? {
             let rowid = index_rowid(&k)?;
             let key = lsmkey::row_key(obj, rowid);
-            let bytes = self.read(&key)?.ok_or_else(|| {
+            let missing = || {
                 SqlError::Storage(format!(
                     "lsm engine: index {index} names row {rowid} of object {obj}, which is \
                      missing"
                 ))
-            })?;
-            out.push((rowid, decode_row(&key, &bytes)?));
+            };
             if cacheable {
+                let bytes = self.read(&key)?.ok_or_else(missing)?;
+                out.push((rowid, decode_row(&key, &bytes)?));
                 raw.push((rowid, key, bytes));
+            } else {
+                out.push((rowid, self.read_row(&key)?.ok_or_else(missing)?));
             }
         }
         if cacheable
