@@ -361,10 +361,14 @@ impl Memtable {
             return; // an empty range (BTreeMap::range would panic)
         }
         let m = self.read();
+        // One descent to `lo` (a range with both bounds would search for `hi` too).
         for (k, versions) in m
             .map
-            .range::<[u8], _>((Bound::Included(lo), Bound::Excluded(hi)))
+            .range::<[u8], _>((Bound::Included(lo), Bound::Unbounded))
         {
+            if k.as_slice() >= hi {
+                break;
+            }
             if let Some(v) = versions.at(snap) {
                 f(k, v.as_deref());
             }
