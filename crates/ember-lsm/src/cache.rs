@@ -119,7 +119,7 @@ mod tests {
 
     fn block(n: u8) -> Cached {
         Cached::Bloom(Arc::new(
-            Bloom::decode(&[1, n, 0, 0, 0, 0, 0, 0, 0], 0, 0).unwrap(),
+            Bloom::decode(&[1, n, 0, 0, 0, 0, 0, 0, 0], false, 0, 0).unwrap(),
         ))
     }
 

@@ -190,6 +190,9 @@ pub enum BlockKind {
     Index = 2,
     /// The bloom filter of the table's keys.
     Bloom = 3,
+    /// The bloom filter of the table's keys and their prefixes under a rule (tables
+    /// written from 2026-11-23 on by a database given a prefix rule).
+    PrefixBloom = 4,
 }
 
 impl BlockKind {
@@ -197,7 +200,7 @@ impl BlockKind {
         match self {
             BlockKind::Data => "data block",
             BlockKind::Index => "index block",
-            BlockKind::Bloom => "bloom filter",
+            BlockKind::Bloom | BlockKind::PrefixBloom => "bloom filter",
         }
     }
 }
@@ -207,7 +210,7 @@ impl BlockKind {
 /// ```text
 ///  0 4  magic "ELBK"
 ///  4 1  format version (1)
-///  5 1  kind (1 data, 2 index, 3 bloom)
+///  5 1  kind (1 data, 2 index, 3 bloom, 4 prefix bloom)
 ///  6 2  reserved, zero
 ///  8 8  table id
 /// 16 4  payload length

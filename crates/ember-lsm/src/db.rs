@@ -31,7 +31,7 @@ use crate::iter::{Fetch, Merge, Source};
 use crate::manifest::{LogMeta, Manifest};
 use crate::memtable::{ENTRY_OVERHEAD, Memtable, Value, WriteBatch};
 use crate::sstable::block::{Cursor, DataBlock};
-use crate::sstable::bloom::Bloom;
+use crate::sstable::bloom::{Bloom, PrefixRule};
 use crate::sstable::{self, Handle, Index, TableBuilder, TableMeta};
 use crate::wal::{self, Wal};
 
@@ -58,6 +58,9 @@ pub struct Options {
     pub pinned_levels: usize,
     /// Bytes of each log blob.
     pub log_capacity: u64,
+    /// Keys whose prefixes also enter the bloom filters of the tables written (so
+    /// [`Db::probe`] can skip tables by prefix); `None`: full keys only.
+    pub prefix_rule: Option<PrefixRule>,
 }
 
 impl Options {
@@ -76,6 +79,7 @@ impl Options {
             level_multiplier: 10,
             pinned_levels: 2,
             log_capacity: wb as u64 + wb as u64 / 2 + 4096,
+            prefix_rule: None,
         }
     }
 }
@@ -215,7 +219,12 @@ impl TableSink {
         let b = self.builder.get_or_insert_with(|| {
             let id = core.next_blob;
             core.next_blob += 1;
-            TableBuilder::new(id, core.opts.block_size, core.opts.bloom_bits_per_key)
+            TableBuilder::with_rule(
+                id,
+                core.opts.block_size,
+                core.opts.bloom_bits_per_key,
+                core.opts.prefix_rule,
+            )
         });
         b.add(key, value);
         if self.split
@@ -358,7 +367,14 @@ impl<E: Env> Core<E> {
         Ok(b)
     }
 
-    fn get_from_table(&mut self, t: &TableMeta, key: &[u8]) -> Result<Option<Value>> {
+    /// `call` on the value of `key` if table `t` holds it (with a tombstone: `None`); `None`
+    /// if the table does not know the key.
+    fn get_from_table<T>(
+        &mut self,
+        t: &TableMeta,
+        key: &[u8],
+        call: &mut impl FnMut(Option<&[u8]>) -> T,
+    ) -> Result<Option<T>> {
         if !self.bloom(t)?.may_contain(key) {
             return Ok(None);
         }
@@ -368,37 +384,127 @@ impl<E: Env> Core<E> {
         };
         let block = self.data(t, *h)?;
         let mut cur = std::mem::take(&mut self.cursor);
-        let r = block
-            .get(key, &mut cur)
-            .map(|v| v.map(|v| v.map(<[u8]>::to_vec)));
+        let r = block.get(key, &mut cur).map(|v| v.map(&mut *call));
         self.cursor = cur;
         r
     }
 
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(v) = self.mem.get(key, u64::MAX) {
+    /// `f` on the value of `key` where it lies (no copy); `None` if there is none.
+    fn get_with<T>(&mut self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        let mut f = Some(f);
+        let mut call = |v: Option<&[u8]>| v.and_then(|v| f.take().map(|f| f(v)));
+        if let Some(v) = self.mem.get_with(key, u64::MAX, &mut call) {
             return Ok(v);
         }
         if let Some((imm, _)) = &self.imm
-            && let Some(v) = imm.get(key, u64::MAX)
+            && let Some(v) = imm.get_with(key, u64::MAX, &mut call)
         {
             return Ok(v);
         }
         let levels = self.levels.clone();
         for t in levels[0].iter().filter(|t| t.covers(key)) {
-            if let Some(v) = self.get_from_table(t, key)? {
+            if let Some(v) = self.get_from_table(t, key, &mut call)? {
                 return Ok(v);
             }
         }
         for level in levels.iter().skip(1) {
             let i = level.partition_point(|t| t.largest.as_slice() < key);
             if let Some(t) = level.get(i).filter(|t| t.covers(key))
-                && let Some(v) = self.get_from_table(t, key)?
+                && let Some(v) = self.get_from_table(t, key, &mut call)?
             {
                 return Ok(v);
             }
         }
         Ok(None)
+    }
+
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with(key, <[u8]>::to_vec)
+    }
+
+    /// Every key in `lo..hi` with its newest value or tombstone, into `out` (sorted by key;
+    /// a key found in a newer source hides it in older ones). With `prefix`, every key in
+    /// the range has that prefix under the rule, and tables whose filter rules it out are
+    /// skipped.
+    fn probe(
+        &mut self,
+        lo: &[u8],
+        hi: &[u8],
+        prefix: Option<(PrefixRule, &[u8])>,
+        out: &mut Vec<(Vec<u8>, Value)>,
+    ) -> Result<()> {
+        fn add(out: &mut Vec<(Vec<u8>, Value)>, k: &[u8], v: Option<&[u8]>) {
+            // Sources come newest first: a key already there is a newer version.
+            if let Err(i) = out.binary_search_by(|(x, _)| x.as_slice().cmp(k)) {
+                out.insert(i, (k.to_vec(), v.map(<[u8]>::to_vec)));
+            }
+        }
+        if hi <= lo {
+            return Ok(());
+        }
+        self.mem.range_with(lo, hi, u64::MAX, |k, v| add(out, k, v));
+        if let Some((imm, _)) = &self.imm {
+            imm.range_with(lo, hi, u64::MAX, |k, v| add(out, k, v));
+        }
+        let levels = self.levels.clone();
+        let meets = |t: &TableMeta| t.smallest.as_slice() < hi && lo <= t.largest.as_slice();
+        for (n, level) in levels.iter().enumerate() {
+            // Level 0's tables overlap (all are looked at, newest first); deeper levels are
+            // in key order and disjoint.
+            let from = if n == 0 {
+                0
+            } else {
+                level.partition_point(|t| t.largest.as_slice() < lo)
+            };
+            for t in &level[from..] {
+                if !meets(t) {
+                    if n == 0 {
+                        continue;
+                    }
+                    break;
+                }
+                if let Some((rule, p)) = prefix
+                    && !self.bloom(t)?.may_contain_prefix(rule, p)
+                {
+                    continue;
+                }
+                self.scan_table(t, lo, hi, &mut |k, v| add(out, k, v))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `f` on every entry of table `t` in `lo..hi`, in key order.
+    fn scan_table(
+        &mut self,
+        t: &TableMeta,
+        lo: &[u8],
+        hi: &[u8],
+        f: &mut impl FnMut(&[u8], Option<&[u8]>),
+    ) -> Result<()> {
+        let index = self.index(t)?;
+        let mut cur = std::mem::take(&mut self.cursor);
+        let first = index.find(lo);
+        let r = (|| {
+            for (i, (_, h)) in index.blocks.iter().enumerate().skip(first) {
+                let block = self.data(t, *h)?;
+                if i == first {
+                    block.seek(lo, &mut cur)?;
+                } else {
+                    block.first(&mut cur)?;
+                }
+                while cur.valid() {
+                    if cur.key() >= hi {
+                        return Ok(());
+                    }
+                    f(cur.key(), cur.value(&block));
+                    block.step(&mut cur)?;
+                }
+            }
+            Ok(())
+        })();
+        self.cursor = cur;
+        r
     }
 
     /// Freezes the memtable and starts a new log; flushes the older immutable memtable
@@ -870,6 +976,44 @@ impl<E: Env> Db<E> {
     /// The value of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         lock(&self.shared.core).get(key)
+    }
+
+    /// The live items with keys in `lo..hi`, in key order, read at once under one lock —
+    /// for short ranges such as an index probe, where it costs far less than an iterator
+    /// (whose sources and merge it does without); the items are held in RAM, so a long
+    /// range belongs to [`range`](Self::range). With `prefix`, the caller promises that
+    /// every key in the range has `prefix` as its prefix under the database's
+    /// [`Options::prefix_rule`]: tables whose filter rules the prefix out are not read.
+    pub fn probe(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        prefix: Option<&[u8]>,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        {
+            let mut core = lock(&self.shared.core);
+            let rule = core.opts.prefix_rule;
+            let prefix = rule.zip(prefix);
+            core.probe(lo, hi, prefix, &mut out)?;
+        }
+        Ok(out
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect())
+    }
+
+    /// Sets the prefix rule of the tables written from now on ([`Options::prefix_rule`]);
+    /// tables written before keep theirs (their filters say which).
+    pub fn set_prefix_rule(&self, rule: Option<PrefixRule>) {
+        lock(&self.shared.core).opts.prefix_rule = rule;
+    }
+
+    /// `f` on the value of `key`, borrowed where it lies (the memtable or a cached block,
+    /// under the lock: `f` must not call back into the database); `None` if the key has no
+    /// value. A point read that decodes the value saves [`get`](Self::get)'s copy.
+    pub fn get_with<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        lock(&self.shared.core).get_with(key, f)
     }
 
     /// Iterates over keys in `lower..upper`, in order, as of now.

@@ -51,3 +51,4 @@ pub use db::{Db, Iter, MemoryUsage, Options};
 pub use env::{BlobId, Env, FileEnv, SpaceEnv};
 pub use error::{LsmError, Result};
 pub use memtable::WriteBatch;
+pub use sstable::bloom::PrefixRule;

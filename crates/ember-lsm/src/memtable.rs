@@ -348,6 +348,33 @@ impl Memtable {
         out
     }
 
+    /// Calls `f` on each key in `lo..hi` with its newest version at `snap` (tombstones
+    /// included), in key order, under one lock and without copying (for short ranges).
+    pub fn range_with(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        snap: u64,
+        mut f: impl FnMut(&[u8], Option<&[u8]>),
+    ) {
+        if hi <= lo {
+            return; // an empty range (BTreeMap::range would panic)
+        }
+        let m = self.read();
+        // One descent to `lo` (a range with both bounds would search for `hi` too).
+        for (k, versions) in m
+            .map
+            .range::<[u8], _>((Bound::Included(lo), Bound::Unbounded))
+        {
+            if k.as_slice() >= hi {
+                break;
+            }
+            if let Some(v) = versions.at(snap) {
+                f(k, v.as_deref());
+            }
+        }
+    }
+
     /// Calls `f` on every key's newest version, in key order (for a flush), and stops at
     /// the first error.
     pub fn for_each_newest<E>(

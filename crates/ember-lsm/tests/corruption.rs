@@ -20,8 +20,20 @@ type Built = (
     Vec<(u64, u64)>,
 );
 
+/// Options whose tables have prefix filters (key without its last byte), so both filter
+/// block kinds meet the flipped bits.
+fn opts() -> ember_lsm::Options {
+    ember_lsm::Options {
+        prefix_rule: Some(ember_lsm::PrefixRule {
+            kind: b'k',
+            suffix: 1,
+        }),
+        ..common::tiny()
+    }
+}
+
 fn build() -> Built {
-    let (db, root) = common::fresh_on(2 << 20, common::tiny());
+    let (db, root) = common::fresh_on(2 << 20, opts());
     let mut model = BTreeMap::new();
     for i in 0..400u32 {
         let k = format!("k{:04}", (i * 37) % 300).into_bytes();
@@ -52,7 +64,7 @@ fn read_all(
     root: &[u8],
     model: &BTreeMap<Vec<u8>, Vec<u8>>,
 ) -> Result<bool, String> {
-    let db = match common::open(&mut *dev, root, common::tiny()) {
+    let db = match common::open(&mut *dev, root, opts()) {
         Ok(db) => db,
         Err(_) => return Ok(false),
     };
@@ -77,6 +89,16 @@ fn read_all(
         match db.get(k) {
             Ok(Some(got)) if got == *v => {}
             Ok(other) => return Err(format!("get({k:?}) gave {other:?}, expected {v:?}")),
+            Err(e) => {
+                assert!(matches!(e, LsmError::Corrupt { .. }), "{e}");
+                clean = false;
+            }
+        }
+        // A probe through the prefix filters.
+        let end = [k.as_slice(), &[0]].concat();
+        match db.probe(k, &end, Some(&k[..k.len() - 1])) {
+            Ok(got) if got == [(k.clone(), v.clone())] => {}
+            Ok(other) => return Err(format!("probe({k:?}) gave {other:?}, expected {v:?}")),
             Err(e) => {
                 assert!(matches!(e, LsmError::Corrupt { .. }), "{e}");
                 clean = false;

@@ -19,6 +19,7 @@ enum Op {
     Batch(Vec<(u16, Option<u16>)>),
     Get(u16),
     Range(u16, u16, bool),
+    Probe(u16, u16),
     Step,
     Flush,
     Reopen,
@@ -43,6 +44,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(Op::Batch),
         3 => (0..120u16).prop_map(Op::Get),
         2 => (0..120u16, 0..120u16, any::<bool>()).prop_map(|(a, b, i)| Op::Range(a, b, i)),
+        2 => (0..120u16, 0..120u16).prop_map(|(a, b)| Op::Probe(a, b)),
         1 => Just(Op::Step),
         1 => Just(Op::Flush),
         1 => Just(Op::Reopen),
@@ -64,7 +66,14 @@ fn check_range(
 }
 
 fn run(ops: Vec<Op>) {
-    let opts = common::tiny();
+    // Every table's filter also holds key prefixes (the key without its last byte).
+    let opts = ember_lsm::Options {
+        prefix_rule: Some(ember_lsm::PrefixRule {
+            kind: b'k',
+            suffix: 1,
+        }),
+        ..common::tiny()
+    };
     let (mut db, root) = common::fresh(opts.clone());
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     for op in ops {
@@ -93,7 +102,13 @@ fn run(ops: Vec<Op>) {
                 }
                 db.write(b, true).unwrap();
             }
-            Op::Get(k) => assert_eq!(db.get(&key(k)).unwrap(), model.get(&key(k)).cloned()),
+            Op::Get(k) => {
+                assert_eq!(db.get(&key(k)).unwrap(), model.get(&key(k)).cloned());
+                // The borrowing read sees the same value (and none for a deleted key).
+                let len = db.get_with(&key(k), |v| (v.len(), v.first().copied()));
+                let want = model.get(&key(k)).map(|v| (v.len(), v.first().copied()));
+                assert_eq!(len.unwrap(), want);
+            }
             Op::Range(a, b, incl) => {
                 let (a, b) = (key(a).min(key(b)), key(a).max(key(b)));
                 let hi = if incl {
@@ -103,6 +118,23 @@ fn run(ops: Vec<Op>) {
                 };
                 check_range(&db, &model, Bound::Included(&a), hi);
                 check_range(&db, &model, Bound::Excluded(&a), Bound::Unbounded);
+            }
+            Op::Probe(a, b) => {
+                let (a, b) = (key(a).min(key(b)), key(a).max(key(b)));
+                let want: Vec<(Vec<u8>, Vec<u8>)> = model
+                    .range(a.clone()..b.clone())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(db.probe(&a, &b, None).unwrap(), want, "probe {a:?}..{b:?}");
+                // A one-key probe whose prefix filter is asked for the key's prefix.
+                let mut end = a.clone();
+                end.push(0);
+                let want: Vec<(Vec<u8>, Vec<u8>)> = model
+                    .get(&a)
+                    .map(|v| (a.clone(), v.clone()))
+                    .into_iter()
+                    .collect();
+                assert_eq!(db.probe(&a, &end, Some(&a[..a.len() - 1])).unwrap(), want);
             }
             Op::Step => {
                 db.step().unwrap();

@@ -51,12 +51,15 @@ fn ordered_f64(r: f64) -> [u8; 8] {
 }
 
 fn escaped(out: &mut Vec<u8>, bytes: &[u8]) {
-    for &b in bytes {
-        out.push(b);
-        if b == 0 {
-            out.push(0xFF);
-        }
+    out.reserve(bytes.len() + 2);
+    let mut rest = bytes;
+    // Copy runs without a zero byte whole; each zero becomes `00 FF`.
+    while let Some(i) = rest.iter().position(|&b| b == 0) {
+        out.extend_from_slice(&rest[..i]);
+        out.extend_from_slice(&[0x00, 0xFF]);
+        rest = &rest[i + 1..];
     }
+    out.extend_from_slice(rest);
     out.extend_from_slice(&[0x00, 0x01]);
 }
 
@@ -106,7 +109,9 @@ pub fn row_key(object: u64, rowid: i64) -> Vec<u8> {
 
 /// The key of an index entry.
 pub fn index_key(object: u64, values: &[Value], rowid: i64) -> Vec<u8> {
-    let mut k = object_prefix(INDEX, object);
+    let mut k = Vec::with_capacity(17 + 12 * values.len());
+    k.push(INDEX);
+    k.extend_from_slice(&object.to_be_bytes());
     for v in values {
         encode_value(&mut k, v);
     }
@@ -137,8 +142,9 @@ pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 /// counter, so numbers never collide.
 pub fn object_number(name: &str) -> Option<u64> {
     let body = name.trim_start_matches(|c: char| c.is_ascii_alphabetic());
-    let (main, unique) = match body.split_once("_u") {
-        Some((m, u)) => (m, Some(u)),
+    // `split_once("_u")` without a string searcher (this runs for every row operation).
+    let (main, unique) = match body.as_bytes().windows(2).position(|w| w == b"_u") {
+        Some(i) => (&body[..i], Some(&body[i + 2..])),
         None => (body, None),
     };
     let n: u64 = main.parse().ok()?;

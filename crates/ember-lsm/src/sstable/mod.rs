@@ -7,6 +7,9 @@
 //! data block 0 | data block 1 | … | index block | bloom block
 //! ```
 //!
+//! The bloom block is of kind 3, or of kind 4 (a prefix bloom block) if the table was
+//! written under a [`PrefixRule`]; readers take either.
+//!
 //! Index payload: `count varint`, then per data block `last key` (varint length + bytes),
 //! `offset varint`, `length varint` (offset and length of the whole sealed block in the
 //! blob). Bloom payload: see [`bloom`]. The manifest keeps each table's id, size, entry
@@ -21,7 +24,7 @@ use crate::coding::{BlockKind, Reader, open_block, put_bytes, put_varint, seal};
 use crate::env::{BlobId, Env};
 use crate::error::{LsmError, Result};
 use block::BlockBuilder;
-use bloom::{Bloom, key_hash};
+use bloom::{Bloom, PrefixRule, key_hash};
 
 /// Where a block lies in its table blob.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,7 +121,7 @@ fn read_block<'a>(
     let name = match kind {
         BlockKind::Data => "data block",
         BlockKind::Index => "index block",
-        BlockKind::Bloom => "bloom filter",
+        BlockKind::Bloom | BlockKind::PrefixBloom => "bloom filter",
     };
     if h.offset.checked_add(h.len).is_none_or(|e| e > t.size) || h.len > 1 << 30 {
         return Err(LsmError::Corrupt {
@@ -131,6 +134,14 @@ fn read_block<'a>(
     buf.clear();
     buf.resize(h.len as usize, 0);
     env.read(t.id, h.offset, buf)?;
+    // A table's filter block is either kind; the envelope says which.
+    let kind = match kind {
+        BlockKind::Bloom | BlockKind::PrefixBloom if buf.get(5) == Some(&4) => {
+            BlockKind::PrefixBloom
+        }
+        BlockKind::PrefixBloom => BlockKind::Bloom,
+        k => k,
+    };
     open_block(kind, t.id, h.offset, buf)
 }
 
@@ -144,8 +155,11 @@ pub fn read_index(env: &mut dyn Env, t: &TableMeta) -> Result<Index> {
 /// Reads a table's bloom filter.
 pub fn read_bloom(env: &mut dyn Env, t: &TableMeta) -> Result<Bloom> {
     let mut buf = Vec::new();
-    let p = read_block(env, t, t.bloom, BlockKind::Bloom, &mut buf)?;
-    Bloom::decode(p, t.id, t.bloom.offset)
+    read_block(env, t, t.bloom, BlockKind::Bloom, &mut buf)?;
+    // The block checked out: its header is whole and its kind byte says which filter it is.
+    let prefixed = buf.get(5) == Some(&(BlockKind::PrefixBloom as u8));
+    let p = buf.get(crate::coding::BLOCK_HEADER..).unwrap_or_default();
+    Bloom::decode(p, prefixed, t.id, t.bloom.offset)
 }
 
 /// Reads a data block of a table, through `scratch` (a buffer the caller keeps from read to
@@ -170,6 +184,9 @@ pub struct TableBuilder {
     block: BlockBuilder,
     index: Vec<(Vec<u8>, Handle)>,
     hashes: Vec<u64>,
+    /// The rule whose prefixes enter the filter too, and the hash of the last prefix added.
+    rule: Option<PrefixRule>,
+    last_prefix: Option<u64>,
     smallest: Option<Vec<u8>>,
     last: Vec<u8>,
     entries: u64,
@@ -178,6 +195,16 @@ pub struct TableBuilder {
 impl TableBuilder {
     /// A builder for table `id`.
     pub fn new(id: BlobId, block_size: usize, bits_per_key: usize) -> Self {
+        Self::with_rule(id, block_size, bits_per_key, None)
+    }
+
+    /// A builder for table `id` whose filter also holds the prefixes of `rule`.
+    pub fn with_rule(
+        id: BlobId,
+        block_size: usize,
+        bits_per_key: usize,
+        rule: Option<PrefixRule>,
+    ) -> Self {
         TableBuilder {
             id,
             block_size,
@@ -186,6 +213,8 @@ impl TableBuilder {
             block: BlockBuilder::default(),
             index: Vec::new(),
             hashes: Vec::new(),
+            rule,
+            last_prefix: None,
             smallest: None,
             last: Vec::new(),
             entries: 0,
@@ -199,6 +228,14 @@ impl TableBuilder {
         }
         self.block.add(key, value);
         self.hashes.push(key_hash(key));
+        if let Some(p) = self.rule.and_then(|r| r.prefix(key)) {
+            // Keys come in order, so equal prefixes are neighbours: each enters once.
+            let h = key_hash(p);
+            if self.last_prefix != Some(h) {
+                self.hashes.push(h);
+                self.last_prefix = Some(h);
+            }
+        }
         self.last.clear();
         self.last.extend_from_slice(key);
         self.entries += 1;
@@ -244,9 +281,13 @@ impl TableBuilder {
             offset: io,
             len: self.out.len() as u64 - io,
         };
-        let bp = Bloom::build(&self.hashes, self.bits_per_key).encode();
+        let bp = Bloom::build_with(&self.hashes, self.bits_per_key, self.rule).encode();
         let bo = self.out.len() as u64;
-        seal(BlockKind::Bloom, self.id, &bp, &mut self.out);
+        let kind = match self.rule {
+            Some(_) => BlockKind::PrefixBloom,
+            None => BlockKind::Bloom,
+        };
+        seal(kind, self.id, &bp, &mut self.out);
         let bloom = Handle {
             offset: bo,
             len: self.out.len() as u64 - bo,

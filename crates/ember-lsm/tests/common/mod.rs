@@ -18,6 +18,7 @@ pub fn tiny() -> Options {
         level_multiplier: 2,
         pinned_levels: 2,
         log_capacity: 4096,
+        prefix_rule: None,
     }
 }
 
