@@ -76,6 +76,9 @@ pub fn jobs(args: &SuiteArgs) -> Vec<Job<Spec>> {
         } else {
             Durability::Async
         };
+        if !args.wants_durability(d) {
+            continue;
+        }
         let entries = if sync { (n / 100).max(1) } else { n };
         for system in System::ALL {
             if !args.wants_system(system) {

@@ -53,6 +53,9 @@ pub fn jobs(args: &SuiteArgs) -> Vec<Job<Spec>> {
             continue;
         }
         for d in [Durability::Sync, Durability::Async] {
+            if !args.wants_durability(d) {
+                continue;
+            }
             for system in System::SQL_PEERS {
                 if !args.wants_system(system) {
                     continue;

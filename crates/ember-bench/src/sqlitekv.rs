@@ -218,6 +218,9 @@ pub fn jobs(args: &Args) -> Vec<Job<Spec>> {
         }
         for &item in &sizes {
             for d in [Durability::Sync, Durability::Async] {
+                if !args.common.wants_durability(d) {
+                    continue;
+                }
                 let ops = match d {
                     Durability::Sync => (n / 100).max(1),
                     Durability::Async => n,
@@ -1011,6 +1014,43 @@ mod tests {
         let a = v.next().to_vec();
         assert_eq!(a.len(), 100);
         assert_ne!(a, v.next());
+    }
+
+    /// With `--durability async` only async jobs run, and each result row describes the job
+    /// that made it (its durability and operation count).
+    #[test]
+    fn a_durability_filter_keeps_rows_and_jobs_together() -> Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let args = Args {
+            common: SuiteArgs {
+                quick: true,
+                out: tmp.path().join("out"),
+                only: vec!["read-heavy".into(), "insert-seq".into()],
+                systems: vec![],
+                durabilities: vec!["async".into()],
+                scale: 0.01,
+                repeat: 1,
+                dir: tmp.path().join("scratch"),
+                verbose: false,
+            },
+            item_sizes: vec![64],
+            cache_bytes: 1 << 20,
+        };
+        assert!(
+            jobs(&args)
+                .iter()
+                .all(|j| j.durability == Durability::Async)
+        );
+        main(&args)?;
+        let doc: Json =
+            serde_json::from_str(&fs::read_to_string(args.common.out.join("sqlitekv.json"))?)?;
+        let results = doc["results"].as_array().ok_or("no results")?;
+        assert_eq!(results.len(), 2 * configs(&args).len());
+        for r in results {
+            assert_eq!(r["params"]["durability"], "async", "{r}");
+            assert_eq!(r["ops"], r["params"]["operations"], "{r}");
+        }
+        Ok(())
     }
 
     /// A tiny run of every workload on every configuration at both durabilities: the files

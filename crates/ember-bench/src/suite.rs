@@ -29,11 +29,11 @@ pub struct SuiteArgs {
     /// Run only these workloads (repeatable; a workload's name or its prefix before `/`).
     #[arg(long = "only", value_name = "WORKLOAD")]
     pub only: Vec<String>,
-    /// Run only these systems (repeatable): ember-sql, ember-api, sqlite, fjall, redb.
+    /// Run only these systems (repeatable).
     #[arg(long = "system", value_name = "SYSTEM",
           value_parser = ["ember-sql", "ember-api", "sqlite", "fjall", "redb"])]
     pub systems: Vec<String>,
-    /// Run only at this durability (repeatable): sync, async.
+    /// Run only at these durabilities (repeatable).
     #[arg(long = "durability", value_name = "DURABILITY", value_parser = ["sync", "async"])]
     pub durabilities: Vec<String>,
     /// Scale every size by this factor (after --quick): 0.1 runs a tenth of the operations.
@@ -122,10 +122,6 @@ pub fn run_jobs<W>(
     jobs: &[Job<W>],
     run: impl Fn(&Job<W>, &Path) -> Result<Measured>,
 ) -> Result<(Vec<RunResult>, Map<String, Json>)> {
-    let jobs: Vec<&Job<W>> = jobs
-        .iter()
-        .filter(|j| args.wants_durability(j.durability))
-        .collect();
     let scratch = Scratch::new(&args.dir, &format!("ember-bench-{suite}"))?;
     let fs_name = file_system(scratch.dir()).unwrap_or_else(|| "unknown".into());
     let bar = progress(suite, jobs.len() as u64 * args.repeat);

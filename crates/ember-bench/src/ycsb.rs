@@ -76,6 +76,9 @@ pub fn jobs(args: &SuiteArgs) -> Vec<Job<Spec>> {
                 continue;
             }
             for d in [Durability::Sync, Durability::Async] {
+                if !args.wants_durability(d) {
+                    continue;
+                }
                 let ops = match d {
                     Durability::Sync => (records / 10).max(1),
                     Durability::Async => records,
