@@ -1016,26 +1016,33 @@ mod tests {
         assert_ne!(a, v.next());
     }
 
+    /// Arguments for a tiny run in `tmp`: every workload and configuration, 64-byte items.
+    fn tiny(tmp: &Path) -> Args {
+        Args {
+            common: SuiteArgs {
+                quick: true,
+                out: tmp.join("out"),
+                only: vec![],
+                systems: vec![],
+                durabilities: vec![],
+                scale: 0.01,
+                repeat: 1,
+                dir: tmp.join("scratch"),
+                verbose: false,
+            },
+            item_sizes: vec![64],
+            cache_bytes: 1 << 20,
+        }
+    }
+
     /// With `--durability async` only async jobs run, and each result row describes the job
     /// that made it (its durability and operation count).
     #[test]
     fn a_durability_filter_keeps_rows_and_jobs_together() -> Result<()> {
         let tmp = tempfile::tempdir()?;
-        let args = Args {
-            common: SuiteArgs {
-                quick: true,
-                out: tmp.path().join("out"),
-                only: vec!["read-heavy".into(), "insert-seq".into()],
-                systems: vec![],
-                durabilities: vec!["async".into()],
-                scale: 0.01,
-                repeat: 1,
-                dir: tmp.path().join("scratch"),
-                verbose: false,
-            },
-            item_sizes: vec![64],
-            cache_bytes: 1 << 20,
-        };
+        let mut args = tiny(tmp.path());
+        args.common.only = vec!["read-heavy".into(), "insert-seq".into()];
+        args.common.durabilities = vec!["async".into()];
         assert!(
             jobs(&args)
                 .iter()
@@ -1059,21 +1066,7 @@ mod tests {
     #[test]
     fn every_workload_and_system_has_a_row() -> Result<()> {
         let tmp = tempfile::tempdir()?;
-        let args = Args {
-            common: SuiteArgs {
-                quick: true,
-                out: tmp.path().join("out"),
-                only: vec![],
-                systems: vec![],
-                durabilities: vec![],
-                scale: 0.01,
-                repeat: 1,
-                dir: tmp.path().join("scratch"),
-                verbose: false,
-            },
-            item_sizes: vec![64],
-            cache_bytes: 1 << 20,
-        };
+        let args = tiny(tmp.path());
         main(&args)?;
         let doc: Json =
             serde_json::from_str(&fs::read_to_string(args.common.out.join("sqlitekv.json"))?)?;
