@@ -717,12 +717,39 @@ impl<E: Env> LsmStore<E> {
         if let Some(m) = self.max.get(&*lower(table)) {
             return Ok(*m);
         }
-        let m = self
-            .scan(table, Bound::Unbounded, Bound::Unbounded)?
-            .last()
-            .map(|r| r.0);
+        let m = self.find_max_rowid(table)?;
         self.max.insert(table.to_ascii_lowercase(), m);
         Ok(m)
+    }
+
+    /// The largest rowid of a table, found without reading the table (the engine iterates
+    /// forward only): a search whose probes each read the first row at or above a rowid —
+    /// at most 64 of them, each jumping to the row it finds.
+    fn find_max_rowid(&mut self, table: &str) -> Result<Option<i64>> {
+        let first_from = |s: &mut Self, lo: Bound<i64>| -> Result<Option<i64>> {
+            Ok(s.scan_limited(table, lo, Bound::Unbounded, 1)?
+                .first()
+                .map(|r| r.0))
+        };
+        let Some(mut lo) = first_from(self, Bound::Unbounded)? else {
+            return Ok(None);
+        };
+        // A row has rowid `lo`; none is above `hi`.
+        let mut hi = i64::MAX;
+        while lo < hi {
+            // lo < mid <= hi (in i128: hi - lo may not fit an i64).
+            let mid = (i128::from(lo) + (i128::from(hi) - i128::from(lo) + 1) / 2) as i64;
+            match first_from(self, Bound::Included(mid))? {
+                Some(r) if r > lo => lo = r,
+                Some(_) => {
+                    return Err(SqlError::Storage(format!(
+                        "lsm engine: a scan of {table} from rowid {mid} went back"
+                    )));
+                }
+                None => hi = mid - 1,
+            }
+        }
+        Ok(Some(lo))
     }
 
     /// Creates an index on column positions of a table and fills it.
@@ -1041,6 +1068,52 @@ mod tests {
             prop_assert_eq!(s.scan("l1", Bound::Unbounded, Bound::Unbounded).unwrap(), want.clone());
             prop_assert_eq!(s.index_scan("li2", Bound::Unbounded, Bound::Unbounded).unwrap().len(),
                             want.len());
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// The largest rowid, searched for without reading the table, is the model's after any
+        /// mix of puts, deletes, commits and rollbacks (rowids at both ends of the range too).
+        #[test]
+        fn the_largest_rowid_is_found_by_search(
+            ops in proptest::collection::vec(
+                (0u8..4, prop_oneof![
+                    3 => -30i64..30,
+                    1 => Just(i64::MAX),
+                    1 => Just(i64::MIN),
+                    1 => any::<i64>(),
+                ]),
+                1..40,
+            ),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut s = store(dir.path(), true);
+            s.create_table("l1").unwrap();
+            s.commit().unwrap();
+            let mut model = std::collections::BTreeSet::new();
+            let mut committed = model.clone();
+            for (op, r) in ops {
+                match op {
+                    0 | 1 => {
+                        s.put_row("l1", r, &[Value::Integer(r)]).unwrap();
+                        model.insert(r);
+                    }
+                    2 => {
+                        prop_assert_eq!(s.delete("l1", r).unwrap(), model.remove(&r));
+                    }
+                    _ if r % 2 == 0 => {
+                        s.commit().unwrap();
+                        committed = model.clone();
+                    }
+                    _ => {
+                        s.rollback().unwrap();
+                        model = committed.clone();
+                    }
+                }
+                s.max.clear();
+                prop_assert_eq!(s.max_rowid("l1").unwrap(), model.last().copied());
+            }
         }
     }
 
