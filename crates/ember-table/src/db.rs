@@ -821,18 +821,18 @@ impl<D: BlockDevice> Database<D> {
         let Some(t) = self.tables.get(&id) else {
             return Ok(false);
         };
-        let max = match &t.key_max {
-            Some(m) => m.clone(),
-            None => {
-                let last = Pages::new(&mut self.sm, &mut self.ipages, id).last(&t.index)?;
-                let m = last.map(Key::from);
-                if let Some(t) = self.tables.get_mut(&id) {
-                    t.key_max = Some(m.clone());
-                }
-                m
+        if t.key_max.is_none() {
+            let last = Pages::new(&mut self.sm, &mut self.ipages, id).last(&t.index)?;
+            if let Some(t) = self.tables.get_mut(&id) {
+                t.key_max = Some(last.map(Key::from));
             }
-        };
-        Ok(max.is_none_or(|m| key > m.as_slice()))
+        }
+        Ok(
+            match self.tables.get(&id).and_then(|t| t.key_max.as_ref()) {
+                Some(max) => max.as_ref().is_none_or(|m| key > m.as_slice()),
+                None => false,
+            },
+        )
     }
 
     /// Sets (with `None`: removes) `key`'s entry in a table's primary index overlay; `old` is
