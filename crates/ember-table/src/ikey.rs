@@ -13,6 +13,7 @@ use core::cmp::Ordering;
 use core::fmt;
 use core::hash::{Hash, Hasher};
 use core::ops::Deref;
+use std::collections::BTreeMap;
 
 /// Bytes a [`Key`] holds without a heap allocation.
 pub const INLINE: usize = 22;
@@ -95,7 +96,10 @@ impl Borrow<[u8]> for Key {
 
 impl PartialEq for Key {
     fn eq(&self, other: &Key) -> bool {
-        self.as_slice() == other.as_slice()
+        match (&self.0, &other.0) {
+            (Repr::Inline(la, a), Repr::Inline(lb, b)) => la == lb && a == b,
+            _ => self.as_slice() == other.as_slice(),
+        }
     }
 }
 
@@ -109,7 +113,73 @@ impl PartialOrd for Key {
 
 impl Ord for Key {
     fn cmp(&self, other: &Key) -> Ordering {
-        self.as_slice().cmp(other.as_slice())
+        match (&self.0, &other.0) {
+            // Two in-place keys compare as three big-endian words and then their lengths,
+            // without a call: the bytes past a length are zero, so where the padded arrays
+            // first differ, either both keys have a byte there (and it decides) or only the
+            // longer one has, and it is not zero (and the shorter key, its prefix, is
+            // smaller); padded arrays that are equal leave the lengths to decide.
+            (Repr::Inline(la, a), Repr::Inline(lb, b)) => words(a).cmp(&words(b)).then(la.cmp(lb)),
+            _ => self.as_slice().cmp(other.as_slice()),
+        }
+    }
+}
+
+/// An in-place key's bytes as integers that order as the bytes do.
+#[inline]
+fn words(b: &[u8; INLINE]) -> (u128, u64) {
+    let mut hi = [0u8; 16];
+    hi.copy_from_slice(&b[..16]);
+    let mut lo = [0u8; 8];
+    lo[..INLINE - 16].copy_from_slice(&b[16..]);
+    (u128::from_be_bytes(hi), u64::from_be_bytes(lo))
+}
+
+/// Orders two byte strings as `a.cmp(b)` does; strings of one length from 8 to 24 bytes (an
+/// encoded rowid key is 9) compare as at most three big-endian words, without a call.
+#[inline]
+pub fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
+    let n = a.len();
+    if n != b.len() || !(8..=24).contains(&n) {
+        return a.cmp(b);
+    }
+    // Windows that cover both strings in order, each starting where the bytes before it are
+    // known equal (the last may overlap the one before: equal bytes, no harm).
+    for at in [0, 8.min(n - 8), n - 8] {
+        let (x, y) = (word(a, at), word(b, at));
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    Ordering::Equal
+}
+
+/// The 8 bytes at `at` (which leaves 8 in `b`) as a big-endian word.
+#[inline]
+fn word(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        w.copy_from_slice(s);
+    }
+    u64::from_be_bytes(w)
+}
+
+/// The value of `key` in a map keyed by [`Key`]s. A short probe is searched as an in-place
+/// key (each comparison a few word compares, see [`Key`]'s `Ord`), a long one as a slice.
+pub fn get<'m, V>(map: &'m BTreeMap<Key, V>, key: &[u8]) -> Option<&'m V> {
+    if key.len() <= INLINE {
+        map.get(&Key::new(key))
+    } else {
+        map.get(key)
+    }
+}
+
+/// Like [`get`], for changing the value.
+pub fn get_mut<'m, V>(map: &'m mut BTreeMap<Key, V>, key: &[u8]) -> Option<&'m mut V> {
+    if key.len() <= INLINE {
+        map.get_mut(&Key::new(key))
+    } else {
+        map.get_mut(key)
     }
 }
 
@@ -152,6 +222,28 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_prefix_orders_before_the_keys_it_begins() {
+        let mut full = [5u8; INLINE];
+        full[INLINE - 1] = 0;
+        let keys: [&[u8]; 9] = [
+            &[],
+            &[0],
+            &[0, 0],
+            &[1],
+            &[1, 0],
+            &[1, 0, 0],
+            &[1, 1],
+            &full[..INLINE - 1],
+            &full,
+        ];
+        for (i, a) in keys.iter().enumerate() {
+            for (j, b) in keys.iter().enumerate() {
+                assert_eq!(Key::new(a).cmp(&Key::new(b)), i.cmp(&j), "{a:?} vs {b:?}");
+            }
+        }
+    }
+
     fn hash_of<T: Hash + ?Sized>(t: &T) -> u64 {
         let mut h = DefaultHasher::new();
         t.hash(&mut h);
@@ -172,6 +264,36 @@ mod tests {
         }
 
         #[test]
+        fn keys_of_few_byte_values_order_as_their_bytes(
+            a in proptest::collection::vec(0u8..3, 0..26),
+            b in proptest::collection::vec(0u8..3, 0..26),
+        ) {
+            // Zeros and prefixes: where the zero padding of in-place keys could mislead.
+            let (ka, kb) = (Key::new(&a), Key::new(&b));
+            prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
+            prop_assert_eq!(kb.cmp(&ka), b.cmp(&a));
+            prop_assert_eq!(ka == kb, a == b);
+        }
+
+        #[test]
+        fn byte_strings_order_as_slices_do(
+            a in proptest::collection::vec(0u8..3, 0..30),
+            b in proptest::collection::vec(0u8..3, 0..30),
+            at in any::<proptest::sample::Index>(),
+            byte in 0u8..3,
+        ) {
+            prop_assert_eq!(cmp_bytes(&a, &b), a.cmp(&b));
+            // One length, one byte changed anywhere: the word path must see every byte.
+            let mut c = a.clone();
+            if !c.is_empty() {
+                let i = at.index(c.len());
+                c[i] = byte;
+            }
+            prop_assert_eq!(cmp_bytes(&a, &c), a.cmp(&c));
+            prop_assert_eq!(cmp_bytes(&c, &a), c.cmp(&a));
+        }
+
+        #[test]
         fn maps_keyed_by_keys_are_probed_with_slices(
             keys in proptest::collection::vec(proptest::collection::vec(0u8..4, 0..30), 0..40),
             probe in proptest::collection::vec(0u8..4, 0..30),
@@ -183,6 +305,7 @@ mod tests {
             let hash: HashMap<Key, usize> =
                 keys.iter().enumerate().map(|(i, k)| (Key::new(k), i)).collect();
             prop_assert_eq!(tree.get(&probe[..]), want.get(&probe));
+            prop_assert_eq!(get(&tree, &probe), want.get(&probe));
             prop_assert_eq!(hash.get(&probe[..]), want.get(&probe));
             let above: Vec<usize> = tree
                 .range::<[u8], _>((core::ops::Bound::Excluded(&probe[..]), core::ops::Bound::Unbounded))

@@ -62,7 +62,7 @@ use ember_device::BlockDevice;
 use crate::allocator::BlockRef;
 use crate::error::{Result, TableError};
 use crate::format::{self, Kind, u32_at, u64_at};
-use crate::ikey::Key;
+use crate::ikey::{self, Key};
 use crate::schema::IndexKind;
 use crate::space::SpaceManager;
 
@@ -138,7 +138,7 @@ impl Node {
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            match self.key(mid).cmp(key) {
+            match ikey::cmp_bytes(self.key(mid), key) {
                 core::cmp::Ordering::Less => lo = mid + 1,
                 core::cmp::Ordering::Greater => hi = mid,
                 core::cmp::Ordering::Equal => return Ok(mid),
@@ -716,7 +716,7 @@ impl<'a, D: BlockDevice> Pages<'a, D> {
 
     /// The location of `key`, the overlay first.
     pub fn get(&mut self, ix: &PIndex, key: &[u8]) -> Result<Option<Loc>> {
-        if let Some(v) = ix.overlay.get(key) {
+        if let Some(v) = ikey::get(&ix.overlay, key) {
             return Ok(*v);
         }
         let Some(mut page) = ix.root else {

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
 use crate::error::{Result, TableError};
-use crate::ikey::Key;
+use crate::ikey::{self, Key};
 use crate::pindex::{bound_ref, empty_range};
 use crate::row::{Value, encode_key, encode_key_value};
 use crate::schema::{IndexDef, IndexKind};
@@ -99,7 +99,7 @@ impl Secondary {
     fn pks(&self, key: &[u8]) -> Option<&Pks> {
         match &self.map {
             Map::Hash(m) => m.get(key),
-            Map::Tree(m) => m.get(key),
+            Map::Tree(m) => ikey::get(m, key),
         }
     }
 
@@ -121,7 +121,7 @@ impl Secondary {
                     m.insert(key, Pks::One(pk));
                 }
             },
-            Map::Tree(m) => match m.get_mut(key.as_slice()) {
+            Map::Tree(m) => match m.get_mut(&key) {
                 Some(s) => s.insert(pk),
                 None => {
                     m.insert(key, Pks::One(pk));
@@ -133,7 +133,7 @@ impl Secondary {
     pub(crate) fn remove(&mut self, key: &[u8], pk: &[u8]) {
         let empty = match &mut self.map {
             Map::Hash(m) => m.get_mut(key).is_some_and(|s| s.remove(pk)),
-            Map::Tree(m) => m.get_mut(key).is_some_and(|s| s.remove(pk)),
+            Map::Tree(m) => ikey::get_mut(m, key).is_some_and(|s| s.remove(pk)),
         };
         if empty {
             match &mut self.map {
