@@ -65,7 +65,9 @@ use crate::error::{Result, TableError};
 use crate::format::{u32_at, u64_at};
 use crate::ikey::Key;
 use crate::pindex::{CHUNK, Chunk, Cursor, Loc, MAX_KEY, PIndex, PageCache, Pages};
-use crate::row::{RowValues, Value, encode_key, encode_row, row_values};
+use crate::row::{
+    AsValueRef, RowValues, Value, ValueRef, encode_key, encode_key_value, encode_row, row_values,
+};
 use crate::schema::{IndexDef, IndexKind, Schema};
 #[cfg(feature = "secondary-index")]
 use crate::secondary::Secondary;
@@ -1584,11 +1586,11 @@ impl<D: BlockDevice> Database<D> {
     /// Like [`find_prefix_with`](Self::find_prefix_with), handing each row to `visit` as it
     /// decodes from its block (see [`range_visit`](Self::range_visit)).
     #[cfg(feature = "secondary-index")]
-    pub fn find_prefix_visit(
+    pub fn find_prefix_visit<V: AsValueRef + PartialEq>(
         &mut self,
         name: &str,
-        lo: Bound<&[Value]>,
-        hi: Bound<&[Value]>,
+        lo: Bound<&[V]>,
+        hi: Bound<&[V]>,
         order: Order,
         mut visit: impl FnMut(RowValues<'_>) -> Result<()>,
     ) -> Result<()> {
@@ -1606,22 +1608,22 @@ impl<D: BlockDevice> Database<D> {
     /// The encoded primary keys of the rows [`find_prefix`](Self::find_prefix) would return,
     /// in index order, without reading the rows (a uniqueness probe needs no more).
     #[cfg(feature = "secondary-index")]
-    pub fn find_prefix_keys(
+    pub fn find_prefix_keys<V: AsValueRef + PartialEq>(
         &mut self,
         name: &str,
-        lo: Bound<&[Value]>,
-        hi: Bound<&[Value]>,
+        lo: Bound<&[V]>,
+        hi: Bound<&[V]>,
     ) -> Result<Vec<Vec<u8>>> {
         Ok(self.prefix_keys(name, lo, hi)?.1)
     }
 
     /// The owning table's id and the primary keys under index `name` within the bounds.
     #[cfg(feature = "secondary-index")]
-    fn prefix_keys(
+    fn prefix_keys<V: AsValueRef + PartialEq>(
         &mut self,
         name: &str,
-        lo: Bound<&[Value]>,
-        hi: Bound<&[Value]>,
+        lo: Bound<&[V]>,
+        hi: Bound<&[V]>,
     ) -> Result<(u64, Vec<Vec<u8>>)> {
         let (id, pos) = self
             .index_owner(name)
@@ -1706,12 +1708,12 @@ impl<D: BlockDevice> Database<D> {
 
     /// Updates the secondary indexes for a row going from `old` to `new` (either absent).
     #[cfg(feature = "secondary-index")]
-    fn maintain(
+    fn maintain<N: AsValueRef>(
         &mut self,
         id: u64,
         pk: &[u8],
         old: Option<&[Value]>,
-        new: Option<&[Value]>,
+        new: Option<&[N]>,
     ) -> Result<()> {
         // The indexes whose values change, with their old and new keys; every unique one is
         // checked before any changes.
@@ -1720,7 +1722,12 @@ impl<D: BlockDevice> Database<D> {
         for (i, sec) in t.secondary.iter().enumerate() {
             if let (Some(o), Some(n)) = (old, new) {
                 // Equal values encode alike: the entry stays.
-                if sec.def.columns.iter().all(|&c| o.get(c) == n.get(c)) {
+                if sec
+                    .def
+                    .columns
+                    .iter()
+                    .all(|&c| o.get(c).map(Value::as_value_ref) == n.get(c).map(N::value_ref))
+                {
                     continue;
                 }
             }
@@ -1762,12 +1769,12 @@ impl<D: BlockDevice> Database<D> {
     /// the table holds (then its entries change). The stored row is compared in place; a
     /// table with an indexed column past the 64th is taken to change.
     #[cfg(feature = "secondary-index")]
-    fn indexed_values_change(
+    fn indexed_values_change<V: AsValueRef>(
         &mut self,
         id: u64,
         loc: Loc,
         key: &[u8],
-        row: &[Value],
+        row: &[V],
     ) -> Result<bool> {
         let Some(t) = self.tables.get(&id) else {
             return Ok(true);
@@ -1784,7 +1791,7 @@ impl<D: BlockDevice> Database<D> {
             for (i, v) in old.enumerate().take(64) {
                 let bit = 1u64 << i;
                 if mask & bit != 0 {
-                    if row.get(i).map(Value::as_value_ref) != Some(v?) {
+                    if row.get(i).map(V::value_ref) != Some(v?) {
                         return Ok(true);
                     }
                     seen |= bit;
@@ -1800,26 +1807,26 @@ impl<D: BlockDevice> Database<D> {
 
     // ----- rows ---------------------------------------------------------------------------
 
-    fn key_of(t: &Table, row: &[Value]) -> Result<Vec<u8>> {
+    /// The primary key of a row that [`check_row`](Self::check_row) accepted.
+    fn key_of<V: AsValueRef>(t: &Table, row: &[V]) -> Result<Vec<u8>> {
         let mut k = Vec::new();
-        let vals: Vec<Value> = t
-            .schema
-            .primary_key
-            .iter()
-            .map(|&i| row[i].clone())
-            .collect();
-        encode_key(&vals, &mut k);
+        for &i in &t.schema.primary_key {
+            let v = row.get(i).ok_or(TableError::Constraint(
+                "wrong number of values for the table",
+            ))?;
+            encode_key_value(v.value_ref(), &mut k);
+        }
         Ok(k)
     }
 
-    fn check_row(t: &Table, row: &[Value]) -> Result<()> {
+    fn check_row<V: AsValueRef>(t: &Table, row: &[V]) -> Result<()> {
         if row.len() != t.schema.columns.len() {
             return Err(TableError::Constraint(
                 "wrong number of values for the table",
             ));
         }
         for (c, v) in t.schema.columns.iter().zip(row) {
-            if c.not_null && *v == Value::Null {
+            if c.not_null && matches!(v.value_ref(), ValueRef::Null) {
                 return Err(TableError::Constraint("NULL in a NOT NULL column"));
             }
         }
@@ -1828,12 +1835,12 @@ impl<D: BlockDevice> Database<D> {
 
     /// Inserts a row; a duplicate primary key is refused. For a table without a primary key
     /// the engine assigns a rowid, which it returns.
-    pub fn insert(&mut self, table: &str, row: &[Value]) -> Result<Option<i64>> {
+    pub fn insert<V: AsValueRef>(&mut self, table: &str, row: &[V]) -> Result<Option<i64>> {
         let r = self.insert_inner(table, row);
         self.statement(r)
     }
 
-    fn insert_inner(&mut self, table: &str, row: &[Value]) -> Result<Option<i64>> {
+    fn insert_inner<V: AsValueRef>(&mut self, table: &str, row: &[V]) -> Result<Option<i64>> {
         let mut rowid = None;
         let id = self.table_id(table)?;
         let t = &self.tables[&id];
@@ -1874,12 +1881,12 @@ impl<D: BlockDevice> Database<D> {
     }
 
     /// Replaces the row with the same primary key; `false` if there is none.
-    pub fn update(&mut self, table: &str, row: &[Value]) -> Result<bool> {
+    pub fn update<V: AsValueRef>(&mut self, table: &str, row: &[V]) -> Result<bool> {
         let r = self.update_inner(table, row);
         self.statement(r)
     }
 
-    fn update_inner(&mut self, table: &str, row: &[Value]) -> Result<bool> {
+    fn update_inner<V: AsValueRef>(&mut self, table: &str, row: &[V]) -> Result<bool> {
         let id = self.table_id(table)?;
         let t = &self.tables[&id];
         if t.schema.primary_key.is_empty() {
@@ -1893,7 +1900,12 @@ impl<D: BlockDevice> Database<D> {
 
     /// Replaces the row with this rowid in a table without a primary key; `false` if there
     /// is none.
-    pub fn update_rowid(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<bool> {
+    pub fn update_rowid<V: AsValueRef>(
+        &mut self,
+        table: &str,
+        rowid: i64,
+        row: &[V],
+    ) -> Result<bool> {
         let r = self
             .table_id(table)
             .and_then(|id| self.update_at(id, key_bytes(&[Value::Integer(rowid)]), row));
@@ -1901,7 +1913,7 @@ impl<D: BlockDevice> Database<D> {
     }
 
     /// Replaces the row stored under `key`.
-    fn update_at(&mut self, id: u64, key: Vec<u8>, row: &[Value]) -> Result<bool> {
+    fn update_at<V: AsValueRef>(&mut self, id: u64, key: Vec<u8>, row: &[V]) -> Result<bool> {
         Self::check_row(&self.tables[&id], row)?;
         let Some(loc) = self.index_get(id, &key)? else {
             return Ok(false);
@@ -1942,7 +1954,7 @@ impl<D: BlockDevice> Database<D> {
         #[cfg(feature = "secondary-index")]
         if !self.tables[&id].secondary.is_empty() {
             let before = self.read_row(loc, &k)?;
-            self.maintain(id, &k, Some(&before), None)?;
+            self.maintain(id, &k, Some(&before), None::<&[Value]>)?;
         }
         self.free_overflow(loc)?;
         self.clear_slot(id, loc)?;
@@ -2437,7 +2449,7 @@ impl<D: BlockDevice> Database<D> {
 
     /// The tuple for a row: inline, or for a long row a pointer to overflow blocks that are
     /// allocated and written now (they are not live until the transaction commits).
-    fn build_tuple(&mut self, key: &[u8], row: &[Value]) -> Result<Vec<u8>> {
+    fn build_tuple<V: AsValueRef>(&mut self, key: &[u8], row: &[V]) -> Result<Vec<u8>> {
         let tuple = make_tuple(key, row)?;
         let body_at = 2 + key.len();
         if tuple.len() - body_at <= OVERFLOW_AT {
@@ -2693,12 +2705,12 @@ fn prefix_successor(mut k: Vec<u8>) -> Option<Vec<u8>> {
 #[cfg(feature = "secondary-index")]
 type KeyChange = (Option<Vec<u8>>, Option<Vec<u8>>);
 
-fn key_bytes(v: &[Value]) -> Vec<u8> {
+fn key_bytes<V: AsValueRef>(v: &[V]) -> Vec<u8> {
     let guess: usize = v
         .iter()
-        .map(|x| match x {
-            Value::Text(t) => t.len() + 3,
-            Value::Blob(b) => b.len() + 3,
+        .map(|x| match x.value_ref() {
+            ValueRef::Text(t) => t.len() + 3,
+            ValueRef::Blob(b) => b.len() + 3,
             _ => 10,
         })
         .sum();
@@ -2707,10 +2719,20 @@ fn key_bytes(v: &[Value]) -> Vec<u8> {
     k
 }
 
-fn make_tuple(key: &[u8], row: &[Value]) -> Result<Vec<u8>> {
+fn make_tuple<V: AsValueRef>(key: &[u8], row: &[V]) -> Result<Vec<u8>> {
     let klen =
         u16::try_from(key.len()).map_err(|_| TableError::Constraint("primary key too long"))?;
-    let mut t = Vec::with_capacity(2 + key.len() + 16 * row.len());
+    // Room for the header (up to 3 bytes a column for values under 1 MB) and the payloads
+    // (at most 8 bytes a number), so the encoding does not grow the vector.
+    let payloads: usize = row
+        .iter()
+        .map(|v| match v.value_ref() {
+            ValueRef::Text(t) => t.len(),
+            ValueRef::Blob(b) => b.len(),
+            _ => 8,
+        })
+        .sum();
+    let mut t = Vec::with_capacity(2 + key.len() + 2 + 3 * row.len() + payloads);
     t.extend_from_slice(&klen.to_le_bytes());
     t.extend_from_slice(key);
     encode_row(row, &mut t);

@@ -41,7 +41,7 @@ pub use allocator::{AllocConfig, Allocator, BlockRef};
 pub use db::{Database, Mode, Options, Order};
 pub use error::{Result, TableError};
 pub use journal::{Journal, Record};
-pub use row::{RowError, RowValues, Value, ValueRef, row_values};
+pub use row::{AsValueRef, RowError, RowValues, Value, ValueRef, row_values};
 pub use schema::{Column, IndexDef, IndexKind, Schema};
 pub use slotted::SlottedBlock;
 pub use space::{Extent, ExtentSpace, SpaceManager};

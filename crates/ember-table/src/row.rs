@@ -183,6 +183,27 @@ impl<'a> ValueRef<'a> {
     }
 }
 
+/// A value a row is written from: an owned [`Value`], or a [`ValueRef`] borrowing its text or
+/// blob from the caller (so a caller with values of its own type writes them uncopied).
+pub trait AsValueRef {
+    /// The value, borrowed.
+    fn value_ref(&self) -> ValueRef<'_>;
+}
+
+impl AsValueRef for Value {
+    #[inline]
+    fn value_ref(&self) -> ValueRef<'_> {
+        self.as_value_ref()
+    }
+}
+
+impl AsValueRef for ValueRef<'_> {
+    #[inline]
+    fn value_ref(&self) -> ValueRef<'_> {
+        *self
+    }
+}
+
 impl<'a> From<&'a Value> for ValueRef<'a> {
     fn from(v: &'a Value) -> Self {
         v.as_value_ref()
@@ -473,8 +494,8 @@ fn serial_len(serial: u64) -> Option<usize> {
 }
 
 /// Appends the encoding of `values` as one row to `out`.
-pub fn encode_row(values: &[Value], out: &mut Vec<u8>) {
-    encode_row_iter(values.iter().map(Value::as_value_ref), values.len(), out);
+pub fn encode_row<V: AsValueRef>(values: &[V], out: &mut Vec<u8>) {
+    encode_row_iter(values.iter().map(V::value_ref), values.len(), out);
 }
 
 /// [`encode_row`] for borrowed values.
@@ -891,9 +912,9 @@ pub fn encode_key_value(value: ValueRef<'_>, out: &mut Vec<u8>) {
 /// Appends the order-preserving encoding of a key of `values.len()` columns: for keys with
 /// the same column count, `memcmp` of the encodings orders them as SQLite orders the values
 /// (see the module documentation).
-pub fn encode_key(values: &[Value], out: &mut Vec<u8>) {
+pub fn encode_key<V: AsValueRef>(values: &[V], out: &mut Vec<u8>) {
     for v in values {
-        encode_key_value(v.as_value_ref(), out);
+        encode_key_value(v.value_ref(), out);
     }
 }
 

@@ -11,7 +11,7 @@ use std::ops::Bound;
 use crate::error::{Result, TableError};
 use crate::ikey::{self, Key};
 use crate::pindex::{bound_ref, empty_range};
-use crate::row::{Value, encode_key, encode_key_value};
+use crate::row::{AsValueRef, Value, ValueRef, encode_key, encode_key_value};
 use crate::schema::{IndexDef, IndexKind};
 
 /// The primary keys filed under one index key: one for every key of a unique index and most
@@ -85,13 +85,13 @@ impl Secondary {
     }
 
     /// The index key of a row, and whether it holds a NULL (exempt from uniqueness).
-    pub(crate) fn key(&self, row: &[Value]) -> (Vec<u8>, bool) {
+    pub(crate) fn key<V: AsValueRef>(&self, row: &[V]) -> (Vec<u8>, bool) {
         let mut k = Vec::new();
         let mut null = false;
         for &c in &self.def.columns {
-            let v = row.get(c).unwrap_or(&Value::Null);
-            null |= matches!(v, Value::Null);
-            encode_key_value(v.as_value_ref(), &mut k);
+            let v = row.get(c).map_or(ValueRef::Null, V::value_ref);
+            null |= matches!(v, ValueRef::Null);
+            encode_key_value(v, &mut k);
         }
         (k, null)
     }

@@ -5,7 +5,9 @@
 use std::ops::Bound;
 
 use ember_device::MemBlock;
-use ember_table::{Column, Database, IndexKind, Mode, Options, Order, Schema, TableError, Value};
+use ember_table::{
+    Column, Database, IndexKind, Mode, Options, Order, Schema, TableError, Value, ValueRef,
+};
 
 fn schema(index: IndexKind) -> Schema {
     Schema {
@@ -84,6 +86,50 @@ fn insert_get_update_delete_and_scan() {
         db.get("nope", &[]),
         Err(TableError::NoSuchTable(_))
     ));
+}
+
+#[test]
+fn rows_written_from_borrowed_values_read_back_as_owned_ones_do() {
+    let mut db = fresh(Mode::Full);
+    db.create_table("t", schema(IndexKind::Tree)).unwrap();
+    db.create_index("by_name", "t", &["name"], IndexKind::Tree, true)
+        .unwrap();
+    let name = String::from("borrowed");
+    db.insert("t", &[ValueRef::Integer(1), ValueRef::Text(&name)])
+        .unwrap();
+    db.insert("t", &row(2, "owned")).unwrap();
+    assert_eq!(
+        db.get("t", &[Value::Integer(1)]).unwrap(),
+        Some(row(1, "borrowed"))
+    );
+    // The same checks as for owned rows: uniqueness, NOT NULL, the column count.
+    assert!(matches!(
+        db.insert("t", &[ValueRef::Integer(3), ValueRef::Text("owned")]),
+        Err(TableError::Unique(_))
+    ));
+    assert!(matches!(
+        db.insert("t", &[ValueRef::Null, ValueRef::Text("x")]),
+        Err(TableError::Constraint(_))
+    ));
+    assert!(matches!(
+        db.insert("t", &[ValueRef::Integer(4)]),
+        Err(TableError::Constraint(_))
+    ));
+    assert!(
+        db.update("t", &[ValueRef::Integer(2), ValueRef::Text("changed")])
+            .unwrap()
+    );
+    let by = |db: &mut Database<_>, s: &str| {
+        let k = [ValueRef::Text(s)];
+        db.find_prefix_keys("by_name", Bound::Included(&k[..]), Bound::Included(&k[..]))
+            .unwrap()
+            .len()
+    };
+    assert_eq!((by(&mut db, "owned"), by(&mut db, "changed")), (0, 1));
+    assert!(
+        !db.update("t", &[ValueRef::Integer(9), ValueRef::Text("none")])
+            .unwrap()
+    );
 }
 
 #[test]

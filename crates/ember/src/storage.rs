@@ -19,14 +19,15 @@ use crate::shared::SharedDb;
 
 const ROWID: &str = "ember$rowid";
 
-/// A SQL value as the table engine's row encoding takes it.
-pub(crate) fn to_t(v: &Value) -> TValue {
+/// A SQL value borrowed as the table engine's row encoding takes it.
+#[inline]
+fn value_ref(v: &Value) -> ValueRef<'_> {
     match v {
-        Value::Null => TValue::Null,
-        Value::Integer(i) => TValue::Integer(*i),
-        Value::Real(r) => TValue::Real(*r),
-        Value::Text(t) => TValue::Text(t.clone()),
-        Value::Blob(b) => TValue::Blob(b.clone()),
+        Value::Null => ValueRef::Null,
+        Value::Integer(i) => ValueRef::Integer(*i),
+        Value::Real(r) => ValueRef::Real(*r),
+        Value::Text(t) => ValueRef::Text(t),
+        Value::Blob(b) => ValueRef::Blob(b),
     }
 }
 
@@ -221,7 +222,9 @@ impl<D: BlockDevice> TableStorage<D> {
         hi: Bound<&[Value]>,
         order: Order,
     ) -> Result<Vec<Row>> {
-        let conv = |b: Bound<&[Value]>| b.map(|v| v.iter().map(to_t).collect::<Vec<_>>());
+        fn conv<'a>(b: Bound<&'a [Value]>) -> Bound<Vec<ValueRef<'a>>> {
+            b.map(|v| v.iter().map(value_ref).collect())
+        }
         let (lo, hi) = (conv(lo), conv(hi));
         let (lo, hi) = (
             lo.as_ref().map(Vec::as_slice),
@@ -255,10 +258,12 @@ impl<D: BlockDevice> TableStorage<D> {
         self.db.into_inner()
     }
 
-    fn row(rowid: i64, row: &[Value]) -> Vec<TValue> {
+    /// The engine row for a SQL row: the rowid, then the values, borrowed (the engine
+    /// encodes them straight into the tuple).
+    fn row(rowid: i64, row: &[Value]) -> Vec<ValueRef<'_>> {
         let mut r = Vec::with_capacity(row.len() + 1);
-        r.push(TValue::Integer(rowid));
-        r.extend(row.iter().map(to_t));
+        r.push(ValueRef::Integer(rowid));
+        r.extend(row.iter().map(value_ref));
         r
     }
 }
@@ -473,7 +478,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
     }
 
     fn index_rowids(&mut self, index: &str, values: &[Value]) -> Result<Vec<i64>> {
-        let vals: Vec<TValue> = values.iter().map(to_t).collect();
+        let vals: Vec<ValueRef<'_>> = values.iter().map(value_ref).collect();
         let b = Bound::Included(&vals[..]);
         let pks = self.db.lock()?.find_prefix_keys(index, b, b).map_err(err)?;
         pks.iter()
