@@ -6,6 +6,7 @@
 //! change, so a rename only rewrites the row). A table's UNIQUE and non-rowid PRIMARY KEY
 //! constraints get engine indexes named `<engine table>_u<k>` (k-th constraint).
 
+use alloc::borrow::Cow;
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -124,6 +125,15 @@ pub struct Catalog {
 /// Lower-cases a name for lookups.
 pub fn key(name: &str) -> String {
     name.to_ascii_lowercase()
+}
+
+/// [`key`] without a copy when the name is lowercase already (as names mostly are).
+pub fn lower(name: &str) -> Cow<'_, str> {
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(name)
+    }
 }
 
 impl Catalog {

@@ -25,7 +25,9 @@ use core::cmp::Ordering;
 use core::ops::Bound;
 
 use crate::ast::*;
-use crate::catalog::{self, Catalog, IndexDef, TableDef, UniqueDef, ViewDef, key, table_def};
+use crate::catalog::{
+    self, Catalog, IndexDef, TableDef, UniqueDef, ViewDef, key, lower, table_def,
+};
 use crate::error::{Result, SqlError};
 use crate::eval::{Col, Env, Scope, first_aggregate, has_aggregate, is_aggregate, walk};
 use crate::lexer::{Tok, tokenize};
@@ -209,15 +211,6 @@ struct LeafPlan {
     /// a column and the access path does not already answer it (see
     /// [`Executor::implied`]).
     check: Vec<bool>,
-}
-
-/// `name` in lowercase, borrowed when it already is (catalog keys are lowercase).
-fn lower(name: &str) -> Cow<'_, str> {
-    if name.bytes().any(|b| b.is_ascii_uppercase()) {
-        Cow::Owned(name.to_ascii_lowercase())
-    } else {
-        Cow::Borrowed(name)
-    }
 }
 
 /// A query's column names, rows and column affinities.
@@ -1509,14 +1502,14 @@ impl<S: Storage> Executor<S> {
     // ----- DML ---------------------------------------------------------------------------
 
     fn table_for_write(&mut self, name: &str) -> Result<Rc<TableDef>> {
-        let k = key(name);
-        if let Some(t) = self.write_defs.get(&k) {
+        let k = lower(name);
+        if let Some(t) = self.write_defs.get(&*k) {
             return Ok(t.clone());
         }
-        match self.catalog.tables.get(&k) {
+        match self.catalog.tables.get(&*k) {
             Some(t) => {
                 let t = Rc::new(t.clone());
-                self.write_defs.insert(k, t.clone());
+                self.write_defs.insert(k.into_owned(), t.clone());
                 Ok(t)
             }
             None if self.catalog.views.contains_key(&key(name)) => Err(SqlError::invalid(format!(

@@ -9,6 +9,7 @@ use std::ops::Bound;
 use std::sync::MutexGuard;
 
 use ember_device::BlockDevice;
+use ember_sql::catalog::lower;
 use ember_sql::{ColumnSpec, Result, Row, SqlError, Storage, Value};
 use ember_table::{
     Column, Database, IndexKind, Order, RowError, RowValues, Schema, TableError, Value as TValue,
@@ -318,7 +319,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
             .lock()?
             .insert(table, &Self::row(rowid, row))
             .map_err(err)?;
-        if let Some(m) = self.max.get_mut(&table.to_ascii_lowercase()) {
+        if let Some(m) = self.max.get_mut(&*lower(table)) {
             *m = Some(m.map_or(rowid, |x| x.max(rowid)));
         }
         Ok(())
@@ -437,8 +438,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
     }
 
     fn max_rowid(&mut self, table: &str) -> Result<Option<i64>> {
-        let k = table.to_ascii_lowercase();
-        if let Some(Some(m)) = self.max.get(&k) {
+        if let Some(Some(m)) = self.max.get(&*lower(table)) {
             return Ok(Some(*m));
         }
         let m = match self.db.lock()?.last_key(table).map_err(err)? {
@@ -448,7 +448,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
             },
             None => None,
         };
-        self.max.insert(k, m);
+        self.max.insert(table.to_ascii_lowercase(), m);
         Ok(m)
     }
 
