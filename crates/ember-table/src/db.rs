@@ -154,7 +154,7 @@ enum Undo {
     Reserved(Vec<BlockRef>),
     /// A secondary-index entry added (`true`) or removed: table, index position, key, pk.
     #[cfg(feature = "secondary-index")]
-    Sec(u64, usize, Vec<u8>, Vec<u8>, bool),
+    Sec(u64, usize, Key, Key, bool),
     /// An index created (table, name) or dropped (table, definition, position).
     IndexCreated(u64, String),
     IndexDropped(u64, IndexDef, usize),
@@ -1696,7 +1696,7 @@ impl<D: BlockDevice> Database<D> {
                 if sec.conflicts(&k, null, &pk) {
                     return Err(TableError::Unique(sec.def.name.clone()));
                 }
-                sec.add(k, pk.clone());
+                sec.add(k.into(), Key::new(&pk));
             }
             self.evict();
         }
@@ -1753,13 +1753,16 @@ impl<D: BlockDevice> Database<D> {
                 }
                 self.txn()
                     .undo
-                    .push(Undo::Sec(id, i, k, pk.to_vec(), false));
+                    .push(Undo::Sec(id, i, k.into(), Key::new(pk), false));
             }
             if let Some(k) = new_k {
+                // In-place keys: the index entry and its undo record cost no allocation
+                // (unless a key is longer than ikey::INLINE bytes).
+                let (k, pk) = (Key::from(k), Key::new(pk));
                 if let Some(sec) = self.tables.get_mut(&id).map(|t| &mut t.secondary[i]) {
-                    sec.add(k.clone(), pk.to_vec());
+                    sec.add(k.clone(), pk.clone());
                 }
-                self.txn().undo.push(Undo::Sec(id, i, k, pk.to_vec(), true));
+                self.txn().undo.push(Undo::Sec(id, i, k, pk, true));
             }
         }
         Ok(())

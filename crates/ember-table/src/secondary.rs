@@ -5,6 +5,8 @@
 //! An index maps the order-preserving encoding of the indexed columns to the primary keys of
 //! the rows that have them.
 
+use std::collections::btree_map::Entry as BEntry;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
@@ -112,19 +114,19 @@ impl Secondary {
                 .is_some_and(|s| s.iter().any(|p| p.as_slice() != pk))
     }
 
-    pub(crate) fn add(&mut self, key: Vec<u8>, pk: Vec<u8>) {
-        let (key, pk) = (Key::from(key), Key::from(pk));
+    /// Adds the entry `key` → `pk` (one search of the map).
+    pub(crate) fn add(&mut self, key: Key, pk: Key) {
         match &mut self.map {
-            Map::Hash(m) => match m.get_mut(key.as_slice()) {
-                Some(s) => s.insert(pk),
-                None => {
-                    m.insert(key, Pks::One(pk));
+            Map::Hash(m) => match m.entry(key) {
+                Entry::Occupied(mut e) => e.get_mut().insert(pk),
+                Entry::Vacant(e) => {
+                    e.insert(Pks::One(pk));
                 }
             },
-            Map::Tree(m) => match m.get_mut(&key) {
-                Some(s) => s.insert(pk),
-                None => {
-                    m.insert(key, Pks::One(pk));
+            Map::Tree(m) => match m.entry(key) {
+                BEntry::Occupied(mut e) => e.get_mut().insert(pk),
+                BEntry::Vacant(e) => {
+                    e.insert(Pks::One(pk));
                 }
             },
         }
@@ -189,11 +191,11 @@ mod tests {
         for kind in [IndexKind::Hash, IndexKind::Tree] {
             let mut s = index(kind, false);
             let k = b"a key longer than twenty-two bytes".to_vec();
-            s.add(k.clone(), vec![1]);
-            s.add(k.clone(), vec![1]);
+            s.add(Key::from(k.clone()), Key::from(vec![1]));
+            s.add(Key::from(k.clone()), Key::from(vec![1]));
             assert_eq!(s.get(&k), vec![vec![1]]);
-            s.add(k.clone(), vec![3]);
-            s.add(k.clone(), vec![2]);
+            s.add(Key::from(k.clone()), Key::from(vec![3]));
+            s.add(Key::from(k.clone()), Key::from(vec![2]));
             assert_eq!(s.get(&k), vec![vec![1], vec![2], vec![3]]);
             s.remove(&k, &[9]);
             s.remove(&k, &[1]);
@@ -210,7 +212,7 @@ mod tests {
     #[test]
     fn a_unique_index_conflicts_only_with_another_row() {
         let mut s = index(IndexKind::Tree, true);
-        s.add(b"k".to_vec(), vec![1]);
+        s.add(Key::from(b"k".to_vec()), Key::from(vec![1]));
         assert!(s.conflicts(b"k", false, &[2]));
         assert!(!s.conflicts(b"k", false, &[1]), "the row itself");
         assert!(!s.conflicts(b"k", true, &[2]), "NULLs are exempt");
@@ -222,7 +224,7 @@ mod tests {
     fn ranges_come_in_index_order_and_empty_bounds_are_empty() {
         let mut s = index(IndexKind::Tree, false);
         for (k, pk) in [(b"c", 3u8), (b"a", 1), (b"b", 2), (b"b", 4)] {
-            s.add(k.to_vec(), vec![pk]);
+            s.add(Key::from(k.to_vec()), Key::from(vec![pk]));
         }
         let all = s.range(Bound::Unbounded, Bound::Unbounded).unwrap();
         assert_eq!(all, vec![vec![1], vec![2], vec![4], vec![3]]);
