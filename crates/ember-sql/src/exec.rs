@@ -1781,11 +1781,11 @@ impl<S: Storage> Executor<S> {
 
     fn insert(&mut self, ins: &Insert) -> Result<Output> {
         let t = self.table_for_write(&ins.table)?;
-        // Which table column each source column goes to (None: the rowid).
+        // Which table column each source column goes to (None: the rowid); without a column
+        // list, source column i goes to table column i (and `targets` stays empty).
         let mut targets: Vec<Option<usize>> = Vec::new();
-        if ins.columns.is_empty() {
-            targets = (0..t.columns.len()).map(Some).collect();
-        } else {
+        let in_order = ins.columns.is_empty();
+        if !in_order {
             for c in &ins.columns {
                 match t.column(c) {
                     Some(i) => targets.push(Some(i)),
@@ -1830,8 +1830,13 @@ impl<S: Storage> Executor<S> {
                     }
                     _ => self.query(s, None)?.1,
                 };
+                let width = if in_order {
+                    t.columns.len()
+                } else {
+                    targets.len()
+                };
                 if let Some(r) = rows.first() {
-                    if r.len() != targets.len() {
+                    if r.len() != width {
                         return Err(if ins.columns.is_empty() {
                             SqlError::invalid(format!(
                                 "table {} has {} columns but {} values were supplied",
@@ -1840,11 +1845,7 @@ impl<S: Storage> Executor<S> {
                                 r.len()
                             ))
                         } else {
-                            SqlError::invalid(format!(
-                                "{} values for {} columns",
-                                r.len(),
-                                targets.len()
-                            ))
+                            SqlError::invalid(format!("{} values for {} columns", r.len(), width))
                         });
                     }
                 }
@@ -1854,20 +1855,29 @@ impl<S: Storage> Executor<S> {
         let empty = Scope::default();
         let mut count = 0u64;
         for src in source {
-            let mut row = vec![Value::Null; t.columns.len()];
-            let mut given = vec![false; t.columns.len()];
             let mut rowid_val: Option<Value> = None;
-            for (v, target) in src.into_iter().zip(&targets) {
-                match target {
-                    Some(i) => {
-                        row[*i] = v;
-                        given[*i] = true;
+            // A full row in table order is the row; otherwise values go to their columns and
+            // the others get their defaults.
+            let (mut row, given) = if in_order && src.len() == t.columns.len() {
+                (src, None)
+            } else {
+                let mut row = vec![Value::Null; t.columns.len()];
+                let mut given = vec![false; t.columns.len()];
+                let order = (0..t.columns.len()).map(Some);
+                let targets = targets.iter().copied().chain(order.filter(|_| in_order));
+                for (v, target) in src.into_iter().zip(targets) {
+                    match target {
+                        Some(i) => {
+                            row[i] = v;
+                            given[i] = true;
+                        }
+                        None => rowid_val = Some(v),
                     }
-                    None => rowid_val = Some(v),
                 }
-            }
+                (row, Some(given))
+            };
             for (i, c) in t.columns.iter().enumerate() {
-                if !given[i] {
+                if given.as_ref().is_some_and(|g| !g[i]) {
                     if let Some(d) = &c.default {
                         row[i] = self.eval(d, &Env::empty(&empty))?;
                     }
