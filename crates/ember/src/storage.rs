@@ -226,11 +226,15 @@ impl<D: BlockDevice> TableStorage<D> {
         fn conv<'a>(b: Bound<&'a [Value]>) -> Bound<Vec<ValueRef<'a>>> {
             b.map(|v| v.iter().map(value_ref).collect())
         }
-        let (lo, hi) = (conv(lo), conv(hi));
-        let (lo, hi) = (
-            lo.as_ref().map(Vec::as_slice),
-            hi.as_ref().map(Vec::as_slice),
-        );
+        // An equality probe (both bounds the same values) converts them once.
+        let same = matches!((lo, hi), (Bound::Included(a), Bound::Included(b)) if a == b);
+        let (lo, hi) = (conv(lo), if same { Bound::Unbounded } else { conv(hi) });
+        let lo = lo.as_ref().map(Vec::as_slice);
+        let hi = if same {
+            lo
+        } else {
+            hi.as_ref().map(Vec::as_slice)
+        };
         let mut db = self.db.lock()?;
         collect_rows(|visit| db.find_prefix_visit(index, lo, hi, order, visit))
     }
