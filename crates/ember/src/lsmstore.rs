@@ -1519,15 +1519,15 @@ mod tests {
 
     fn t() -> impl Strategy<Value = T> {
         prop_oneof![
-            8 => (0i64..60, 0i64..3, 0i64..4).prop_map(|(r, a, b)| T::Put(r, a, b)),
-            3 => (0i64..60).prop_map(T::Del),
+            8 => (-30i64..30, 0i64..3, 0i64..4).prop_map(|(r, a, b)| T::Put(r, a, b)),
+            3 => (-30i64..30).prop_map(T::Del),
             2 => Just(T::Commit),
             1 => Just(T::Rollback),
             1 => Just(T::Flush),
             2 => Just(T::Step),
             4 => (0u8..5, 0i64..3, 0i64..4, any::<bool>(), 0usize..12)
                 .prop_map(|(k, a, b, d, n)| T::Index(k, a, b, d, n)),
-            2 => (-5i64..65, -5i64..65, any::<bool>(), 0usize..12)
+            2 => (-35i64..35, -35i64..35, any::<bool>(), 0usize..12)
                 .prop_map(|(x, y, d, n)| T::Rows(x, y, d, n)),
         ]
     }
