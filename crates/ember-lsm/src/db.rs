@@ -567,11 +567,7 @@ impl<E: Env> Core<E> {
             {
                 floor = Some(smallest.clone());
             }
-            for (key, v) in got {
-                if let Err(i) = seen.binary_search_by(|(x, _)| x.cmp(&key)) {
-                    seen.insert(i, (key, v));
-                }
-            }
+            merge_older(seen, got);
         };
         let mems = std::iter::once(self.mem.clone()).chain(self.imm.as_ref().map(|i| i.0.clone()));
         for mem in mems {
@@ -912,6 +908,36 @@ impl<E: Env> Core<E> {
             .insert(key, Cached::Data(d.clone()), d.charge(), limit);
         Ok(d)
     }
+}
+
+/// Merges a source's entries (`older`, in descending key order) into `seen` (ascending, from
+/// newer sources, which win on equal keys) in one pass.
+fn merge_older(seen: &mut Vec<(Vec<u8>, Value)>, older: Vec<(Vec<u8>, Value)>) {
+    if older.is_empty() {
+        return;
+    }
+    let mut out = Vec::with_capacity(seen.len() + older.len());
+    let mut a = std::mem::take(seen).into_iter().peekable();
+    let mut b = older.into_iter().rev().peekable();
+    loop {
+        let from_seen = match (a.peek(), b.peek()) {
+            (None, None) => break,
+            (Some((x, _)), Some((y, _))) => x <= y,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+        };
+        if from_seen {
+            if let Some((x, v)) = a.next() {
+                if b.peek().is_some_and(|(y, _)| *y == x) {
+                    b.next(); // the newer version hides it
+                }
+                out.push((x, v));
+            }
+        } else {
+            out.extend(b.next());
+        }
+    }
+    *seen = out;
 }
 
 /// Reads for a compaction: data blocks straight from the environment (a merge reads each
