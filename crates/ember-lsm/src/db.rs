@@ -507,6 +507,180 @@ impl<E: Env> Core<E> {
         r
     }
 
+    /// The last `n` live items with keys in `lo..hi` (`hi` `None`: no upper bound), in
+    /// descending key order, into `out`. The engine iterates forward only, so this reads
+    /// backwards in rounds: each source (memtable, immutable memtable, each level-0 table,
+    /// each deeper level) gives up to `k` of its entries (tombstones too) from the high end
+    /// of the range. A source that stopped at its `k`th entry may hold more below its
+    /// smallest entry read; above the largest such key — the round's floor — every source
+    /// was read whole, so the newest versions there are exact. Their live items go out from
+    /// the top; if fewer than `n` remain, the next round reads below the floor with `k`
+    /// doubled. Without tombstones the first round (`k = n`) is the only one.
+    fn probe_back(
+        &mut self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        n: usize,
+        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<()> {
+        let mut hi = hi.map(<[u8]>::to_vec);
+        let mut k = n;
+        while out.len() < n && hi.as_deref().is_none_or(|h| lo < h) {
+            let (seen, floor) = self.back_round(lo, hi.as_deref(), k)?;
+            for (key, v) in seen.into_iter().rev() {
+                if floor.as_deref().is_some_and(|f| key.as_slice() < f) {
+                    break;
+                }
+                if let Some(v) = v {
+                    out.push((key, v));
+                    if out.len() == n {
+                        return Ok(());
+                    }
+                }
+            }
+            let Some(f) = floor else {
+                break; // every source was read down to `lo`
+            };
+            hi = Some(f);
+            k = k.saturating_mul(2);
+        }
+        Ok(())
+    }
+
+    /// One round of [`probe_back`](Self::probe_back): up to `k` entries of each source from
+    /// the high end of `lo..hi`, merged (sorted by key, the newest version of each), and the
+    /// floor above which they are exact (`None`: every source was read down to `lo`).
+    #[allow(clippy::type_complexity)]
+    fn back_round(
+        &mut self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        k: usize,
+    ) -> Result<(Vec<(Vec<u8>, Value)>, Option<Vec<u8>>)> {
+        let mut seen: Vec<(Vec<u8>, Value)> = Vec::new();
+        let mut floor: Option<Vec<u8>> = None;
+        // Sources come newest first: a key already seen is a newer version.
+        let mut take = |seen: &mut Vec<(Vec<u8>, Value)>, got: Vec<(Vec<u8>, Value)>, more| {
+            if more
+                && let Some((smallest, _)) = got.last()
+                && floor.as_ref().is_none_or(|f| f < smallest)
+            {
+                floor = Some(smallest.clone());
+            }
+            merge_older(seen, got);
+        };
+        let mems = std::iter::once(self.mem.clone()).chain(self.imm.as_ref().map(|i| i.0.clone()));
+        for mem in mems {
+            let mut got = Vec::new();
+            let mut more = false;
+            mem.range_back_with(lo, hi, u64::MAX, |key, v| {
+                if got.len() == k {
+                    more = true;
+                    return false;
+                }
+                got.push((key.to_vec(), v.map(<[u8]>::to_vec)));
+                true
+            });
+            take(&mut seen, got, more);
+        }
+        let levels = self.levels.clone();
+        let meets = |t: &TableMeta| {
+            lo <= t.largest.as_slice() && hi.is_none_or(|h| t.smallest.as_slice() < h)
+        };
+        for t in levels[0].iter().filter(|t| meets(t)) {
+            let mut got = Vec::new();
+            let more = self.table_back(t, lo, hi, k, &mut got)?;
+            take(&mut seen, got, more);
+        }
+        for level in levels.iter().skip(1) {
+            // Disjoint tables in key order: the level is one source, read from its top.
+            let top = hi.map_or(level.len(), |h| {
+                level.partition_point(|t| t.smallest.as_slice() < h)
+            });
+            let mut got = Vec::new();
+            let mut more = false;
+            for t in level[..top].iter().rev() {
+                if t.largest.as_slice() < lo {
+                    break;
+                }
+                more = self.table_back(t, lo, hi, k - got.len(), &mut got)?;
+                if got.len() == k {
+                    // Tables below may hold more of the range.
+                    more = more || t.smallest.as_slice() > lo;
+                    break;
+                }
+            }
+            take(&mut seen, got, more);
+        }
+        Ok((seen, floor))
+    }
+
+    /// Up to `k` entries (tombstones too) of table `t` from the high end of `lo..hi`, pushed
+    /// onto `out` in descending key order; whether the table may hold more of the range
+    /// below them. Blocks are read from the last one that may hold a key below `hi` down;
+    /// each is scanned forward twice (to count its entries in the range, then to copy the
+    /// last of them), as blocks iterate forward only.
+    fn table_back(
+        &mut self,
+        t: &TableMeta,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        k: usize,
+        out: &mut Vec<(Vec<u8>, Value)>,
+    ) -> Result<bool> {
+        if k == 0 {
+            return Ok(true);
+        }
+        let index = self.index(t)?;
+        let Some(end) = index.blocks.len().checked_sub(1) else {
+            return Ok(false);
+        };
+        let last = hi.map_or(end, |h| index.find(h).min(end));
+        let first = index.find(lo);
+        let mut cur = std::mem::take(&mut self.cursor);
+        let r = (|| {
+            let mut got = 0;
+            for i in (first..=last).rev() {
+                let Some((_, h)) = index.blocks.get(i) else {
+                    break;
+                };
+                let block = self.data(t, *h)?;
+                let start = |cur: &mut Cursor| {
+                    if i == first {
+                        block.seek(lo, cur)
+                    } else {
+                        block.first(cur)
+                    }
+                };
+                let below = |cur: &Cursor| cur.valid() && hi.is_none_or(|h| cur.key() < h);
+                start(&mut cur)?;
+                let mut count = 0;
+                while below(&cur) {
+                    count += 1;
+                    block.step(&mut cur)?;
+                }
+                let want = count.min(k - got);
+                start(&mut cur)?;
+                for _ in 0..count - want {
+                    block.step(&mut cur)?;
+                }
+                let at = out.len();
+                for _ in 0..want {
+                    out.push((cur.key().to_vec(), cur.value(&block).map(<[u8]>::to_vec)));
+                    block.step(&mut cur)?;
+                }
+                out[at..].reverse();
+                got += want;
+                if got == k {
+                    return Ok(want < count || i > first);
+                }
+            }
+            Ok(false)
+        })();
+        self.cursor = cur;
+        r
+    }
+
     /// Freezes the memtable and starts a new log; flushes the older immutable memtable
     /// first if there still is one. One manifest names the flushed tables (and no longer its
     /// log) and the new log: the tables are synced before it, the flushed log removed after.
@@ -734,6 +908,36 @@ impl<E: Env> Core<E> {
             .insert(key, Cached::Data(d.clone()), d.charge(), limit);
         Ok(d)
     }
+}
+
+/// Merges a source's entries (`older`, in descending key order) into `seen` (ascending, from
+/// newer sources, which win on equal keys) in one pass.
+fn merge_older(seen: &mut Vec<(Vec<u8>, Value)>, older: Vec<(Vec<u8>, Value)>) {
+    if older.is_empty() {
+        return;
+    }
+    let mut out = Vec::with_capacity(seen.len() + older.len());
+    let mut a = std::mem::take(seen).into_iter().peekable();
+    let mut b = older.into_iter().rev().peekable();
+    loop {
+        let from_seen = match (a.peek(), b.peek()) {
+            (None, None) => break,
+            (Some((x, _)), Some((y, _))) => x <= y,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+        };
+        if from_seen {
+            if let Some((x, v)) = a.next() {
+                if b.peek().is_some_and(|(y, _)| *y == x) {
+                    b.next(); // the newer version hides it
+                }
+                out.push((x, v));
+            }
+        } else {
+            out.extend(b.next());
+        }
+    }
+    *seen = out;
 }
 
 /// Reads for a compaction: data blocks straight from the environment (a merge reads each
@@ -1001,6 +1205,23 @@ impl<E: Env> Db<E> {
             .into_iter()
             .filter_map(|(k, v)| v.map(|v| (k, v)))
             .collect())
+    }
+
+    /// The last `n` live items with keys in `lo..hi` (`hi` `None`: to the end of the key
+    /// space), in descending key order, read at once under one lock — what an iterator
+    /// running backwards would give first, for `ORDER BY … DESC LIMIT n`. The engine has no
+    /// reverse iterator: the read goes down in rounds, each taking a bounded number of
+    /// entries from the high end of every source (see the crate's `Core::probe_back`), so it
+    /// reads about `n` entries per source when few of them are tombstones.
+    pub fn probe_back(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        n: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        lock(&self.shared.core).probe_back(lo, hi, n, &mut out)?;
+        Ok(out)
     }
 
     /// Sets the prefix rule of the tables written from now on ([`Options::prefix_rule`]);

@@ -375,6 +375,30 @@ impl Memtable {
         }
     }
 
+    /// Calls `f` on each key in `lo..hi` (`hi` `None`: no upper bound) with its newest
+    /// version at `snap` (tombstones included), in descending key order, under one lock and
+    /// without copying, until `f` returns `false` (for reads from the high end of a range).
+    pub fn range_back_with(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        snap: u64,
+        mut f: impl FnMut(&[u8], Option<&[u8]>) -> bool,
+    ) {
+        if hi.is_some_and(|h| h <= lo) {
+            return; // an empty range (BTreeMap::range would panic)
+        }
+        let upper = hi.map_or(Bound::Unbounded, Bound::Excluded);
+        let m = self.read();
+        for (k, versions) in m.map.range::<[u8], _>((Bound::Included(lo), upper)).rev() {
+            if let Some(v) = versions.at(snap)
+                && !f(k, v.as_deref())
+            {
+                return;
+            }
+        }
+    }
+
     /// Calls `f` on every key's newest version, in key order (for a flush), and stops at
     /// the first error.
     pub fn for_each_newest<E>(

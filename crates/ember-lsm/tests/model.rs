@@ -20,6 +20,8 @@ enum Op {
     Get(u16),
     Range(u16, u16, bool),
     Probe(u16, u16),
+    /// The last items below a key (or the end), at most a number of them.
+    Back(u16, Option<u16>, usize),
     Step,
     Flush,
     Reopen,
@@ -45,6 +47,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..120u16).prop_map(Op::Get),
         2 => (0..120u16, 0..120u16, any::<bool>()).prop_map(|(a, b, i)| Op::Range(a, b, i)),
         2 => (0..120u16, 0..120u16).prop_map(|(a, b)| Op::Probe(a, b)),
+        2 => (0..120u16, prop::option::of(0..120u16), 0..40usize)
+            .prop_map(|(a, b, n)| Op::Back(a, b, n)),
         1 => Just(Op::Step),
         1 => Just(Op::Flush),
         1 => Just(Op::Reopen),
@@ -136,6 +140,25 @@ fn run(ops: Vec<Op>) {
                     .collect();
                 assert_eq!(db.probe(&a, &end, Some(&a[..a.len() - 1])).unwrap(), want);
             }
+            Op::Back(a, b, n) => {
+                let a = key(a);
+                let b = b.map(key);
+                let upper = b
+                    .as_ref()
+                    .map_or(Bound::Unbounded, |b| Bound::Excluded(b.clone()));
+                let want: Vec<(Vec<u8>, Vec<u8>)> = if b.as_ref().is_some_and(|b| *b <= a) {
+                    Vec::new()
+                } else {
+                    model
+                        .range((Bound::Included(a.clone()), upper))
+                        .rev()
+                        .take(n)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                };
+                let got = db.probe_back(&a, b.as_deref(), n).unwrap();
+                assert_eq!(got, want, "probe_back {a:?}..{b:?} {n}");
+            }
             Op::Step => {
                 db.step().unwrap();
             }
@@ -147,6 +170,19 @@ fn run(ops: Vec<Op>) {
         }
     }
     check_range(&db, &model, Bound::Unbounded, Bound::Unbounded);
+    for n in [1, 7, usize::MAX] {
+        let want: Vec<(Vec<u8>, Vec<u8>)> = model
+            .iter()
+            .rev()
+            .take(n)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(
+            db.probe_back(b"", None, n).unwrap(),
+            want,
+            "probe_back all {n}"
+        );
+    }
     for k in 0..120 {
         assert_eq!(db.get(&key(k)).unwrap(), model.get(&key(k)).cloned());
     }

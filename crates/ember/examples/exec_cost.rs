@@ -17,6 +17,12 @@
 //! Workloads on dbbench's table `b(k BLOB PRIMARY KEY, f0 BLOB)` (16-byte keys, 100-byte
 //! values): `bpoint` (20,000 point SELECTs by `k`), `bupdate` (20,000 `UPDATE … SET f0 = ?`
 //! by `k`), `bscan` (5 full scans returning every row), or `bnone` (the build alone).
+//! Top-n workloads on `t` with indexes `t_b(b)` and `t_ab(a, b)` made after the build (each
+//! `b` value has about 1,540 rows, each `a` about 206): `topn` (200 × `ORDER BY b DESC LIMIT
+//! 10`), `topnasc` (200 × `ORDER BY b LIMIT 10`), `lastn` (200 × `ORDER BY k DESC LIMIT
+//! 10`), `topnwhere` (200 × `WHERE a = ? ORDER BY b DESC LIMIT 10`), or `topnnone` (the
+//! build and the indexes alone: subtract it). A third argument sets the number of top-n
+//! statements (a slow engine under callgrind takes fewer).
 
 use std::error::Error;
 
@@ -70,7 +76,36 @@ macro_rules! run_workload {
             ))?;
             insert_t!(c, 0..N, $krate);
         }
+        if what.starts_with("topn") || what == "lastn" {
+            c.execute_batch("CREATE INDEX t_b ON t(b); CREATE INDEX t_ab ON t(a, b)")?;
+        }
+        let mut top = |sql: &str, arg: bool| -> Result<(), Box<dyn Error>> {
+            let mut st = c.prepare(sql)?;
+            let count: i64 = std::env::args()
+                .nth(3)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(200);
+            for i in 0..count {
+                let mut rows = if arg {
+                    st.query([i % 97])?
+                } else {
+                    st.query([])?
+                };
+                while let Some(r) = rows.next()? {
+                    let v: i64 = r.get(0)?;
+                    acc += v;
+                }
+            }
+            Ok(())
+        };
         match what {
+            "topn" => top("SELECT k, a, s FROM t ORDER BY b DESC LIMIT 10", false)?,
+            "topnasc" => top("SELECT k, a, s FROM t ORDER BY b LIMIT 10", false)?,
+            "lastn" => top("SELECT k, a, s FROM t ORDER BY k DESC LIMIT 10", false)?,
+            "topnwhere" => top(
+                "SELECT k, a, s FROM t WHERE a = ?1 ORDER BY b DESC LIMIT 10",
+                true,
+            )?,
             "scan" => {
                 let mut st = c.prepare("SELECT count(*), sum(a), avg(c) FROM t WHERE b > 3")?;
                 for _ in 0..5 {

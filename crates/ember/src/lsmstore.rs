@@ -318,6 +318,63 @@ impl<E: Env> LsmStore<E> {
         Ok(out)
     }
 
+    /// The last `limit` items of [`range`](Self::range), in descending key order: the tree's
+    /// [`Db::probe_back`] and the pending writes merged. The tree is asked for `limit` items
+    /// first; everything it holds from the last of them up is then known, so the pending
+    /// writes there are merged in (a pending delete hides the tree's item); if they hid
+    /// too many, the tree is asked again below that item, for twice as many.
+    fn range_back(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        let mut hi = hi.map(<[u8]>::to_vec);
+        let mut ask = limit;
+        while out.len() < limit && hi.as_deref().is_none_or(|h| lo < h) {
+            let tree = self.db.probe_back(lo, hi.as_deref(), ask).map_err(lerr)?;
+            // The tree's items are all it holds in [floor, hi).
+            let floor = match tree.last() {
+                Some((k, _)) if tree.len() == ask => Some(k.clone()),
+                _ => None,
+            };
+            let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            let from = Bound::Included(floor.as_deref().unwrap_or(lo));
+            let mut mine = self
+                .pending
+                .range::<[u8], _>((from, upper))
+                .rev()
+                .peekable();
+            let mut tree = tree.into_iter().peekable();
+            while out.len() < limit {
+                let from_tree = match (tree.peek(), mine.peek()) {
+                    (None, None) => break,
+                    (Some((tk, _)), Some((pk, _))) => tk.as_slice() > pk.as_slice(),
+                    (Some(_), None) => true,
+                    (None, Some(_)) => false,
+                };
+                if from_tree {
+                    out.extend(tree.next());
+                    continue;
+                }
+                let Some((pk, pv)) = mine.next() else { break };
+                if tree.peek().is_some_and(|(tk, _)| tk == pk) {
+                    tree.next(); // the pending write hides the tree's version
+                }
+                if let Some(v) = pv {
+                    out.push((pk.clone(), v.clone()));
+                }
+            }
+            let Some(f) = floor else {
+                break; // the tree gave all it holds down to `lo`
+            };
+            hi = Some(f);
+            ask = ask.saturating_mul(2);
+        }
+        Ok(out)
+    }
+
     /// The items of [`range`](Self::range) for a short range (an index probe): the tree's
     /// [`Db::probe`] (with `prefix`: every key in the range has it as its prefix under
     /// [`INDEX_PREFIX`]) and the pending writes merged.
@@ -669,22 +726,8 @@ impl<E: Env> LsmStore<E> {
         hi: Bound<i64>,
         limit: usize,
     ) -> Result<Vec<Row>> {
-        let obj = object(table)?;
-        let start = match lo {
-            Bound::Unbounded => lsmkey::object_prefix(ROW, obj),
-            Bound::Included(r) => lsmkey::row_key(obj, r),
-            Bound::Excluded(r) => match r.checked_add(1) {
-                Some(r) => lsmkey::row_key(obj, r),
-                None => return Ok(Vec::new()),
-            },
-        };
-        let end = match hi {
-            Bound::Unbounded => lsmkey::prefix_end(&lsmkey::object_prefix(ROW, obj)),
-            Bound::Included(r) => match r.checked_add(1) {
-                Some(r) => Some(lsmkey::row_key(obj, r)),
-                None => lsmkey::prefix_end(&lsmkey::object_prefix(ROW, obj)),
-            },
-            Bound::Excluded(r) => Some(lsmkey::row_key(obj, r)),
+        let Some((start, end)) = row_range(object(table)?, lo, hi) else {
+            return Ok(Vec::new());
         };
         let whole = limit == usize::MAX && self.range_cacheable(&start, end.as_deref());
         let query = query_key(b'R', &start, end.as_deref());
@@ -710,6 +753,35 @@ impl<E: Env> LsmStore<E> {
             c.put(query, &bytes, Vec::new(), vec![(start, end)]);
         }
         Ok(out)
+    }
+
+    /// The last `limit` rows with rowids within the bounds, in descending rowid order (for
+    /// `ORDER BY rowid DESC LIMIT n`): read backwards ([`range_back`](Self::range_back)),
+    /// no further than needed. Not cached (as [`scan_limited`](Self::scan_limited)'s cut
+    /// results are not).
+    pub fn scan_back(
+        &mut self,
+        table: &str,
+        lo: Bound<i64>,
+        hi: Bound<i64>,
+        limit: usize,
+    ) -> Result<Vec<Row>> {
+        let Some((start, end)) = row_range(object(table)?, lo, hi) else {
+            return Ok(Vec::new());
+        };
+        if limit == usize::MAX {
+            let mut rows = self.scan(table, lo, hi)?;
+            rows.reverse();
+            return Ok(rows);
+        }
+        self.range_back(&start, end.as_deref(), limit)?
+            .iter()
+            .map(|(k, v)| {
+                let rowid = lsmkey::rowid_of(k)
+                    .ok_or_else(|| SqlError::Storage(format!("lsm engine: short key {k:02x?}")))?;
+                Ok((rowid, decode_row(k, v)?))
+            })
+            .collect()
     }
 
     /// The largest rowid in use (kept once known; a scan of the table the first time).
@@ -811,11 +883,72 @@ impl<E: Env> LsmStore<E> {
         } else {
             Vec::new()
         };
-        let obj = b.table;
-        let mut out = Vec::new();
-        let mut raw = Vec::new();
-        for (k, _) in self.index_items(&b)? {
-            let rowid = index_rowid(&k)?;
+        let items = self.index_items(&b)?;
+        let (out, raw) = self.index_rows(index, b.table, &items, cacheable)?;
+        if cacheable {
+            self.keep_index_result(query, raw, b);
+        }
+        Ok(out)
+    }
+
+    /// Like [`index_scan`](Self::index_scan), from the high end when `desc` (rows with equal
+    /// indexed values then come in descending rowid order), and at most `limit` rows: only
+    /// the first `limit` index entries from that end are read — forward by
+    /// [`range_limited`](Self::range_limited), backwards by
+    /// [`range_back`](Self::range_back) — and only the rows they name. An equality probe
+    /// on every column (one value's entries, found through the tables' prefix filters) and
+    /// an unlimited scan are [`index_scan`](Self::index_scan)'s, cut after. A limited
+    /// result is cached under its own query (direction and limit in it), never as the range.
+    pub fn index_scan_limited(
+        &mut self,
+        index: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+        desc: bool,
+        limit: usize,
+    ) -> Result<Vec<Row>> {
+        let Some(b) = self.index_bounds(index, lo, hi)? else {
+            return Ok(Vec::new());
+        };
+        if b.whole || limit == usize::MAX {
+            let mut rows = self.index_scan(index, lo, hi)?;
+            if desc {
+                rows.reverse();
+            }
+            rows.truncate(limit);
+            return Ok(rows);
+        }
+        let cacheable = self.range_cacheable(&b.start, b.end.as_deref());
+        let query = limited_query_key(desc, limit, &b.start, b.end.as_deref());
+        if cacheable && let Some(rows) = self.cached_rows(&query)? {
+            return Ok(rows);
+        }
+        let items = if desc {
+            self.range_back(&b.start, b.end.as_deref(), limit)?
+        } else {
+            self.range_limited(&b.start, b.end.as_deref(), limit)?
+        };
+        let (out, raw) = self.index_rows(index, b.table, &items, cacheable)?;
+        if cacheable {
+            self.keep_index_result(query, raw, b);
+        }
+        Ok(out)
+    }
+
+    /// The rows of table object `obj` that index entries name, in the entries' order; with
+    /// `keep`, also each one's rowid, row key and encoding (for the cache).
+    #[allow(clippy::type_complexity)]
+    fn index_rows(
+        &mut self,
+        index: &str,
+        obj: u64,
+        items: &[(Vec<u8>, Vec<u8>)],
+        keep: bool,
+    ) -> Result<(Vec<Row>, Vec<(i64, Vec<u8>, Vec<u8>)>)> {
+        let mut out = Vec::with_capacity(items.len());
+        let mut raw = Vec::with_capacity(if keep { items.len() } else { 0 });
+        for (k, _) in items {
+            let rowid = index_rowid(k)?;
             let key = lsmkey::row_key(obj, rowid);
             let missing = || {
                 SqlError::Storage(format!(
@@ -823,7 +956,7 @@ impl<E: Env> LsmStore<E> {
                      missing"
                 ))
             };
-            if cacheable {
+            if keep {
                 let bytes = self.read(&key)?.ok_or_else(missing)?;
                 out.push((rowid, decode_row(&key, &bytes)?));
                 raw.push((rowid, key, bytes));
@@ -831,15 +964,24 @@ impl<E: Env> LsmStore<E> {
                 out.push((rowid, self.read_row(&key)?.ok_or_else(missing)?));
             }
         }
-        if cacheable
-            && let Some(c) = self.cache.as_mut()
+        Ok((out, raw))
+    }
+
+    /// Offers the cache an index scan's result (rows from [`index_rows`](Self::index_rows)):
+    /// it depends on the scan's key range and on each row it returned.
+    fn keep_index_result(
+        &mut self,
+        query: Vec<u8>,
+        raw: Vec<(i64, Vec<u8>, Vec<u8>)>,
+        b: IndexBounds,
+    ) {
+        if let Some(c) = self.cache.as_mut()
             && c.admit(&query)
         {
             let bytes = coordcache::encode_rows(raw.iter().map(|(r, _, b)| (*r, b.as_slice())));
             let points = raw.into_iter().map(|(_, k, _)| k).collect();
             c.put(query, &bytes, points, vec![(b.start, b.end)]);
         }
-        Ok(out)
     }
 
     /// The rowids under `values` in an index, read from the index entries alone.
@@ -925,6 +1067,25 @@ impl<E: Env> LsmStore<E> {
     }
 }
 
+/// The row keys of table object `obj` with rowids within the bounds, as `[start, end)`
+/// (`end` `None`: to the end of the key space); `None` if no rowid can be within them.
+fn row_range(obj: u64, lo: Bound<i64>, hi: Bound<i64>) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    let start = match lo {
+        Bound::Unbounded => lsmkey::object_prefix(ROW, obj),
+        Bound::Included(r) => lsmkey::row_key(obj, r),
+        Bound::Excluded(r) => lsmkey::row_key(obj, r.checked_add(1)?),
+    };
+    let end = match hi {
+        Bound::Unbounded => lsmkey::prefix_end(&lsmkey::object_prefix(ROW, obj)),
+        Bound::Included(r) => match r.checked_add(1) {
+            Some(r) => Some(lsmkey::row_key(obj, r)),
+            None => lsmkey::prefix_end(&lsmkey::object_prefix(ROW, obj)),
+        },
+        Bound::Excluded(r) => Some(lsmkey::row_key(obj, r)),
+    };
+    Some((start, end))
+}
+
 /// Where an index scan's entries lie: see [`LsmStore::index_bounds`].
 struct IndexBounds {
     /// The object number of the index's table.
@@ -953,6 +1114,16 @@ fn query_key(kind: u8, lo: &[u8], hi: Option<&[u8]>) -> Vec<u8> {
         q.push(1);
         q.extend_from_slice(h);
     }
+    q
+}
+
+/// The cache's identity of a limited index scan: `L`, the direction (1: descending), the
+/// limit (u64 LE), then the whole scan's [`query_key`] (kind `I`) — never equal to a whole
+/// scan's, whose first byte is its kind.
+fn limited_query_key(desc: bool, limit: usize, lo: &[u8], hi: Option<&[u8]>) -> Vec<u8> {
+    let mut q = vec![b'L', u8::from(desc)];
+    q.extend_from_slice(&(limit as u64).to_le_bytes());
+    q.extend_from_slice(&query_key(b'I', lo, hi));
     q
 }
 
@@ -1124,6 +1295,8 @@ mod tests {
         Scan(i64, i64),
         First(i64, usize),
         Index(Value, Value),
+        /// A limited index scan (direction, limit) between two values.
+        Limited(Value, Value, bool, usize),
         Max,
     }
 
@@ -1134,6 +1307,8 @@ mod tests {
             2 => (-22i64..22, -22i64..22).prop_map(|(a, b)| Q::Scan(a, b)),
             1 => (-22i64..22, 0usize..5).prop_map(|(a, n)| Q::First(a, n)),
             2 => (value(), value()).prop_map(|(a, b)| Q::Index(a, b)),
+            2 => (value(), value(), any::<bool>(), 0usize..5)
+                .prop_map(|(a, b, d, n)| Q::Limited(a, b, d, n)),
             1 => Just(Q::Max),
         ]
     }
@@ -1183,6 +1358,16 @@ mod tests {
                     Q::Index(a, b) => {
                         let (lo, hi) = (Bound::Included(std::slice::from_ref(&a)), Bound::Included(std::slice::from_ref(&b)));
                         prop_assert_eq!(cached.index_scan("li2", lo, hi).unwrap(), plain.index_scan("li2", lo, hi).unwrap());
+                    }
+                    Q::Limited(a, b, desc, n) => {
+                        let (lo, hi) = (Bound::Included(std::slice::from_ref(&a)), Bound::Included(std::slice::from_ref(&b)));
+                        let mut want = plain.index_scan("li2", lo, hi).unwrap();
+                        if desc {
+                            want.reverse();
+                        }
+                        want.truncate(n);
+                        prop_assert_eq!(plain.index_scan_limited("li2", lo, hi, desc, n).unwrap(), want.clone());
+                        prop_assert_eq!(cached.index_scan_limited("li2", lo, hi, desc, n).unwrap(), want);
                     }
                     Q::Max => prop_assert_eq!(cached.max_rowid("l1").unwrap(), plain.max_rowid("l1").unwrap()),
                 }
@@ -1312,6 +1497,144 @@ mod tests {
                 prop_assert_eq!(s.index_rowids("li2", &[Value::Integer(v)]).unwrap(), want);
             }
         }
+    }
+
+    #[derive(Debug, Clone)]
+    enum T {
+        /// Row `rowid` gets `(a, b)`.
+        Put(i64, i64, i64),
+        Del(i64),
+        Commit,
+        Rollback,
+        /// Commit, then freeze and flush the memtable.
+        Flush,
+        /// Commit, then one unit of background work.
+        Step,
+        /// A limited index scan, `desc` or not, of `limit` rows: everything, `a` alone (a
+        /// prefix bound), `(a, b)` up from a value or below one, or `(a, b)` exactly.
+        Index(u8, i64, i64, bool, usize),
+        /// A limited rowid scan from either end, between two rowids.
+        Rows(i64, i64, bool, usize),
+    }
+
+    fn t() -> impl Strategy<Value = T> {
+        prop_oneof![
+            8 => (-30i64..30, 0i64..3, 0i64..4).prop_map(|(r, a, b)| T::Put(r, a, b)),
+            3 => (-30i64..30).prop_map(T::Del),
+            2 => Just(T::Commit),
+            1 => Just(T::Rollback),
+            1 => Just(T::Flush),
+            2 => Just(T::Step),
+            4 => (0u8..5, 0i64..3, 0i64..4, any::<bool>(), 0usize..12)
+                .prop_map(|(k, a, b, d, n)| T::Index(k, a, b, d, n)),
+            2 => (-35i64..35, -35i64..35, any::<bool>(), 0usize..12)
+                .prop_map(|(x, y, d, n)| T::Rows(x, y, d, n)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// Limited index and rowid scans from either end — read no further than they need —
+        /// give what the whole scan gives, reversed for `desc` (equal values then in
+        /// descending rowid order), cut at the limit: over pending writes (puts, moves,
+        /// deletes) inside an open transaction, rollbacks, and tables in several levels.
+        #[test]
+        fn limited_scans_agree_with_whole_scans(ts in proptest::collection::vec(t(), 1..250)) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut s = small_store(dir.path(), true);
+            s.create_table("l1").unwrap();
+            s.create_index("li2", "l1", &[0, 1]).unwrap();
+            s.commit().unwrap();
+            let pad = Value::Blob(vec![7; 100]);
+            for op in ts {
+                match op {
+                    T::Put(r, a, b) => {
+                        let row = [Value::Integer(a), Value::Integer(b), pad.clone()];
+                        s.put_row("l1", r, &row).unwrap();
+                    }
+                    T::Del(r) => {
+                        s.delete("l1", r).unwrap();
+                    }
+                    T::Commit => s.commit().unwrap(),
+                    T::Rollback => s.rollback().unwrap(),
+                    T::Flush | T::Step => {
+                        s.commit().unwrap();
+                        if matches!(op, T::Flush) {
+                            s.db().flush().unwrap();
+                        } else {
+                            s.db().step().unwrap();
+                        }
+                    }
+                    T::Index(kind, a, b, desc, n) => {
+                        let (a, ab) = ([Value::Integer(a)], [Value::Integer(a), Value::Integer(b)]);
+                        let (lo, hi) = match kind {
+                            0 => (Bound::Unbounded, Bound::Unbounded),
+                            1 => (Bound::Included(&a[..]), Bound::Included(&a[..])),
+                            2 => (Bound::Excluded(&ab[..]), Bound::Unbounded),
+                            3 => (Bound::Unbounded, Bound::Excluded(&ab[..])),
+                            _ => (Bound::Included(&ab[..]), Bound::Included(&ab[..])),
+                        };
+                        let mut want = s.index_scan("li2", lo, hi).unwrap();
+                        if desc {
+                            want.reverse();
+                        }
+                        want.truncate(n);
+                        let got = s.index_scan_limited("li2", lo, hi, desc, n).unwrap();
+                        prop_assert_eq!(got, want, "kind {} desc {} limit {}", kind, desc, n);
+                    }
+                    T::Rows(x, y, desc, n) => {
+                        let (lo, hi) = (Bound::Included(x), Bound::Excluded(y));
+                        let mut want = s.scan("l1", lo, hi).unwrap();
+                        if desc {
+                            want.reverse();
+                        }
+                        want.truncate(n);
+                        let got = if desc {
+                            s.scan_back("l1", lo, hi, n).unwrap()
+                        } else {
+                            s.scan_limited("l1", lo, hi, n).unwrap()
+                        };
+                        prop_assert_eq!(got, want, "rows {}..{} desc {} limit {}", x, y, desc, n);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The cache keeps a limited scan's rows under a query of their own: the whole range,
+    /// the other direction and another limit are never answered with them, and a write in
+    /// the range drops them.
+    #[test]
+    fn a_limited_result_is_cached_apart_from_the_whole_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = store(dir.path(), true);
+        s.set_cache_bytes(64 << 10);
+        s.create_table("l1").unwrap();
+        s.create_index("li2", "l1", &[0, 1]).unwrap();
+        for r in 0..10 {
+            s.put_row("l1", r, &[Value::Integer(r % 2), Value::Integer(r)])
+                .unwrap();
+        }
+        s.commit().unwrap();
+        let one = [Value::Integer(1)];
+        let b = Bound::Included(&one[..]);
+        let ids = |rows: Vec<Row>| rows.into_iter().map(|r| r.0).collect::<Vec<_>>();
+        // Twice each: a result is kept at its second miss.
+        for _ in 0..3 {
+            let rows = s.index_scan_limited("li2", b, b, true, 2).unwrap();
+            assert_eq!(ids(rows), vec![9, 7]);
+            let rows = s.index_scan_limited("li2", b, b, false, 2).unwrap();
+            assert_eq!(ids(rows), vec![1, 3]);
+            let rows = s.index_scan_limited("li2", b, b, true, 3).unwrap();
+            assert_eq!(ids(rows), vec![9, 7, 5]);
+            assert_eq!(ids(s.index_scan("li2", b, b).unwrap()), vec![1, 3, 5, 7, 9]);
+        }
+        assert!(s.cache_stats().unwrap().hits >= 4, "{:?}", s.cache_stats());
+        s.put_row("l1", 11, &[Value::Integer(1), Value::Integer(11)])
+            .unwrap();
+        s.commit().unwrap();
+        let rows = s.index_scan_limited("li2", b, b, true, 2).unwrap();
+        assert_eq!(ids(rows), vec![11, 9]);
     }
 
     /// Probes find entries in several levels of the tree, and none for a value whose rows

@@ -404,14 +404,12 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
             return Ok(rows);
         }
         if lsm(t) {
-            if !desc {
-                return self.store(t)?.scan_limited(t, lo, hi, limit);
+            let store = self.store(t)?;
+            if desc {
+                store.scan_back(t, lo, hi, limit)
+            } else {
+                store.scan_limited(t, lo, hi, limit)
             }
-            // The tree iterates forward only: read the range, take its end.
-            let mut rows = self.store(t)?.scan(t, lo, hi)?;
-            rows.reverse();
-            rows.truncate(limit);
-            Ok(rows)
         } else {
             self.table.scan_limited(t, lo, hi, desc, limit)
         }
@@ -522,12 +520,13 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
         desc: bool,
         limit: usize,
     ) -> Result<Vec<Row>> {
-        if lsm(index) || ts(index) {
-            let mut rows = if ts(index) {
-                self.ts.index_scan(index, lo, hi)?
-            } else {
-                self.store(index)?.index_scan(index, lo, hi)?
-            };
+        if lsm(index) {
+            return self
+                .store(index)?
+                .index_scan_limited(index, lo, hi, desc, limit);
+        }
+        if ts(index) {
+            let mut rows = self.ts.index_scan(index, lo, hi)?;
             if desc {
                 rows.reverse();
             }
