@@ -1578,8 +1578,7 @@ impl<D: BlockDevice> Database<D> {
         hi: Bound<&[Value]>,
         order: Order,
     ) -> Result<Vec<Vec<Value>>> {
-        let (id, mut pks) = self.prefix_keys(name, lo, hi)?;
-        order.apply(&mut pks);
+        let (id, pks) = self.prefix_keys(name, lo, hi, order)?;
         self.rows_by_keys(id, pks)
     }
 
@@ -1594,8 +1593,7 @@ impl<D: BlockDevice> Database<D> {
         order: Order,
         mut visit: impl FnMut(RowValues<'_>) -> Result<()>,
     ) -> Result<()> {
-        let (id, mut pks) = self.prefix_keys(name, lo, hi)?;
-        order.apply(&mut pks);
+        let (id, pks) = self.prefix_keys(name, lo, hi, order)?;
         for pk in pks {
             if let Some(loc) = self.index_get(id, &pk)? {
                 self.visit_row(loc, &pk, &mut visit)?;
@@ -1614,16 +1612,18 @@ impl<D: BlockDevice> Database<D> {
         lo: Bound<&[V]>,
         hi: Bound<&[V]>,
     ) -> Result<Vec<Vec<u8>>> {
-        Ok(self.prefix_keys(name, lo, hi)?.1)
+        Ok(self.prefix_keys(name, lo, hi, Order::default())?.1)
     }
 
-    /// The owning table's id and the primary keys under index `name` within the bounds.
+    /// The owning table's id and the primary keys under index `name` within the bounds, in
+    /// `order` (only the first `order.limit` of a tree index's range are visited).
     #[cfg(feature = "secondary-index")]
     fn prefix_keys<V: AsValueRef + PartialEq>(
         &mut self,
         name: &str,
         lo: Bound<&[V]>,
         hi: Bound<&[V]>,
+        order: Order,
     ) -> Result<(u64, Vec<Vec<u8>>)> {
         let (id, pos) = self
             .index_owner(name)
@@ -1642,7 +1642,9 @@ impl<D: BlockDevice> Database<D> {
             let sec = &self.tables[&id].secondary[pos];
             if hi_in == lo_in && v.len() == sec.def.columns.len() {
                 // Every column equal: one probe, on a hash index too.
-                return Ok((id, sec.get(k)));
+                let mut pks = sec.get(k);
+                order.apply(&mut pks);
+                return Ok((id, pks));
             }
         }
         let hi = match hi {
@@ -1668,7 +1670,9 @@ impl<D: BlockDevice> Database<D> {
                 return Ok((id, Vec::new()));
             }
         }
-        Ok((id, self.tables[&id].secondary[pos].range(lo, hi)?))
+        let limit = order.limit.unwrap_or(usize::MAX);
+        let sec = &self.tables[&id].secondary[pos];
+        Ok((id, sec.range_from(lo, hi, order.desc, limit)?))
     }
 
     #[cfg(feature = "secondary-index")]

@@ -54,7 +54,7 @@ impl Pks {
         }
     }
 
-    fn iter(&self) -> impl Iterator<Item = &Key> {
+    fn iter(&self) -> impl DoubleEndedIterator<Item = &Key> {
         let (one, many) = match self {
             Pks::One(p) => (Some(p), None),
             Pks::Many(s) => (None, Some(s.iter())),
@@ -162,14 +162,38 @@ impl Secondary {
     /// Primary keys of the rows whose indexed columns lie within the bounds, in index order
     /// (tree indexes only).
     pub(crate) fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Result<Vec<Vec<u8>>> {
-        match &self.map {
-            Map::Tree(_) if empty_range(bound_ref(&lo), bound_ref(&hi)) => Ok(Vec::new()),
-            Map::Tree(m) => Ok(m
-                .range::<[u8], _>((bound_ref(&lo), bound_ref(&hi)))
-                .flat_map(|(_, s)| s.iter().map(|p| p.to_vec()))
-                .collect()),
-            Map::Hash(_) => Err(TableError::Invalid("a range over a hash index")),
-        }
+        self.range_from(lo, hi, false, usize::MAX)
+    }
+
+    /// Like [`range`](Self::range), from the high end when `desc` (rows with equal indexed
+    /// values then in descending primary key order), and at most `limit` keys: only those
+    /// are visited and copied.
+    pub(crate) fn range_from(
+        &self,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        desc: bool,
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>> {
+        let m = match &self.map {
+            Map::Tree(_) if empty_range(bound_ref(&lo), bound_ref(&hi)) => return Ok(Vec::new()),
+            Map::Tree(m) => m,
+            Map::Hash(_) => return Err(TableError::Invalid("a range over a hash index")),
+        };
+        let range = m.range::<[u8], _>((bound_ref(&lo), bound_ref(&hi)));
+        let copy = |p: &Key| p.to_vec();
+        Ok(if desc {
+            range
+                .rev()
+                .flat_map(|(_, s)| s.iter().rev().map(copy))
+                .take(limit)
+                .collect()
+        } else {
+            range
+                .flat_map(|(_, s)| s.iter().map(copy))
+                .take(limit)
+                .collect()
+        })
     }
 }
 

@@ -261,3 +261,47 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// An ordered, limited read of a tree index gives the first `limit` rows of the whole
+    /// range in index order, from the high end read backwards (equal values then in
+    /// descending primary key order), with and without bounds.
+    #[test]
+    fn a_limited_index_read_is_the_whole_range_cut(
+        ages in proptest::collection::vec(0i64..6, 0..60),
+        lo in proptest::option::of(0i64..6),
+        hi in proptest::option::of(0i64..6),
+        desc in proptest::prelude::any::<bool>(),
+        limit in 0usize..12,
+    ) {
+        let mut db = Database::create(MemBlock::new(16 << 20), Options::default()).unwrap();
+        db.create_table("people", people()).unwrap();
+        db.create_index("by_age", "people", &["age"], IndexKind::Tree, false)
+            .unwrap();
+        for (i, a) in ages.iter().enumerate() {
+            db.insert("people", &p(i as i64, "e", *a)).unwrap();
+        }
+        let (lo, hi) = (lo.map(|v| [Value::Integer(v)]), hi.map(|v| [Value::Integer(v)]));
+        fn bound(b: &Option<[Value; 1]>) -> Bound<&[Value]> {
+            match b {
+                Some(v) => Bound::Included(&v[..]),
+                None => Bound::Unbounded,
+            }
+        }
+        let mut want = db.find_prefix("by_age", bound(&lo), bound(&hi)).unwrap();
+        if desc {
+            want.reverse();
+        }
+        want.truncate(limit);
+        let order = if desc {
+            ember_table::Order::desc(Some(limit))
+        } else {
+            ember_table::Order::asc(Some(limit))
+        };
+        let got = db
+            .find_prefix_with("by_age", bound(&lo), bound(&hi), order)
+            .unwrap();
+        proptest::prop_assert_eq!(got, want);
+    }
+}
