@@ -112,6 +112,7 @@ impl PartialOrd for Key {
 }
 
 impl Ord for Key {
+    #[inline]
     fn cmp(&self, other: &Key) -> Ordering {
         match (&self.0, &other.0) {
             // Two in-place keys compare as three big-endian words and then their lengths,
