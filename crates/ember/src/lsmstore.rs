@@ -13,6 +13,7 @@
 //! index is a [`Db::probe`] that skips each table whose filter rules the values out, instead
 //! of a merging iterator over every level.
 
+use ember_sql::catalog::lower;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -75,15 +76,6 @@ fn decode_row(key: &[u8], bytes: &[u8]) -> Result<Vec<Value>> {
     ember_table::row_values(bytes)
         .and_then(crate::storage::sql_values)
         .map_err(|e| SqlError::Storage(format!("lsm engine: row under key {key:02x?}: {e}")))
-}
-
-/// A name in lower case, borrowed when it already is (as the executor's engine names are).
-fn lower(name: &str) -> std::borrow::Cow<'_, str> {
-    if name.bytes().any(|b| b.is_ascii_uppercase()) {
-        std::borrow::Cow::Owned(name.to_ascii_lowercase())
-    } else {
-        std::borrow::Cow::Borrowed(name)
-    }
 }
 
 fn meta_key(name: &str) -> Vec<u8> {
