@@ -272,41 +272,13 @@ impl<E: Env> LsmStore<E> {
             return Ok(Vec::new()); // an empty range (BTreeMap::range would panic)
         }
         let upper = hi.map_or(Bound::Unbounded, Bound::Excluded);
-        let mut tree = self.db.range(Bound::Included(lo), upper).peekable();
-        let mut mine = self
-            .pending
-            .range::<[u8], _>((Bound::Included(lo), upper))
-            .peekable();
+        let tree = self
+            .db
+            .range(Bound::Included(lo), upper)
+            .map(|r| r.map_err(lerr));
+        let mine = self.pending.range::<[u8], _>((Bound::Included(lo), upper));
         let mut out = Vec::new();
-        while out.len() < limit {
-            let from_tree = match (tree.peek(), mine.peek()) {
-                (None, None) => break,
-                (Some(Err(_)), _) => {
-                    return match tree.next() {
-                        Some(Err(e)) => Err(lerr(e)),
-                        _ => Err(SqlError::Storage("lsm engine: iterator failed".into())),
-                    };
-                }
-                (Some(Ok((tk, _))), Some((pk, _))) => tk.as_slice() < pk.as_slice(),
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-            };
-            if from_tree {
-                if let Some(Ok(item)) = tree.next() {
-                    out.push(item);
-                }
-                continue;
-            }
-            let Some((pk, pv)) = mine.next() else { break };
-            if let Some(Ok((tk, _))) = tree.peek()
-                && tk == pk
-            {
-                tree.next(); // the pending write hides the tree's version
-            }
-            if let Some(v) = pv {
-                out.push((pk.clone(), v.clone()));
-            }
-        }
+        merge_pending(tree, mine, false, limit, &mut out)?;
         Ok(out)
     }
 
@@ -333,31 +305,8 @@ impl<E: Env> LsmStore<E> {
             };
             let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
             let from = Bound::Included(floor.as_deref().unwrap_or(lo));
-            let mut mine = self
-                .pending
-                .range::<[u8], _>((from, upper))
-                .rev()
-                .peekable();
-            let mut tree = tree.into_iter().peekable();
-            while out.len() < limit {
-                let from_tree = match (tree.peek(), mine.peek()) {
-                    (None, None) => break,
-                    (Some((tk, _)), Some((pk, _))) => tk.as_slice() > pk.as_slice(),
-                    (Some(_), None) => true,
-                    (None, Some(_)) => false,
-                };
-                if from_tree {
-                    out.extend(tree.next());
-                    continue;
-                }
-                let Some((pk, pv)) = mine.next() else { break };
-                if tree.peek().is_some_and(|(tk, _)| tk == pk) {
-                    tree.next(); // the pending write hides the tree's version
-                }
-                if let Some(v) = pv {
-                    out.push((pk.clone(), v.clone()));
-                }
-            }
+            let mine = self.pending.range::<[u8], _>((from, upper)).rev();
+            merge_pending(tree.into_iter().map(Ok), mine, true, limit, &mut out)?;
             let Some(f) = floor else {
                 break; // the tree gave all it holds down to `lo`
             };
@@ -388,26 +337,7 @@ impl<E: Env> LsmStore<E> {
             return Ok(tree);
         }
         let mut out = Vec::with_capacity(tree.len());
-        let mut tree = tree.into_iter().peekable();
-        loop {
-            let from_tree = match (tree.peek(), mine.peek()) {
-                (None, None) => break,
-                (Some((tk, _)), Some((pk, _))) => tk.as_slice() < pk.as_slice(),
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-            };
-            if from_tree {
-                out.extend(tree.next());
-                continue;
-            }
-            let Some((pk, pv)) = mine.next() else { break };
-            if tree.peek().is_some_and(|(tk, _)| tk == pk) {
-                tree.next(); // the pending write hides the tree's version
-            }
-            if let Some(v) = pv {
-                out.push((pk.clone(), v.clone()));
-            }
-        }
+        merge_pending(tree.into_iter().map(Ok), mine, false, usize::MAX, &mut out)?;
         Ok(out)
     }
 
@@ -1057,6 +987,46 @@ impl<E: Env> LsmStore<E> {
             whole,
         }))
     }
+}
+
+/// Merges the tree's items of a key range with the pending writes of the same range, both
+/// in one key order (`desc`: descending) — a pending write replaces the tree's item with its
+/// key, a pending delete hides it — into `out` until it holds `limit` items. The first
+/// error of the tree's items ends the merge.
+fn merge_pending<'p>(
+    tree: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
+    mine: impl Iterator<Item = (&'p Vec<u8>, &'p Option<Vec<u8>>)>,
+    desc: bool,
+    limit: usize,
+    out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+) -> Result<()> {
+    let (mut tree, mut mine) = (tree.peekable(), mine.peekable());
+    let first = |a: &[u8], b: &[u8]| if desc { a > b } else { a < b };
+    while out.len() < limit {
+        let from_tree = match (tree.peek(), mine.peek()) {
+            (None, None) => break,
+            (Some(Err(_)), _) => true,
+            (Some(Ok((tk, _))), Some((pk, _))) => first(tk, pk),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+        };
+        if from_tree {
+            if let Some(item) = tree.next() {
+                out.push(item?);
+            }
+            continue;
+        }
+        let Some((pk, pv)) = mine.next() else { break };
+        if let Some(Ok((tk, _))) = tree.peek()
+            && tk == pk
+        {
+            tree.next(); // the pending write hides the tree's version
+        }
+        if let Some(v) = pv {
+            out.push((pk.clone(), v.clone()));
+        }
+    }
+    Ok(())
 }
 
 /// The row keys of table object `obj` with rowids within the bounds, as `[start, end)`
