@@ -135,14 +135,25 @@ enum Access {
     ),
     /// The rows in ORDER BY order, read from one end of the rowid order (engine index
     /// `None`) or of an engine index (engine name, user-facing name), at most LIMIT + OFFSET
-    /// of them: descending, LIMIT, OFFSET.
-    Ordered(Option<(String, String)>, bool, Box<Expr>, Option<Box<Expr>>),
+    /// of them: descending, LIMIT, OFFSET, and the values (with their columns' affinities)
+    /// a WHERE of equalities fixes the index's leading columns to — the read then stays
+    /// within that prefix (`WHERE chat = ? ORDER BY time DESC LIMIT 20` on `(chat, time)`).
+    Ordered(
+        Option<(String, String)>,
+        bool,
+        Box<Expr>,
+        Option<Box<Expr>>,
+        Vec<(Affinity, Expr)>,
+    ),
 }
 
-/// What a SELECT core with no WHERE, grouping or DISTINCT over one table needs for its ORDER
-/// BY … LIMIT to be answered from one end of the rowid or an index order.
+/// What a SELECT core with no grouping or DISTINCT over one table, whose WHERE (if any) is
+/// only equalities, needs for its ORDER BY … LIMIT to be answered from one end of the rowid
+/// or an index order.
 struct OrderHint<'a> {
     terms: &'a [OrderTerm],
+    /// The WHERE conjuncts, each `x = y`: they must fix a leading prefix of the index.
+    eqs: &'a [&'a Expr],
     limit: &'a Expr,
     offset: Option<&'a Expr>,
 }
@@ -2823,13 +2834,16 @@ impl<S: Storage> Executor<S> {
                     && having.is_none()
                     && !order_by.is_empty()
                     && leaves.len() == 1
-                    && conj.is_empty()
+                    && conj
+                        .iter()
+                        .all(|c| matches!(c, Expr::Binary(BinOp::Eq, ..)))
                     && !columns.iter().any(
                         |c| matches!(c, ResultCol::Expr { expr, .. } if has_aggregate(expr)),
                     ) =>
             {
                 Some(OrderHint {
                     terms: order_by,
+                    eqs: &conj,
                     limit,
                     offset,
                 })
@@ -3703,6 +3717,10 @@ impl<S: Storage> Executor<S> {
             ),
             Access::IndexIn(_, idx, _, _) => format!("SEARCH {name} USING INDEX {idx} (=?)"),
             Access::Ordered(None, ..) => format!("SCAN {name}"),
+            Access::Ordered(Some((_, idx)), _, _, _, prefix) if !prefix.is_empty() => format!(
+                "SEARCH {name} USING INDEX {idx} ({} columns =?) ORDERED",
+                prefix.len()
+            ),
             Access::Ordered(Some((_, idx)), ..) => format!("SCAN {name} USING INDEX {idx}"),
             Access::IndexRange(_, idx, _, lo, hi) => {
                 let parts: Vec<&str> = [
@@ -3865,7 +3883,17 @@ impl<S: Storage> Executor<S> {
                 let hb = hi_v.as_deref().map_or(Bound::Unbounded, Bound::Included);
                 Ok(with_rowid(self.storage.index_scan(engine, lb, hb)?))
             }
-            Access::Ordered(index, desc, limit, offset) => {
+            Access::Ordered(index, desc, limit, offset, prefix) => {
+                // The prefix values, converted as an index equality probe converts them; a
+                // NULL one is equal to nothing.
+                let mut vals = Vec::with_capacity(prefix.len());
+                for (aff, e) in prefix {
+                    let v = Self::probe(self.eval(e, env)?, *aff);
+                    if v.is_null() {
+                        return Ok(Vec::new());
+                    }
+                    vals.push(v);
+                }
                 // LIMIT + OFFSET rows; a negative LIMIT is none, and a value LIMIT would
                 // refuse reads everything so that `limit` reports it.
                 let mut count = |e: &Expr| -> Result<Option<i64>> {
@@ -3893,13 +3921,15 @@ impl<S: Storage> Executor<S> {
                         *desc,
                         n,
                     )?,
-                    Some((engine, _)) => self.storage.index_scan_limited(
-                        engine,
-                        Bound::Unbounded,
-                        Bound::Unbounded,
-                        *desc,
-                        n,
-                    )?,
+                    Some((engine, _)) => {
+                        // A bound shorter than the index bounds that prefix.
+                        let b = if vals.is_empty() {
+                            Bound::Unbounded
+                        } else {
+                            Bound::Included(&vals[..])
+                        };
+                        self.storage.index_scan_limited(engine, b, b, *desc, n)?
+                    }
                 };
                 Ok(with_rowid(rows))
             }
@@ -3909,12 +3939,17 @@ impl<S: Storage> Executor<S> {
     /// An access path that returns table leaf `k`'s rows already in the hint's ORDER BY
     /// order, so that only LIMIT + OFFSET rows need be read: the terms must be the rowid,
     /// or a prefix of an index's columns, all in one direction with the default NULLs
-    /// placement (an index orders NULLs first).
+    /// placement (an index orders NULLs first). With a WHERE, its equalities must fix
+    /// exactly the index columns before the terms (see [`Self::eq_prefix`]).
     fn ordered(&self, leaves: &[Leaf], k: usize, h: &OrderHint<'_>) -> Option<Access> {
-        let leaf = &leaves[k];
+        let leaf = leaves.get(k)?;
         let LeafSrc::Table(t) = &leaf.src else {
             return None;
         };
+        if !leaf.on.is_empty() {
+            return None;
+        }
+        let eqs = self.eq_prefix(leaf, t, h.eqs)?;
         let desc = h.terms.first()?.desc;
         if h.terms
             .iter()
@@ -3941,12 +3976,17 @@ impl<S: Storage> Executor<S> {
         }
         let limit = Box::new(h.limit.clone());
         let offset = h.offset.map(|o| Box::new(o.clone()));
-        if cols[0].is_none() {
+        if cols.first()?.is_none() && eqs.is_empty() {
             // The rowid is unique: later terms cannot reorder.
-            return Some(Access::Ordered(None, desc, limit, offset));
+            return Some(Access::Ordered(None, desc, limit, offset, Vec::new()));
         }
-        // Index columns, then the rowid (equal index values come in rowid order).
+        // The WHERE's columns (in any order), then the terms' index columns, then the rowid
+        // (equal index values come in rowid order).
         let fits = |idx: &[usize]| {
+            if idx.len() < eqs.len() || !idx[..eqs.len()].iter().all(|i| eqs.contains_key(i)) {
+                return false;
+            }
+            let idx = &idx[eqs.len()..];
             let m = cols.iter().take_while(|c| c.is_some()).count();
             m <= idx.len()
                 && cols[..m].iter().zip(idx).all(|(c, i)| *c == Some(*i))
@@ -3958,6 +3998,7 @@ impl<S: Storage> Executor<S> {
             .filter(|u| u.index.is_none() && fits(&u.columns))
             .map(|u| {
                 (
+                    u.columns.clone(),
                     u.engine.clone(),
                     format!(
                         "sqlite_autoindex_{}_{}",
@@ -3973,9 +4014,76 @@ impl<S: Storage> Executor<S> {
                 .indexes_of(&t.name)
                 .into_iter()
                 .find(|i| fits(&i.columns))
-                .map(|i| (i.engine.clone(), i.name.clone()));
+                .map(|i| (i.columns.clone(), i.engine.clone(), i.name.clone()));
         }
-        found.map(|f| Access::Ordered(Some(f), desc, limit, offset))
+        let (columns, engine, name) = found?;
+        // The prefix values in index column order.
+        let prefix = columns
+            .iter()
+            .take(eqs.len())
+            .map(|c| Some((t.columns.get(*c)?.affinity, (*eqs.get(c)?).clone())))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Access::Ordered(
+            Some((engine, name)),
+            desc,
+            limit,
+            offset,
+            prefix,
+        ))
+    }
+
+    /// The columns the WHERE conjuncts `eqs` fix, each to the value expression it is equal
+    /// to, or `None` when the rows an index probe with them finds could differ from the
+    /// rows the WHERE keeps — the filter would then drop rows the LIMIT counted. Each
+    /// conjunct must be `column = value` (either side) on a distinct column of the leaf
+    /// that is not the rowid, the value must name no column and hold no subquery or
+    /// random() (one value for the whole statement), and the index equality probe's own
+    /// check ([`Self::index_safe`]: no collation, the comparison converts the value and not
+    /// the column) must pass.
+    fn eq_prefix<'e>(
+        &self,
+        leaf: &Leaf,
+        t: &TableDef,
+        eqs: &[&'e Expr],
+    ) -> Option<BTreeMap<usize, &'e Expr>> {
+        let mut out = BTreeMap::new();
+        for c in eqs {
+            let Expr::Binary(BinOp::Eq, a, b) = c else {
+                return None;
+            };
+            let (col, e) = match (Self::leaf_column(leaf, t, a), Self::leaf_column(leaf, t, b)) {
+                (Some(col), None) => (col, &**b),
+                (None, Some(col)) => (col, &**a),
+                _ => return None,
+            };
+            let col = col?;
+            if !Self::is_constant(e) || !self.index_safe(t, Some(col), e) {
+                return None;
+            }
+            if out.insert(col, e).is_some() {
+                return None;
+            }
+        }
+        Some(out)
+    }
+
+    /// The position of the leaf's column an expression names (`Some(None)`: the rowid), or
+    /// `None` when it is not a column of the leaf.
+    fn leaf_column(leaf: &Leaf, t: &TableDef, e: &Expr) -> Option<Option<usize>> {
+        let Expr::Column { table, name, .. } = e else {
+            return None;
+        };
+        if let Some(tq) = table {
+            if !leaf.scope.has_table(tq) {
+                return None;
+            }
+        }
+        let i = leaf.scope.find(table.as_deref(), name).ok().flatten()?;
+        if leaf.scope.cols().get(i)?.rowid || Some(i) == t.ipk {
+            Some(None)
+        } else {
+            Some(Some(i))
+        }
     }
 
     /// Joins the leaves with nested loops, applying each WHERE conjunct as soon as its
@@ -4060,7 +4168,9 @@ impl<S: Storage> Executor<S> {
                 Some(a) => a,
                 None => {
                     let mut a = self.plan(leaves, k, &cands);
-                    if let (Access::Full, Some(h)) = (&a, hint) {
+                    // The ordered read replaces a full scan, or an equality probe whose
+                    // equalities it takes over as its prefix.
+                    if let (Access::Full | Access::IndexEq(..), Some(h)) = (&a, hint) {
                         if let Some(o) = self.ordered(leaves, k, h) {
                             a = o;
                         }

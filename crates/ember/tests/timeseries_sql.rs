@@ -111,6 +111,10 @@ fn queries(keys: &[i64]) -> Vec<String> {
          WHERE w.temp BETWEEN 390 AND 440 GROUP BY t ORDER BY t"
             .into(),
         "SELECT ts, temp FROM w ORDER BY ts DESC LIMIT 7".into(),
+        // An equality on the indexed column, ordered by the key: read from one end of that
+        // value's index entries.
+        "SELECT ts, temp FROM w WHERE temp = 420 ORDER BY ts DESC LIMIT 3".into(),
+        "SELECT ts, wind FROM w WHERE temp = '421' ORDER BY ts LIMIT 4 OFFSET 2".into(),
     ]
 }
 
@@ -192,6 +196,20 @@ fn a_sensor_data_set_through_sql_matches_sqlite_before_and_after_reopen() {
         );
         assert!(
             format!("{plan:?}").contains("USING INDEX w_temp"),
+            "{plan:?}"
+        );
+        let q = "SELECT ts, temp FROM w WHERE temp = 420 ORDER BY ts DESC LIMIT 3";
+        assert_eq!(
+            rows(conn, q).len(),
+            3,
+            "{q}: the value has more rows than the limit"
+        );
+        let plan = rows(
+            conn,
+            "EXPLAIN QUERY PLAN SELECT * FROM w WHERE temp = 420 ORDER BY ts DESC LIMIT 3",
+        );
+        assert!(
+            format!("{plan:?}").contains("USING INDEX w_temp (1 columns =?) ORDERED"),
             "{plan:?}"
         );
         let plan = rows(
