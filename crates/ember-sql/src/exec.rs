@@ -3477,22 +3477,7 @@ impl<S: Storage> Executor<S> {
         // (column position or None for rowid, op, value expression)
         let mut terms: Vec<(Option<usize>, BinOp, Expr)> = Vec::new();
         let mut ins: Vec<(Option<usize>, Vec<Expr>)> = Vec::new();
-        let col_of = |e: &Expr| -> Option<Option<usize>> {
-            let Expr::Column { table, name, .. } = e else {
-                return None;
-            };
-            if let Some(tq) = table {
-                if !leaf.scope.has_table(tq) {
-                    return None;
-                }
-            }
-            let i = leaf.scope.find(table.as_deref(), name).ok().flatten()?;
-            if leaf.scope.cols()[i].rowid || Some(i) == t.ipk {
-                Some(None)
-            } else {
-                Some(Some(i))
-            }
-        };
+        let col_of = |e: &Expr| Self::leaf_column(leaf, t, e);
         let flip = |op: BinOp| match op {
             BinOp::Lt => BinOp::Gt,
             BinOp::Le => BinOp::Ge,

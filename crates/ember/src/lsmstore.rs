@@ -660,9 +660,8 @@ impl<E: Env> LsmStore<E> {
         let mut out = Vec::with_capacity(items.len());
         let mut raw = Vec::with_capacity(if whole { items.len() } else { 0 });
         for (k, v) in &items {
-            let rowid = lsmkey::rowid_of(k)
-                .ok_or_else(|| SqlError::Storage(format!("lsm engine: short key {k:02x?}")))?;
-            out.push((rowid, decode_row(k, v)?));
+            let (rowid, row) = row_item(k, v)?;
+            out.push((rowid, row));
             if whole {
                 raw.push((rowid, v.as_slice()));
             }
@@ -698,11 +697,7 @@ impl<E: Env> LsmStore<E> {
         }
         self.range_back(&start, end.as_deref(), limit)?
             .iter()
-            .map(|(k, v)| {
-                let rowid = lsmkey::rowid_of(k)
-                    .ok_or_else(|| SqlError::Storage(format!("lsm engine: short key {k:02x?}")))?;
-                Ok((rowid, decode_row(k, v)?))
-            })
+            .map(|(k, v)| row_item(k, v))
             .collect()
     }
 
@@ -987,6 +982,13 @@ impl<E: Env> LsmStore<E> {
             whole,
         }))
     }
+}
+
+/// A row item (row key, encoded row) as the SQL layer's (rowid, values).
+fn row_item(k: &[u8], v: &[u8]) -> Result<Row> {
+    let rowid = lsmkey::rowid_of(k)
+        .ok_or_else(|| SqlError::Storage(format!("lsm engine: short key {k:02x?}")))?;
+    Ok((rowid, decode_row(k, v)?))
 }
 
 /// Merges the tree's items of a key range with the pending writes of the same range, both
@@ -1369,6 +1371,15 @@ mod tests {
     }
 
     /// A store whose tree flushes after a few KiB, so entries spread over levels.
+    /// A new [`small_store`] with table `l1` and index `li2` on columns `cols`, committed.
+    fn indexed_store(dir: &std::path::Path, cols: &[usize]) -> LsmStore<FileEnv> {
+        let mut s = small_store(dir, true);
+        s.create_table("l1").unwrap();
+        s.create_index("li2", "l1", cols).unwrap();
+        s.commit().unwrap();
+        s
+    }
+
     fn small_store(dir: &std::path::Path, create: bool) -> LsmStore<FileEnv> {
         let env = FileEnv::new(dir).unwrap();
         let opts = Options {
@@ -1395,10 +1406,7 @@ mod tests {
         #[test]
         fn index_probes_agree_with_a_model(ps in proptest::collection::vec(p(), 1..200)) {
             let dir = tempfile::tempdir().unwrap();
-            let mut s = small_store(dir.path(), true);
-            s.create_table("l1").unwrap();
-            s.create_index("li2", "l1", &[0]).unwrap();
-            s.commit().unwrap();
+            let mut s = indexed_store(dir.path(), &[0]);
             // Wide rows, so a few hundred writes fill several tables.
             let pad = Value::Blob(vec![7; 120]);
             let mut model: BTreeMap<i64, i64> = BTreeMap::new();
@@ -1503,10 +1511,7 @@ mod tests {
         #[test]
         fn limited_scans_agree_with_whole_scans(ts in proptest::collection::vec(t(), 1..250)) {
             let dir = tempfile::tempdir().unwrap();
-            let mut s = small_store(dir.path(), true);
-            s.create_table("l1").unwrap();
-            s.create_index("li2", "l1", &[0, 1]).unwrap();
-            s.commit().unwrap();
+            let mut s = indexed_store(dir.path(), &[0, 1]);
             let pad = Value::Blob(vec![7; 100]);
             for op in ts {
                 match op {
