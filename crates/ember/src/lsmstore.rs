@@ -677,7 +677,7 @@ impl<E: Env> LsmStore<E> {
     }
 
     /// The last `limit` rows with rowids within the bounds, in descending rowid order (for
-    /// `ORDER BY rowid DESC LIMIT n`): read backwards ([`range_back`](Self::range_back)),
+    /// `ORDER BY rowid DESC LIMIT n`): read backwards (`range_back`),
     /// no further than needed. Not cached (as [`scan_limited`](Self::scan_limited)'s cut
     /// results are not).
     pub fn scan_back(
@@ -811,8 +811,8 @@ impl<E: Env> LsmStore<E> {
     /// Like [`index_scan`](Self::index_scan), from the high end when `desc` (rows with equal
     /// indexed values then come in descending rowid order), and at most `limit` rows: only
     /// the first `limit` index entries from that end are read — forward by
-    /// [`range_limited`](Self::range_limited), backwards by
-    /// [`range_back`](Self::range_back) — and only the rows they name. An equality probe
+    /// `range_limited`, backwards by
+    /// `range_back` — and only the rows they name. An equality probe
     /// on every column (one value's entries, found through the tables' prefix filters) and
     /// an unlimited scan are [`index_scan`](Self::index_scan)'s, cut after. A limited
     /// result is cached under its own query (direction and limit in it), never as the range.
