@@ -92,8 +92,6 @@ fn insert_get_update_delete_and_scan() {
 fn rows_written_from_borrowed_values_read_back_as_owned_ones_do() {
     let mut db = fresh(Mode::Full);
     db.create_table("t", schema(IndexKind::Tree)).unwrap();
-    db.create_index("by_name", "t", &["name"], IndexKind::Tree, true)
-        .unwrap();
     let name = String::from("borrowed");
     db.insert("t", &[ValueRef::Integer(1), ValueRef::Text(&name)])
         .unwrap();
@@ -102,10 +100,10 @@ fn rows_written_from_borrowed_values_read_back_as_owned_ones_do() {
         db.get("t", &[Value::Integer(1)]).unwrap(),
         Some(row(1, "borrowed"))
     );
-    // The same checks as for owned rows: uniqueness, NOT NULL, the column count.
+    // The same checks as for owned rows: the primary key, NOT NULL, the column count.
     assert!(matches!(
-        db.insert("t", &[ValueRef::Integer(3), ValueRef::Text("owned")]),
-        Err(TableError::Unique(_))
+        db.insert("t", &[ValueRef::Integer(1), ValueRef::Text("again")]),
+        Err(TableError::Constraint(_))
     ));
     assert!(matches!(
         db.insert("t", &[ValueRef::Null, ValueRef::Text("x")]),
@@ -119,6 +117,34 @@ fn rows_written_from_borrowed_values_read_back_as_owned_ones_do() {
         db.update("t", &[ValueRef::Integer(2), ValueRef::Text("changed")])
             .unwrap()
     );
+    assert_eq!(
+        db.get("t", &[Value::Integer(2)]).unwrap(),
+        Some(row(2, "changed"))
+    );
+    assert!(
+        !db.update("t", &[ValueRef::Integer(9), ValueRef::Text("none")])
+            .unwrap()
+    );
+}
+
+#[cfg(feature = "secondary-index")]
+#[test]
+fn borrowed_rows_keep_secondary_indexes_as_owned_ones_do() {
+    let mut db = fresh(Mode::Full);
+    db.create_table("t", schema(IndexKind::Tree)).unwrap();
+    db.create_index("by_name", "t", &["name"], IndexKind::Tree, true)
+        .unwrap();
+    db.insert("t", &[ValueRef::Integer(1), ValueRef::Text("a")])
+        .unwrap();
+    db.insert("t", &row(2, "owned")).unwrap();
+    assert!(matches!(
+        db.insert("t", &[ValueRef::Integer(3), ValueRef::Text("owned")]),
+        Err(TableError::Unique(_))
+    ));
+    assert!(
+        db.update("t", &[ValueRef::Integer(2), ValueRef::Text("changed")])
+            .unwrap()
+    );
     let by = |db: &mut Database<_>, s: &str| {
         let k = [ValueRef::Text(s)];
         db.find_prefix_keys("by_name", Bound::Included(&k[..]), Bound::Included(&k[..]))
@@ -126,10 +152,6 @@ fn rows_written_from_borrowed_values_read_back_as_owned_ones_do() {
             .len()
     };
     assert_eq!((by(&mut db, "owned"), by(&mut db, "changed")), (0, 1));
-    assert!(
-        !db.update("t", &[ValueRef::Integer(9), ValueRef::Text("none")])
-            .unwrap()
-    );
 }
 
 #[test]
