@@ -711,34 +711,14 @@ impl<E: Env> LsmStore<E> {
         Ok(m)
     }
 
-    /// The largest rowid of a table, found without reading the table (the engine iterates
-    /// forward only): a search whose probes each read the first row at or above a rowid —
-    /// at most 64 of them, each jumping to the row it finds.
+    /// The largest rowid of a table, found without reading the table: the last row key of
+    /// its range, read backwards (`range_back`, one bounded read from the high end, pending
+    /// writes included).
     fn find_max_rowid(&mut self, table: &str) -> Result<Option<i64>> {
-        let first_from = |s: &mut Self, lo: Bound<i64>| -> Result<Option<i64>> {
-            Ok(s.scan_limited(table, lo, Bound::Unbounded, 1)?
-                .first()
-                .map(|r| r.0))
-        };
-        let Some(mut lo) = first_from(self, Bound::Unbounded)? else {
-            return Ok(None);
-        };
-        // A row has rowid `lo`; none is above `hi`.
-        let mut hi = i64::MAX;
-        while lo < hi {
-            // lo < mid <= hi (in i128: hi - lo may not fit an i64).
-            let mid = (i128::from(lo) + (i128::from(hi) - i128::from(lo) + 1) / 2) as i64;
-            match first_from(self, Bound::Included(mid))? {
-                Some(r) if r > lo => lo = r,
-                Some(_) => {
-                    return Err(SqlError::Storage(format!(
-                        "lsm engine: a scan of {table} from rowid {mid} went back"
-                    )));
-                }
-                None => hi = mid - 1,
-            }
-        }
-        Ok(Some(lo))
+        Ok(self
+            .scan_back(table, Bound::Unbounded, Bound::Unbounded, 1)?
+            .first()
+            .map(|r| r.0))
     }
 
     /// Creates an index on column positions of a table and fills it.
