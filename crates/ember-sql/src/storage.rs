@@ -131,12 +131,7 @@ pub trait Storage {
         desc: bool,
         limit: usize,
     ) -> Result<Vec<Row>> {
-        let mut rows = self.scan(table, lo, hi)?;
-        if desc {
-            rows.reverse();
-        }
-        rows.truncate(limit);
-        Ok(rows)
+        Ok(from_end(self.scan(table, lo, hi)?, desc, limit))
     }
     /// The first rows whose rowid lies within the bounds, in ascending rowid order, read
     /// into `out` for a query that steps through a table a chunk at a time (resuming with
@@ -170,12 +165,7 @@ pub trait Storage {
         desc: bool,
         limit: usize,
     ) -> Result<Vec<Row>> {
-        let mut rows = self.index_scan(index, lo, hi)?;
-        if desc {
-            rows.reverse();
-        }
-        rows.truncate(limit);
-        Ok(rows)
+        Ok(from_end(self.index_scan(index, lo, hi)?, desc, limit))
     }
     /// Starts a transaction.
     fn begin(&mut self) -> Result<()>;
@@ -191,6 +181,16 @@ pub trait Storage {
     /// An engine setting or statistic by name (`PRAGMA name`), as (column, value) rows.
     fn pragma(&mut self, name: &str, value: Option<&Value>)
     -> Result<Option<Vec<(String, Value)>>>;
+}
+
+/// The first `limit` of `rows` (read in ascending order) from the high end when `desc`:
+/// what a limited read gives for an engine that reads a range whole.
+pub fn from_end(mut rows: Vec<Row>, desc: bool, limit: usize) -> Vec<Row> {
+    if desc {
+        rows.reverse();
+    }
+    rows.truncate(limit);
+    rows
 }
 
 /// Puts rows into a chunk buffer as [`Storage::scan_chunk`] lays them out (each row's

@@ -14,6 +14,7 @@
 //! of a merging iterator over every level.
 
 use ember_sql::catalog::lower;
+use ember_sql::storage::from_end;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -691,9 +692,7 @@ impl<E: Env> LsmStore<E> {
             return Ok(Vec::new());
         };
         if limit == usize::MAX {
-            let mut rows = self.scan(table, lo, hi)?;
-            rows.reverse();
-            return Ok(rows);
+            return Ok(from_end(self.scan(table, lo, hi)?, true, limit));
         }
         self.range_back(&start, end.as_deref(), limit)?
             .iter()
@@ -808,12 +807,7 @@ impl<E: Env> LsmStore<E> {
             return Ok(Vec::new());
         };
         if b.whole || limit == usize::MAX {
-            let mut rows = self.index_scan(index, lo, hi)?;
-            if desc {
-                rows.reverse();
-            }
-            rows.truncate(limit);
-            return Ok(rows);
+            return Ok(from_end(self.index_scan(index, lo, hi)?, desc, limit));
         }
         let cacheable = self.range_cacheable(&b.start, b.end.as_deref());
         let query = limited_query_key(desc, limit, &b.start, b.end.as_deref());

@@ -24,7 +24,7 @@ use std::ops::Bound;
 
 use ember_lsm::Env;
 use ember_sql::catalog::Catalog;
-use ember_sql::storage::{chunk_from_rows, engine_of};
+use ember_sql::storage::{chunk_from_rows, engine_of, from_end};
 use ember_sql::{ColumnSpec, Result, Row, SqlError, Storage, Value};
 
 use crate::lsmstore::LsmStore;
@@ -396,12 +396,7 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
         limit: usize,
     ) -> Result<Vec<Row>> {
         if ts(t) {
-            let mut rows = self.ts.scan(t, lo, hi)?;
-            if desc {
-                rows.reverse();
-            }
-            rows.truncate(limit);
-            return Ok(rows);
+            return Ok(from_end(self.ts.scan(t, lo, hi)?, desc, limit));
         }
         if lsm(t) {
             let store = self.store(t)?;
@@ -526,12 +521,7 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
                 .index_scan_limited(index, lo, hi, desc, limit);
         }
         if ts(index) {
-            let mut rows = self.ts.index_scan(index, lo, hi)?;
-            if desc {
-                rows.reverse();
-            }
-            rows.truncate(limit);
-            Ok(rows)
+            Ok(from_end(self.ts.index_scan(index, lo, hi)?, desc, limit))
         } else {
             self.table.index_scan_limited(index, lo, hi, desc, limit)
         }

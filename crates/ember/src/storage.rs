@@ -32,6 +32,20 @@ fn value_ref(v: &Value) -> ValueRef<'_> {
     }
 }
 
+/// A rowid bound as the engine's key bound (a one-value row).
+fn rowid_bound(b: Bound<i64>) -> Bound<[TValue; 1]> {
+    b.map(|i| [TValue::Integer(i)])
+}
+
+/// At most `limit` rows in key order, from the high end when `desc`.
+fn limited(desc: bool, limit: usize) -> Order {
+    if desc {
+        Order::desc(Some(limit))
+    } else {
+        Order::asc(Some(limit))
+    }
+}
+
 /// A value borrowed from a table-engine row, copied into a SQL value.
 #[inline]
 fn from_ref(v: ValueRef<'_>) -> Value {
@@ -208,8 +222,7 @@ impl<D: BlockDevice> TableStorage<D> {
         hi: Bound<i64>,
         order: Order,
     ) -> Result<Vec<Row>> {
-        let b = |x: Bound<i64>| x.map(|i| [TValue::Integer(i)]);
-        let (lo, hi) = (b(lo), b(hi));
+        let (lo, hi) = (rowid_bound(lo), rowid_bound(hi));
         let (lo, hi) = (lo.as_ref().map(|a| &a[..]), hi.as_ref().map(|a| &a[..]));
         let mut db = self.db.lock()?;
         collect_rows(|visit| db.range_visit(table, lo, hi, order, visit))
@@ -400,11 +413,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         desc: bool,
         limit: usize,
     ) -> Result<Vec<Row>> {
-        let order = if desc {
-            Order::desc(Some(limit))
-        } else {
-            Order::asc(Some(limit))
-        };
+        let order = limited(desc, limit);
         self.rows(table, lo, hi, order)
     }
 
@@ -416,8 +425,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         limit: usize,
         out: &mut Vec<Vec<Value>>,
     ) -> Result<(usize, bool)> {
-        let b = |x: Bound<i64>| x.map(|i| [TValue::Integer(i)]);
-        let (lo, hi) = (b(lo), b(hi));
+        let (lo, hi) = (rowid_bound(lo), rowid_bound(hi));
         let (lo, hi) = (lo.as_ref().map(|a| &a[..]), hi.as_ref().map(|a| &a[..]));
         let mut db = self.db.lock()?;
         let (mut n, mut bad) = (0, false);
@@ -503,11 +511,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         desc: bool,
         limit: usize,
     ) -> Result<Vec<Row>> {
-        let order = if desc {
-            Order::desc(Some(limit))
-        } else {
-            Order::asc(Some(limit))
-        };
+        let order = limited(desc, limit);
         self.index_rows(index, lo, hi, order)
     }
 
