@@ -44,8 +44,12 @@ pub struct Output {
     pub rows: Vec<Vec<Value>>,
 }
 
-/// Most rows a streamed query reads in one chunk.
-const CHUNK_ROWS: usize = 1024;
+/// Most rows a streamed query reads in one chunk. Small enough that a chunk's row buffers
+/// (typically a few hundred bytes a row) stay in the core's first- and second-level caches
+/// between the engine writing them and the caller reading them: a full scan through SQL
+/// took about 20% less time a row at 128 than at 1,024 (`scan_time` example, 300,000 rows of
+/// 116 bytes), for about 40 more instructions a row on the table engine.
+const CHUNK_ROWS: usize = 128;
 
 /// Rows a streamed query reads in its first chunk (so `query_row` and `exists` read few);
 /// each later chunk is four times bigger, up to [`CHUNK_ROWS`].
