@@ -590,7 +590,35 @@ fn read_header(bytes: &[u8]) -> Result<Header, RowError> {
 }
 
 /// Decodes one payload of `serial` type starting at `at` (already checked to fit).
+#[inline]
 fn decode_payload(bytes: &[u8], serial: u64, at: usize) -> Result<(ValueRef<'_>, usize), RowError> {
+    if serial < 12 {
+        return decode_fixed(bytes, serial, at);
+    }
+    // Text and blobs: the length is in the serial type.
+    let len = usize::try_from((serial - 12) / 2).unwrap_or(usize::MAX);
+    let end = at.saturating_add(len);
+    let payload = bytes
+        .get(at..end)
+        .ok_or(RowError::Truncated { offset: at })?;
+    let value = if serial % 2 == 0 {
+        ValueRef::Blob(payload)
+    } else {
+        match std::str::from_utf8(payload) {
+            Ok(s) => ValueRef::Text(s),
+            Err(e) => {
+                return Err(RowError::Utf8 {
+                    offset: at + e.valid_up_to(),
+                });
+            }
+        }
+    };
+    Ok((value, end))
+}
+
+/// [`decode_payload`] for the serial types below 12: NULL, integers and reals (and the
+/// reserved types, an error).
+fn decode_fixed(bytes: &[u8], serial: u64, at: usize) -> Result<(ValueRef<'_>, usize), RowError> {
     let len = serial_len(serial).ok_or(RowError::SerialType { offset: at, serial })?;
     let end = at.saturating_add(len);
     let payload = bytes
@@ -613,15 +641,8 @@ fn decode_payload(bytes: &[u8], serial: u64, at: usize) -> Result<(ValueRef<'_>,
             buf.copy_from_slice(payload);
             ValueRef::Real(f64::from_bits(u64::from_be_bytes(buf)))
         }
-        s if s % 2 == 0 => ValueRef::Blob(payload),
-        _ => match std::str::from_utf8(payload) {
-            Ok(s) => ValueRef::Text(s),
-            Err(e) => {
-                return Err(RowError::Utf8 {
-                    offset: at + e.valid_up_to(),
-                });
-            }
-        },
+        // 10 and 11 have no length: refused above.
+        _ => return Err(RowError::SerialType { offset: at, serial }),
     };
     Ok((value, end))
 }
@@ -630,9 +651,10 @@ fn decode_payload(bytes: &[u8], serial: u64, at: usize) -> Result<(ValueRef<'_>,
 pub fn decode_row(bytes: &[u8]) -> Result<Vec<Value>, RowError> {
     let values = row_values(bytes)?;
     let mut out = Vec::with_capacity(values.remaining());
-    for v in values {
-        out.push(v?.to_value());
-    }
+    values.for_each_value(|v| {
+        out.push(v.to_value());
+        Ok::<_, RowError>(())
+    })?;
     Ok(out)
 }
 
@@ -701,10 +723,29 @@ impl<'a> Iterator for RowValues<'a> {
     }
 }
 
-impl RowValues<'_> {
+impl<'a> RowValues<'a> {
     /// How many values are left (fewer come if one is malformed).
     pub fn remaining(&self) -> usize {
         self.left
+    }
+
+    /// Hands the values left to `f` in order, as [`next`](Iterator::next) would return them,
+    /// and stops at the first error (of the row's encoding or of `f`). For decoding loops:
+    /// the whole walk inlines into the caller, with no `Option<Result<…>>` between steps.
+    #[inline]
+    pub fn for_each_value<E: From<RowError>>(
+        mut self,
+        mut f: impl FnMut(ValueRef<'a>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        while self.left > 0 {
+            self.left -= 1;
+            let (serial, next) = read_varint(self.bytes, self.types)?;
+            self.types = next;
+            let (v, end) = decode_payload(self.bytes, serial, self.at)?;
+            self.at = end;
+            f(v)?;
+        }
+        Ok(())
     }
 }
 
@@ -1300,6 +1341,40 @@ mod tests {
                 decode_column(&bytes, values.len()),
                 Err(RowError::ColumnIndex { index: values.len(), count: values.len() })
             );
+        }
+
+        #[test]
+        fn the_value_walk_agrees_with_the_iterator(
+            values in prop::collection::vec(arb_row_value(), 0..8),
+            hit in any::<prop::sample::Index>(),
+            byte in prop_oneof![Just(0xFFu8), Just(0x80u8), Just(0xC3u8), any::<u8>()],
+            corrupt in any::<bool>(),
+        ) {
+            let mut bytes = row(&values);
+            if corrupt {
+                // Past the version byte: payload bytes (invalid UTF-8) as well as header ones.
+                let i = 1 + hit.index(bytes.len().max(2) - 1);
+                if let Some(b) = bytes.get_mut(i) {
+                    *b = byte;
+                }
+            }
+            if let Ok(vals) = row_values(&bytes) {
+                let mut by_iter = Vec::new();
+                let mut iter_err = None;
+                for v in vals.clone() {
+                    match v {
+                        Ok(v) => by_iter.push(v.to_value()),
+                        Err(e) => iter_err = Some(e),
+                    }
+                }
+                let mut walked = Vec::new();
+                let walk = vals.for_each_value(|v| {
+                    walked.push(v.to_value());
+                    Ok::<_, RowError>(())
+                });
+                prop_assert!(same(&by_iter, &walked), "{by_iter:?} != {walked:?}");
+                prop_assert_eq!(walk.err(), iter_err);
+            }
         }
 
         #[test]

@@ -62,9 +62,10 @@ fn from_ref(v: ValueRef<'_>) -> Value {
 /// appends.
 pub(crate) fn sql_values(values: RowValues<'_>) -> std::result::Result<Vec<Value>, RowError> {
     let mut row = Vec::with_capacity(values.remaining() + 1);
-    for v in values {
-        row.push(from_ref(v?));
-    }
+    values.for_each_value(|v| {
+        row.push(from_ref(v));
+        Ok::<_, RowError>(())
+    })?;
     Ok(row)
 }
 
@@ -95,14 +96,14 @@ fn fill_row(
         return Ok(false);
     };
     let mut n = 0;
-    for v in values {
-        let v = v?;
+    values.for_each_value(|v| {
         match row.get_mut(n) {
             Some(slot) => assign_ref(slot, v),
             None => row.push(from_ref(v)),
         }
         n += 1;
-    }
+        Ok::<_, RowError>(())
+    })?;
     match row.get_mut(n) {
         Some(slot) => *slot = Value::Integer(id),
         None => row.push(Value::Integer(id)),
