@@ -4,7 +4,7 @@
 //! `Rows::next` calls (writes, other queries with other parameters, DROP TABLE and other
 //! schema changes), errors in later chunks, and `query_row` / `exists` on big tables.
 //!
-//! A chunk holds at most 1,024 rows (the first ones fewer), so after a few hundred rows a
+//! A chunk holds at most 128 rows (the first ones fewer), so after a few hundred rows a
 //! scan of a few thousand has most of its rows still to read.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
