@@ -2314,12 +2314,12 @@ impl<D: BlockDevice> Database<D> {
     fn clear_slot(&mut self, id: u64, loc: Loc) -> Result<()> {
         let slot = usize::from(loc.slot);
         let at = self.sm.allocator().extent(loc.block).0;
-        let block = self.block_mut(loc.block)?;
-        let old = block.slot(slot);
-        let key = match block.get(slot, at)? {
+        let key = match self.tuple_at(loc)? {
             Some(t) => split_tuple(t, at)?.0.to_vec(),
             None => return Ok(()),
         };
+        let block = self.block_mut(loc.block)?;
+        let old = block.slot(slot);
         block.delete(slot)?;
         let empty = block.live_slots().next().is_none();
         self.log_free(id, loc.block, slot, old, &key);
@@ -2518,17 +2518,31 @@ impl<D: BlockDevice> Database<D> {
     /// durable.
     fn free_overflow(&mut self, loc: Loc) -> Result<()> {
         let at = self.sm.allocator().extent(loc.block).0;
-        let block = self.block_mut(loc.block)?;
-        let Some(t) = block.get(usize::from(loc.slot), at)? else {
-            return Ok(());
+        let blocks = match self.tuple_at(loc)? {
+            Some(t) => parse_overflow(split_tuple(t, at)?.1, at)?.map(|(_, _, b)| b),
+            None => None,
         };
-        let (_, body) = split_tuple(t, at)?;
-        if let Some((_, _, blocks)) = parse_overflow(body, at)? {
+        if let Some(blocks) = blocks {
             let txn = self.txn();
             txn.marks.extend(blocks.iter().map(|b| (*b, false)));
             txn.frees.extend(blocks);
         }
         Ok(())
+    }
+
+    /// The tuple in slot `loc`, if the slot is live, its checksum computed only if it was not
+    /// checked since the block came into RAM (a row just read for the statement was: see
+    /// [`Checked`]).
+    fn tuple_at(&mut self, loc: Loc) -> Result<Option<&[u8]>> {
+        let slot = usize::from(loc.slot);
+        let at = self.sm.allocator().extent(loc.block).0;
+        let (block, checked) = self.block_checked(loc.block)?;
+        let known = checked.has(slot);
+        let t = block.get_with(slot, at, !known)?;
+        if t.is_some() && !known {
+            checked.set(slot);
+        }
+        Ok(t)
     }
 
     /// A new block for table `id` whose first tuple has `tuple` bytes.
