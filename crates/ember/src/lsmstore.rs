@@ -1734,6 +1734,8 @@ mod tests {
         Chunk(usize),
         /// A new scan between two rowids (the next chunk starts it).
         Start(i64, i64),
+        /// The scan under way starts over (a query run again).
+        Again,
     }
 
     fn c() -> impl Strategy<Value = C> {
@@ -1746,6 +1748,7 @@ mod tests {
             2 => Just(C::Step),
             10 => (1usize..9).prop_map(C::Chunk),
             2 => (-45i64..45, -45i64..45).prop_map(|(x, y)| C::Start(x, y)),
+            2 => Just(C::Again),
         ]
     }
 
@@ -1769,6 +1772,7 @@ mod tests {
             }
             let mut out: Vec<Vec<Value>> = Vec::new();
             let (mut lo, mut hi) = (Bound::Unbounded, Bound::Unbounded);
+            let mut first = lo;
             let mut under_way = false;
             for op in cs {
                 match op {
@@ -1796,11 +1800,14 @@ mod tests {
                     }
                     C::Start(x, y) => {
                         (lo, hi) = (Bound::Included(x.min(y)), Bound::Excluded(x.max(y)));
+                        first = lo;
                         under_way = true;
                     }
+                    C::Again => lo = first,
                     C::Chunk(limit) => {
                         if !under_way {
                             (lo, hi) = (Bound::Unbounded, Bound::Unbounded);
+                            first = lo;
                             under_way = true;
                         }
                         let all = s.scan("l1", lo, hi).unwrap();
