@@ -709,17 +709,46 @@ impl<E: Env> LsmStore<E> {
         if whole && let Some(rows) = self.cached_rows(&query)? {
             return Ok(rows);
         }
-        let items = self.range_limited(&start, end.as_deref(), limit)?;
-        let mut out = Vec::with_capacity(items.len());
         // The result's bytes for the cache, while they are few enough for it to keep.
         let cap = self.cache.as_ref().map_or(0, CoordCache::max_result_bytes);
         let mut raw = whole.then(RowsEncoder::default);
-        for (k, v) in &items {
-            let (rowid, row) = row_item(k, v)?;
-            out.push((rowid, row));
-            if let Some(r) = raw.as_mut() {
-                r.push(rowid, v);
-                if r.len() > cap {
+        let mut out = Vec::new();
+        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let pending = end.as_deref().is_none_or(|e| start.as_slice() < e)
+            && self
+                .pending
+                .range::<[u8], _>((Bound::Included(start.as_slice()), upper))
+                .next()
+                .is_some();
+        if pending {
+            let items = self.range_limited(&start, end.as_deref(), limit)?;
+            out.reserve(items.len());
+            for (k, v) in &items {
+                let (rowid, row) = row_item(k, v)?;
+                out.push((rowid, row));
+                if let Some(r) = raw.as_mut() {
+                    r.push(rowid, v);
+                    if r.len() > cap {
+                        raw = None;
+                    }
+                }
+            }
+        } else if end.as_deref().is_none_or(|e| start.as_slice() < e) {
+            // No pending write in the range: each row decodes from where the tree holds it.
+            let mut it = self.db.range(Bound::Included(&start), upper);
+            while out.len() < limit {
+                let got = it.next_with(|k, v| -> Result<Row> {
+                    let row = row_item(k, v)?;
+                    if let Some(r) = raw.as_mut() {
+                        r.push(row.0, v);
+                    }
+                    Ok(row)
+                });
+                match got {
+                    None => break,
+                    Some(r) => out.push(r.map_err(lerr)??),
+                }
+                if raw.as_ref().is_some_and(|r| r.len() > cap) {
                     raw = None;
                 }
             }
