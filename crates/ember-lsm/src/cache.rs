@@ -69,6 +69,11 @@ impl Cache {
         self.tick
     }
 
+    /// Whether it holds a block (its recency unchanged).
+    pub fn contains(&self, key: Key) -> bool {
+        self.map.contains_key(&key)
+    }
+
     /// Looks a block up (and marks it used).
     pub fn get(&mut self, key: Key) -> Option<Cached> {
         if !self.map.contains_key(&key) {

@@ -15,7 +15,7 @@
 //! * open: the manifest, then every live log is replayed into a memtable, which is written
 //!   as a level-0 table with a fresh log and a new manifest before the old logs go.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -910,6 +910,47 @@ impl<E: Env> Core<E> {
     }
 }
 
+impl<E: Env> Core<E> {
+    /// Data block `blocks[0]` of `t` and the blocks after it that the cache does not hold
+    /// either, up to `ahead` bytes of them, read with one read of the environment (each
+    /// checked), kept in the cache and pushed onto `out` in order; a cached first block is
+    /// taken alone.
+    fn data_run(
+        &mut self,
+        t: &TableMeta,
+        blocks: &[(Vec<u8>, Handle)],
+        ahead: u64,
+        out: &mut VecDeque<Arc<DataBlock>>,
+    ) -> Result<()> {
+        let Some((_, first)) = blocks.first() else {
+            return Ok(());
+        };
+        if ahead == 0 || self.cache.contains((t.id, first.offset)) {
+            out.push_back(self.data(t, *first)?);
+            return Ok(());
+        }
+        let mut bytes = 0;
+        let run: Vec<Handle> = blocks
+            .iter()
+            .map(|(_, h)| *h)
+            .take_while(|h| {
+                bytes += h.len;
+                bytes <= ahead.max(first.len) && !self.cache.contains((t.id, h.offset))
+            })
+            .collect();
+        let mut read = Vec::with_capacity(run.len());
+        sstable::read_data_run(&mut self.env, t, &run, ahead, &mut self.scratch, &mut read)?;
+        let limit = self.cache_limit();
+        for (h, d) in run.iter().zip(read) {
+            let d = Arc::new(d);
+            self.cache
+                .insert((t.id, h.offset), Cached::Data(d.clone()), d.charge(), limit);
+            out.push_back(d);
+        }
+        Ok(())
+    }
+}
+
 /// Merges a source's entries (`older`, in descending key order) into `seen` (ascending, from
 /// newer sources, which win on equal keys) in one pass.
 fn merge_older(seen: &mut Vec<(Vec<u8>, Value)>, older: Vec<(Vec<u8>, Value)>) {
@@ -968,6 +1009,15 @@ impl<E: Env> Fetch for Locked<'_, E> {
     }
     fn data(&mut self, t: &TableMeta, h: Handle) -> Result<Arc<DataBlock>> {
         lock(self.0).data(t, h)
+    }
+    fn data_run(
+        &mut self,
+        t: &TableMeta,
+        blocks: &[(Vec<u8>, Handle)],
+        ahead: u64,
+        out: &mut VecDeque<Arc<DataBlock>>,
+    ) -> Result<()> {
+        lock(self.0).data_run(t, blocks, ahead, out)
     }
 }
 
@@ -1257,11 +1307,13 @@ impl<E: Env> Db<E> {
                 sources.push(Source::tables(level.clone(), seek.clone()));
             }
         }
+        let seq = core.seq;
         drop(core);
         Iter {
             shared: self.shared.clone(),
             merge: Merge::new(sources, from, upper.map(<[u8]>::to_vec)),
             failed: false,
+            seq,
         }
     }
 
@@ -1403,6 +1455,45 @@ pub struct Iter<E: Env> {
     shared: Arc<Shared<E>>,
     merge: Merge,
     failed: bool,
+    /// The sequence number of its snapshot.
+    seq: u64,
+}
+
+impl<E: Env> Iter<E> {
+    /// `f` on the next key and value, borrowed where they lie (a memtable chunk or a cached
+    /// data block), so a caller that decodes them copies nothing first: what
+    /// [`next`](Iterator::next) returns, without its two allocations. `None` at the end; an
+    /// error ends the iterator.
+    pub fn next_with<T>(&mut self, f: impl FnOnce(&[u8], &[u8]) -> T) -> Option<Result<T>> {
+        if self.failed {
+            return None;
+        }
+        let mut fetch = Locked(&self.shared.core);
+        let mut f = Some(f);
+        loop {
+            // A tombstone (`Some(None)`) is skipped; `f` runs on the first value only.
+            let r = self
+                .merge
+                .next_with(&mut fetch, |k, v| v.and_then(|v| f.take().map(|f| f(k, v))));
+            match r {
+                Ok(None) => return None,
+                Ok(Some(None)) => continue,
+                Ok(Some(Some(t))) => return Some(Ok(t)),
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+
+    /// Whether no write has committed since the iterator was made: what it yields from
+    /// here on is then exactly what a new iterator over the rest of its range would yield
+    /// (flushes and compactions move entries between tables, never change them), so a
+    /// reader that resumes a range where it stopped may keep it instead of seeking again.
+    pub fn is_current(&self) -> bool {
+        lock(&self.shared.core).seq == self.seq
+    }
 }
 
 impl<E: Env> std::fmt::Debug for Iter<E> {
@@ -1418,17 +1509,6 @@ impl<E: Env> Iterator for Iter<E> {
         if self.failed {
             return None;
         }
-        let mut f = Locked(&self.shared.core);
-        loop {
-            match self.merge.next_entry(&mut f) {
-                Ok(None) => return None,
-                Ok(Some((_, None))) => continue,
-                Ok(Some((k, Some(v)))) => return Some(Ok((k, v))),
-                Err(e) => {
-                    self.failed = true;
-                    return Some(Err(e));
-                }
-            }
-        }
+        self.next_with(|k, v| (k.to_vec(), v.to_vec()))
     }
 }

@@ -14,20 +14,94 @@ use crate::sstable::{Handle, Index, TableMeta};
 /// A key and its newest value or tombstone.
 pub type Entry = (Vec<u8>, Value);
 
+/// A key and its value or tombstone, borrowed where they lie.
+type Kv<'a> = (&'a [u8], Option<&'a [u8]>);
+
 /// Reads table blocks for a source (through the cache, or straight from the environment).
 pub trait Fetch {
     /// The index of a table.
     fn index(&mut self, t: &TableMeta) -> Result<Arc<Index>>;
     /// A data block of a table.
     fn data(&mut self, t: &TableMeta, h: Handle) -> Result<Arc<DataBlock>>;
+    /// The data block `blocks[0]` of a table, and maybe some of those after it (read
+    /// ahead, as one read of the environment, about `ahead` bytes of them at most), pushed
+    /// onto `out` in order. The default reads the first alone.
+    fn data_run(
+        &mut self,
+        t: &TableMeta,
+        blocks: &[(Vec<u8>, Handle)],
+        ahead: u64,
+        out: &mut VecDeque<Arc<DataBlock>>,
+    ) -> Result<()> {
+        let _ = ahead;
+        if let Some((_, h)) = blocks.first() {
+            out.push_back(self.data(t, *h)?);
+        }
+        Ok(())
+    }
 }
+
+/// Bytes of data blocks a table source reads ahead at most: a scan's first block is read
+/// alone, then each read takes twice as many bytes of the blocks that follow, up to this
+/// (so a short range reads little, a long scan one read per 64 KiB).
+pub const READ_AHEAD: u64 = 64 << 10;
 
 /// Entries a memtable source copies at its first read; each later read copies twice as many,
 /// up to [`MEM_CHUNK`]: a short range (an index probe) copies a few, a scan soon reads in
-/// chunks of 64.
+/// chunks of 256.
 const MEM_FIRST_CHUNK: usize = 4;
-/// The most entries a memtable source copies at a time.
-const MEM_CHUNK: usize = 64;
+/// The most entries a memtable source copies at a time (under the memtable's read lock).
+const MEM_CHUNK: usize = 256;
+
+/// Entries a memtable source copied and has not consumed yet: their keys and values side by
+/// side in one buffer (reused from chunk to chunk, so a scan allocates nothing per entry).
+#[derive(Debug, Default)]
+pub struct MemChunk {
+    /// Keys and values, back to back.
+    bytes: Vec<u8>,
+    /// Per entry: where its key ends in `bytes` (it starts where the previous entry ends)
+    /// and where its value ends (`None`: a tombstone).
+    ends: Vec<(usize, Option<usize>)>,
+    /// The next entry to consume.
+    at: usize,
+}
+
+impl MemChunk {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+        self.at = 0;
+    }
+
+    fn push(&mut self, k: &[u8], v: Option<&[u8]>) {
+        self.bytes.extend_from_slice(k);
+        let kend = self.bytes.len();
+        let vend = v.map(|v| {
+            self.bytes.extend_from_slice(v);
+            self.bytes.len()
+        });
+        self.ends.push((kend, vend));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.at >= self.ends.len()
+    }
+
+    /// The entry `i` (`None` past the end).
+    fn entry(&self, i: usize) -> Option<(&[u8], Option<&[u8]>)> {
+        let (kend, vend) = *self.ends.get(i)?;
+        let start = match i.checked_sub(1).and_then(|p| self.ends.get(p)) {
+            None => 0,
+            Some((k, v)) => v.unwrap_or(*k),
+        };
+        let key = self.bytes.get(start..kend)?;
+        let value = match vend {
+            None => None,
+            Some(e) => Some(self.bytes.get(kend..e)?),
+        };
+        Some((key, value))
+    }
+}
 
 /// One sorted input of a merge.
 #[derive(Debug)]
@@ -39,7 +113,7 @@ pub enum Source {
         /// The snapshot.
         snap: u64,
         /// Entries read and not yet consumed.
-        buf: VecDeque<Entry>,
+        buf: MemChunk,
         /// Where the next chunk starts.
         from: Bound<Vec<u8>>,
         /// No more entries.
@@ -65,6 +139,10 @@ pub enum Source {
         step: bool,
         /// The key to position at, until the first block is read.
         seek: Option<Vec<u8>>,
+        /// Blocks after the current one, read ahead (the next one first).
+        ahead: VecDeque<Arc<DataBlock>>,
+        /// Bytes the next read may read ahead.
+        run: u64,
     },
 }
 
@@ -74,7 +152,7 @@ impl Source {
         Source::Mem {
             mem,
             snap,
-            buf: VecDeque::new(),
+            buf: MemChunk::default(),
             from,
             done: false,
             chunk: MEM_FIRST_CHUNK,
@@ -95,6 +173,8 @@ impl Source {
             cur: Cursor::default(),
             step: false,
             seek,
+            ahead: VecDeque::new(),
+            run: 0,
         }
     }
 
@@ -110,18 +190,28 @@ impl Source {
                 chunk: n,
             } => {
                 if buf.is_empty() && !*done {
+                    buf.clear();
                     let b = match from {
                         Bound::Unbounded => Bound::Unbounded,
                         Bound::Included(k) => Bound::Included(k.as_slice()),
                         Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
                     };
-                    let chunk = mem.chunk(b, *snap, *n);
+                    let got = mem.chunk_with(b, *snap, *n, |k, v| buf.push(k, v));
                     *n = (*n * 2).min(MEM_CHUNK);
-                    match chunk.last() {
+                    match buf.entry(got.wrapping_sub(1)) {
                         None => *done = true,
-                        Some((k, _)) => *from = Bound::Excluded(k.clone()),
+                        Some((k, _)) => {
+                            // The next chunk starts after the last key read (its buffer
+                            // reused).
+                            let mut next = match std::mem::replace(from, Bound::Unbounded) {
+                                Bound::Included(v) | Bound::Excluded(v) => v,
+                                Bound::Unbounded => Vec::new(),
+                            };
+                            next.clear();
+                            next.extend_from_slice(k);
+                            *from = Bound::Excluded(next);
+                        }
                     }
-                    buf.extend(chunk);
                 }
                 Ok(())
             }
@@ -134,6 +224,8 @@ impl Source {
                 cur,
                 step,
                 seek,
+                ahead,
+                run,
             } => loop {
                 if let Some(b) = block {
                     if std::mem::take(step) {
@@ -161,9 +253,20 @@ impl Source {
                     *index = None;
                     *ti += 1;
                     *seek = None;
+                    ahead.clear();
                     continue;
                 };
-                let b = f.data(t, *h)?;
+                let b = match ahead.pop_front() {
+                    Some(b) => b,
+                    None => {
+                        f.data_run(t, idx.blocks.get(*bi..).unwrap_or_default(), *run, ahead)?;
+                        *run = (*run * 2).clamp(8 << 10, READ_AHEAD);
+                        match ahead.pop_front() {
+                            Some(b) => b,
+                            None => f.data(t, *h)?,
+                        }
+                    }
+                };
                 match seek.take() {
                     Some(k) => b.seek(&k, cur)?,
                     None => b.first(cur)?,
@@ -176,7 +279,7 @@ impl Source {
     /// The source's current key and value (`None` value: a tombstone).
     fn current(&self) -> Option<(&[u8], Option<&[u8]>)> {
         match self {
-            Source::Mem { buf, .. } => buf.front().map(|(k, v)| (k.as_slice(), v.as_deref())),
+            Source::Mem { buf, .. } => buf.entry(buf.at),
             Source::Tables { block, cur, .. } => block
                 .as_ref()
                 .filter(|_| cur.valid())
@@ -186,9 +289,7 @@ impl Source {
 
     fn advance(&mut self) {
         match self {
-            Source::Mem { buf, .. } => {
-                buf.pop_front();
-            }
+            Source::Mem { buf, .. } => buf.at += 1,
             Source::Tables { step, .. } => *step = true,
         }
     }
@@ -200,6 +301,12 @@ pub struct Merge {
     sources: Vec<Source>,
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
+    /// The sources at the key being consumed (reused from entry to entry).
+    at_key: Vec<usize>,
+    /// The source that alone held the last key consumed, and the smallest key of every
+    /// other source then (`None`: they were all exhausted): see [`Merge::next_with`].
+    lead: Option<usize>,
+    second: Option<Vec<u8>>,
 }
 
 impl Merge {
@@ -209,6 +316,9 @@ impl Merge {
             sources,
             lower,
             upper,
+            at_key: Vec::new(),
+            lead: None,
+            second: None,
         }
     }
 
@@ -231,51 +341,127 @@ impl Merge {
         key: &mut Vec<u8>,
         value: &mut Vec<u8>,
     ) -> Result<Option<bool>> {
-        loop {
-            for s in &mut self.sources {
-                s.fill(f)?;
-            }
-            let mut best: Option<(&[u8], Option<&[u8]>)> = None;
-            for s in &self.sources {
-                if let Some(e) = s.current()
-                    && best.is_none_or(|b| e.0 < b.0)
-                {
-                    best = Some(e);
-                }
-            }
-            let Some((k, v)) = best else {
-                return Ok(None);
-            };
+        self.next_with(f, |k, v| {
             key.clear();
             key.extend_from_slice(k);
             value.clear();
-            let is_value = v.is_some();
             if let Some(v) = v {
                 value.extend_from_slice(v);
             }
-            for s in &mut self.sources {
-                if s.current().is_some_and(|c| c.0 == key.as_slice()) {
-                    s.advance();
+            v.is_some()
+        })
+    }
+
+    /// `visit` on the next key and its newest value or tombstone (`None`), borrowed where
+    /// they lie (a memtable chunk or a data block: nothing is copied); `None` at the end.
+    pub fn next_with<T>(
+        &mut self,
+        f: &mut dyn Fetch,
+        visit: impl FnOnce(&[u8], Option<&[u8]>) -> T,
+    ) -> Result<Option<T>> {
+        let mut visit = Some(visit);
+        loop {
+            // The source that alone held the last key, if its next key is still below every
+            // other source's (`second`), is the only one at the smallest key: the others
+            // were not moved since `second` was taken. A scan over tables with disjoint
+            // ranges takes most keys this way, with one comparison.
+            let lead = match self.lead.take() {
+                Some(i) => match self.sources.get_mut(i) {
+                    Some(s) => {
+                        s.fill(f)?;
+                        s.current()
+                            .is_some_and(|(k, _)| self.second.as_ref().is_none_or(|b| k < b))
+                            .then_some(i)
+                    }
+                    None => None,
+                },
+                None => None,
+            };
+            let best: Option<(usize, Kv<'_>)> = match lead {
+                Some(i) => self
+                    .sources
+                    .get(i)
+                    .and_then(|s| s.current().map(|e| (i, e))),
+                None => {
+                    for s in &mut self.sources {
+                        s.fill(f)?;
+                    }
+                    // (source, key, value or tombstone) of the smallest key.
+                    let mut best: Option<(usize, Kv<'_>)> = None;
+                    for (i, s) in self.sources.iter().enumerate() {
+                        if let Some((k, v)) = s.current()
+                            && best.is_none_or(|b| k < b.1.0)
+                        {
+                            best = Some((i, (k, v)));
+                        }
+                    }
+                    best
                 }
+            };
+            let Some((at, (k, v))) = best else {
+                return Ok(None);
+            };
+            // Every source at this key moves past it (older versions are hidden).
+            self.at_key.clear();
+            self.at_key.push(at);
+            if lead.is_none() {
+                let mut second: Option<&[u8]> = None;
+                for (i, s) in self.sources.iter().enumerate() {
+                    match s.current() {
+                        Some((c, _)) if i != at && c == k => self.at_key.push(i),
+                        Some((c, _)) if i != at && second.is_none_or(|b| c < b) => {
+                            second = Some(c);
+                        }
+                        _ => {}
+                    }
+                }
+                if self.at_key.len() == 1 {
+                    // The next key of `at` is the smallest if it is below `second`.
+                    self.lead = Some(at);
+                    match (second, &mut self.second) {
+                        (None, b) => *b = None,
+                        (Some(c), Some(b)) => {
+                            b.clear();
+                            b.extend_from_slice(c);
+                        }
+                        (Some(c), b) => *b = Some(c.to_vec()),
+                    }
+                }
+            } else {
+                self.lead = Some(at);
             }
             let below = match &self.lower {
-                Bound::Included(lo) => *key < *lo,
-                Bound::Excluded(lo) => *key <= *lo,
+                Bound::Included(lo) => k < lo.as_slice(),
+                Bound::Excluded(lo) => k <= lo.as_slice(),
                 Bound::Unbounded => false,
             };
-            if below {
-                continue;
-            }
             let above = match &self.upper {
-                Bound::Included(hi) => *key > *hi,
-                Bound::Excluded(hi) => *key >= *hi,
+                Bound::Included(hi) => k > hi.as_slice(),
+                Bound::Excluded(hi) => k >= hi.as_slice(),
                 Bound::Unbounded => false,
             };
             if above {
                 self.sources.clear();
+                self.lead = None;
                 return Ok(None);
             }
-            return Ok(Some(is_value));
+            let out = if below {
+                None
+            } else {
+                visit.take().map(|visit| visit(k, v))
+            };
+            if !below {
+                // Keys come in ascending order: every later one is above the lower bound too.
+                self.lower = Bound::Unbounded;
+            }
+            for &i in &self.at_key {
+                if let Some(s) = self.sources.get_mut(i) {
+                    s.advance();
+                }
+            }
+            if out.is_some() {
+                return Ok(out);
+            }
         }
     }
 }

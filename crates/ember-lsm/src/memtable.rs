@@ -334,18 +334,36 @@ impl Memtable {
     /// Up to `n` keys after `from`, each with its newest version at `snap` (tombstones
     /// included), in key order.
     pub fn chunk(&self, from: Bound<&[u8]>, snap: u64, n: usize) -> Vec<(Vec<u8>, Value)> {
-        let m = self.read();
         let mut out: Vec<(Vec<u8>, Value)> = Vec::new();
+        self.chunk_with(from, snap, n, |k, v| {
+            out.push((k.to_vec(), v.map(<[u8]>::to_vec)));
+        });
+        out
+    }
+
+    /// Calls `f` on the first `n` keys from `from` on with their newest version at `snap`
+    /// (tombstones included), in key order, under one lock and without copying: what
+    /// [`chunk`](Self::chunk) copies out, borrowed. Returns how many it visited.
+    pub fn chunk_with(
+        &self,
+        from: Bound<&[u8]>,
+        snap: u64,
+        n: usize,
+        mut f: impl FnMut(&[u8], Option<&[u8]>),
+    ) -> usize {
+        let m = self.read();
+        let mut seen = 0;
         for (k, versions) in m.map.range::<[u8], _>((from, Bound::Unbounded)) {
             let Some(v) = versions.at(snap) else {
                 continue;
             };
-            if out.len() == n {
+            if seen == n {
                 break;
             }
-            out.push((k.clone(), v.clone()));
+            f(k, v.as_deref());
+            seen += 1;
         }
-        out
+        seen
     }
 
     /// Calls `f` on each key in `lo..hi` with its newest version at `snap` (tombstones

@@ -25,6 +25,9 @@ enum Op {
     Step,
     Flush,
     Reopen,
+    /// The next items (at most this many) of an iterator kept across operations, read
+    /// borrowed ([`ember_lsm::Iter::next_with`]); none kept: one starts at the key.
+    Cursor(u16, usize),
 }
 
 fn key(k: u16) -> Vec<u8> {
@@ -52,6 +55,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Step),
         1 => Just(Op::Flush),
         1 => Just(Op::Reopen),
+        3 => (0..120u16, 1..12usize).prop_map(|(a, n)| Op::Cursor(a, n)),
     ]
 }
 
@@ -67,6 +71,24 @@ fn check_range(
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     assert_eq!(got, want, "range {lo:?}..{hi:?}");
+    // The borrowing iterator gives the same items.
+    let mut it = db.range(lo, hi);
+    let mut borrowed = Vec::new();
+    while let Some(r) = it.next_with(|k, v| (k.to_vec(), v.to_vec())) {
+        borrowed.push(r.unwrap());
+    }
+    assert_eq!(borrowed, want, "range {lo:?}..{hi:?} borrowed");
+}
+
+/// An iterator kept across operations: the snapshot it reads, where it is, and the writes
+/// committed when it was made.
+struct Kept {
+    it: ember_lsm::Iter<
+        ember_lsm::SpaceEnv<ember_table::SpaceManager<ember_device::MemBlock<Vec<u8>>>>,
+    >,
+    snapshot: BTreeMap<Vec<u8>, Vec<u8>>,
+    after: Bound<Vec<u8>>,
+    writes: usize,
 }
 
 fn run(ops: Vec<Op>) {
@@ -80,7 +102,12 @@ fn run(ops: Vec<Op>) {
     };
     let (mut db, root) = common::fresh(opts.clone());
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut kept: Option<Kept> = None;
+    let mut writes = 0usize;
     for op in ops {
+        if matches!(op, Op::Put(..) | Op::Delete(_) | Op::Batch(_)) {
+            writes += 1;
+        }
         match op {
             Op::Put(k, v) => {
                 db.put(&key(k), &value(k, v), v % 2 == 0).unwrap();
@@ -163,7 +190,37 @@ fn run(ops: Vec<Op>) {
                 db.step().unwrap();
             }
             Op::Flush => db.flush().unwrap(),
+            Op::Cursor(a, n) => {
+                let k = kept.get_or_insert_with(|| Kept {
+                    it: db.range(Bound::Included(&key(a)), Bound::Unbounded),
+                    snapshot: model.clone(),
+                    after: Bound::Included(key(a)),
+                    writes,
+                });
+                // Current exactly while nothing was written since it was made (flushes and
+                // compaction steps leave it current).
+                assert_eq!(k.it.is_current(), writes == k.writes, "is_current");
+                let want: Vec<(Vec<u8>, Vec<u8>)> = k
+                    .snapshot
+                    .range((k.after.clone(), Bound::Unbounded))
+                    .take(n)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let mut got = Vec::new();
+                while got.len() < n {
+                    match k.it.next_with(|k, v| (k.to_vec(), v.to_vec())) {
+                        Some(r) => got.push(r.unwrap()),
+                        None => break,
+                    }
+                }
+                assert_eq!(got, want, "kept iterator after {:?}", k.after);
+                match got.last() {
+                    Some((last, _)) if got.len() == n => k.after = Bound::Excluded(last.clone()),
+                    _ => kept = None,
+                }
+            }
             Op::Reopen => {
+                kept = None;
                 let dev = common::shut(db);
                 db = common::open(dev, &root, opts.clone()).unwrap();
             }

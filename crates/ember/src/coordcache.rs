@@ -153,6 +153,12 @@ impl CoordCache {
         false
     }
 
+    /// The largest result [`put`](Self::put) keeps (an eighth of the budget): a reader may
+    /// stop gathering a result for the cache once it grows past this.
+    pub fn max_result_bytes(&self) -> usize {
+        self.budget / 8
+    }
+
     /// Counters.
     pub fn stats(&self) -> CacheStats {
         CacheStats {
@@ -196,7 +202,7 @@ impl CoordCache {
         points: Vec<Vec<u8>>,
         ranges: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     ) -> bool {
-        if bytes.len() > self.budget / 8 {
+        if bytes.len() > self.max_result_bytes() {
             return false;
         }
         self.remove_query(&query);
@@ -351,14 +357,47 @@ impl CoordCache {
 
 /// The bytes of a result: rows as `(rowid, row encoding)`.
 pub fn encode_rows<'a>(rows: impl ExactSizeIterator<Item = (i64, &'a [u8])>) -> Vec<u8> {
-    let mut out = Vec::new();
-    varint(&mut out, rows.len() as u64);
+    let mut out = RowsEncoder::default();
     for (rowid, enc) in rows {
-        out.extend_from_slice(&rowid.to_le_bytes());
-        varint(&mut out, enc.len() as u64);
-        out.extend_from_slice(enc);
+        out.push(rowid, enc);
     }
-    out
+    out.finish()
+}
+
+/// [`encode_rows`] a row at a time, for a reader that does not know the count before it
+/// has read them all.
+#[derive(Debug, Default)]
+pub struct RowsEncoder {
+    rows: u64,
+    body: Vec<u8>,
+}
+
+impl RowsEncoder {
+    /// Adds a row.
+    pub fn push(&mut self, rowid: i64, enc: &[u8]) {
+        self.body.extend_from_slice(&rowid.to_le_bytes());
+        varint(&mut self.body, enc.len() as u64);
+        self.body.extend_from_slice(enc);
+        self.rows += 1;
+    }
+
+    /// Bytes of the rows so far (the result is at most 10 more).
+    pub fn len(&self) -> usize {
+        self.body.len()
+    }
+
+    /// Whether no row was added.
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// The result's bytes.
+    pub fn finish(self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.body.len() + 10);
+        varint(&mut out, self.rows);
+        out.extend_from_slice(&self.body);
+        out
+    }
 }
 
 /// The rows of a result's bytes; `None` if they do not parse (never for bytes this module

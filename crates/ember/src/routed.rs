@@ -423,16 +423,7 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
             return Ok((chunk_from_rows(rows, out), false));
         }
         if lsm(t) {
-            let store = self.store(t)?;
-            if store.cache_stats().is_some() {
-                // The coordination cache keeps and answers whole range results: with it
-                // on, a range is read (or answered) whole, as one chunk.
-                let rows = store.scan(t, lo, hi)?;
-                return Ok((chunk_from_rows(rows, out), false));
-            }
-            let rows = store.scan_limited(t, lo, hi, limit)?;
-            let n = chunk_from_rows(rows, out);
-            Ok((n, n >= limit))
+            self.store(t)?.scan_chunk(t, lo, hi, limit, out)
         } else {
             self.table.scan_chunk(t, lo, hi, limit, out)
         }

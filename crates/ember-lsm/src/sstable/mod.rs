@@ -174,6 +174,61 @@ pub fn read_data(
     block::DataBlock::decode(p, t.id, h.offset)
 }
 
+/// Reads consecutive data blocks of `t` with one read of the environment: `blocks[0]`, then
+/// each next block as long as it starts where the one before ends and the run stays within
+/// `max_bytes` (the first block is read whatever its size). Every block is checked (its
+/// envelope and checksum) and decoded as [`read_data`] does, in order, into `out`.
+pub fn read_data_run(
+    env: &mut dyn Env,
+    t: &TableMeta,
+    blocks: &[Handle],
+    max_bytes: u64,
+    scratch: &mut Vec<u8>,
+    out: &mut Vec<block::DataBlock>,
+) -> Result<()> {
+    let Some(&first) = blocks.first() else {
+        return Ok(());
+    };
+    let mut end = first.offset.saturating_add(first.len);
+    let mut n = 1;
+    for h in blocks.iter().skip(1) {
+        match h.offset.checked_add(h.len) {
+            Some(e) if h.offset == end && e - first.offset <= max_bytes => end = e,
+            _ => break,
+        }
+        n += 1;
+    }
+    if n == 1 {
+        out.push(read_data(env, t, first, scratch)?);
+        return Ok(());
+    }
+    if end > t.size || end - first.offset > 1 << 30 {
+        return Err(LsmError::Corrupt {
+            structure: "data block",
+            table: t.id,
+            offset: first.offset,
+            reason: "handle beyond the table",
+        });
+    }
+    scratch.clear();
+    scratch.resize((end - first.offset) as usize, 0);
+    env.read(t.id, first.offset, scratch)?;
+    for h in blocks.iter().take(n) {
+        let at = (h.offset - first.offset) as usize;
+        let bytes = scratch
+            .get(at..at + h.len as usize)
+            .ok_or(LsmError::Corrupt {
+                structure: "data block",
+                table: t.id,
+                offset: h.offset,
+                reason: "handle beyond the table",
+            })?;
+        let p = open_block(BlockKind::Data, t.id, h.offset, bytes)?;
+        out.push(block::DataBlock::decode(p, t.id, h.offset)?);
+    }
+    Ok(())
+}
+
 /// Builds one table in memory.
 #[derive(Debug)]
 pub struct TableBuilder {
