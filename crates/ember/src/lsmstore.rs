@@ -82,37 +82,9 @@ fn decode_row(key: &[u8], bytes: &[u8]) -> Result<Vec<Value>> {
 /// Decodes a row's encoding into `row` as a chunk lays it out — its values, then `rowid` —
 /// reusing the vector and the text and blob buffers in it.
 fn fill_row(row: &mut Vec<Value>, key: &[u8], bytes: &[u8], rowid: i64) -> Result<()> {
-    use ember_table::ValueRef;
-    let bad = |e: ember_table::RowError| {
-        SqlError::Storage(format!("lsm engine: row under key {key:02x?}: {e}"))
-    };
-    let mut n = 0;
-    for v in ember_table::row_values(bytes).map_err(bad)? {
-        let v = v.map_err(bad)?;
-        let owned = |v: ValueRef<'_>| match v {
-            ValueRef::Null => Value::Null,
-            ValueRef::Integer(i) => Value::Integer(i),
-            ValueRef::Real(r) => Value::Real(r),
-            ValueRef::Text(t) => Value::Text(t.to_owned()),
-            ValueRef::Blob(b) => Value::Blob(b.to_vec()),
-        };
-        match (row.get_mut(n), v) {
-            (Some(Value::Blob(b)), ValueRef::Blob(new)) => {
-                b.clear();
-                b.extend_from_slice(new);
-            }
-            (Some(Value::Text(t)), ValueRef::Text(new)) => {
-                t.clear();
-                t.push_str(new);
-            }
-            (Some(slot), v) => *slot = owned(v),
-            (None, v) => row.push(owned(v)),
-        }
-        n += 1;
-    }
-    row.truncate(n);
-    row.push(Value::Integer(rowid));
-    Ok(())
+    ember_table::row_values(bytes)
+        .and_then(|values| crate::storage::fill_values(row, values, rowid))
+        .map_err(|e| SqlError::Storage(format!("lsm engine: row under key {key:02x?}: {e}")))
 }
 
 fn meta_key(name: &str) -> Vec<u8> {

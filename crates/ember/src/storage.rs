@@ -95,6 +95,17 @@ fn fill_row(
     let Some(ValueRef::Integer(id)) = values.next().transpose()? else {
         return Ok(false);
     };
+    fill_values(row, values, id)?;
+    Ok(true)
+}
+
+/// Decodes `values` into `row`, then appends `rowid` (a chunk row's layout for
+/// [`Storage::scan_chunk`]), reusing the vector and the text and blob buffers in it.
+pub(crate) fn fill_values(
+    row: &mut Vec<Value>,
+    values: RowValues<'_>,
+    rowid: i64,
+) -> std::result::Result<(), RowError> {
     let mut n = 0;
     values.for_each_value(|v| {
         match row.get_mut(n) {
@@ -105,11 +116,11 @@ fn fill_row(
         Ok::<_, RowError>(())
     })?;
     match row.get_mut(n) {
-        Some(slot) => *slot = Value::Integer(id),
-        None => row.push(Value::Integer(id)),
+        Some(slot) => *slot = Value::Integer(rowid),
+        None => row.push(Value::Integer(rowid)),
     }
     row.truncate(n + 1);
-    Ok(true)
+    Ok(())
 }
 
 /// A value of the table engine's row encoding as a SQL value.
