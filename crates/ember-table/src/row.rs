@@ -601,7 +601,7 @@ fn decode_payload(bytes: &[u8], serial: u64, at: usize) -> Result<(ValueRef<'_>,
     let payload = bytes
         .get(at..end)
         .ok_or(RowError::Truncated { offset: at })?;
-    let value = if serial % 2 == 0 {
+    let value = if serial & 1 == 0 {
         ValueRef::Blob(payload)
     } else {
         match std::str::from_utf8(payload) {
