@@ -879,6 +879,14 @@ impl<E: Env> Core<E> {
         for p in group.iter_mut() {
             self.mem.insert_all(&mut self.seq, p.batch.ops.drain(..));
         }
+        // Only a group larger than the write buffer on its own leaves the memtable over it
+        // (any other rotates first, above). Frozen and flushed now, not at the next write,
+        // so the memtables stay within the RAM budget while no write comes. The group is in
+        // the log already: a cut from here on recovers it as after any commit.
+        if self.mem.bytes() > self.opts.write_buffer {
+            self.rotate(0)?;
+            self.flush_imm()?;
+        }
         Ok(())
     }
 

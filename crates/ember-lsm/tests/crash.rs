@@ -1,5 +1,6 @@
 //! The LSM engine under power cuts: a workload of 240 mixed operations (single puts and
-//! deletes with and without sync, multi-key batches, explicit flushes and compaction steps,
+//! deletes with and without sync, multi-key batches, batches larger than the write buffer
+//! (which their commits flush), explicit flushes and compaction steps,
 //! with memtables and tables small enough that rotations, flushes and compactions into
 //! several levels happen inside it) is cut at every device operation, with torn sectors and
 //! lost unsynced writes. After each cut the database must reopen and hold exactly the state
@@ -54,9 +55,17 @@ fn workload(dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, st: &mut State) -> Result<
         } else {
             1
         };
+        // Now and then a batch larger than the write buffer on its own, which its commit
+        // flushes (a bulk load in one transaction).
+        let bulk = step % 60 == 30;
+        let n = if bulk { 24 } else { n };
         for _ in 0..n {
             let k = format!("key{:03}", rng.below(90)).into_bytes();
-            if rng.below(4) == 0 {
+            if bulk {
+                let v: Vec<u8> = (0..120).map(|_| rng.byte()).collect();
+                batch.put(k.clone(), v.clone());
+                next.insert(k, v);
+            } else if rng.below(4) == 0 {
                 batch.delete(k.clone());
                 next.remove(&k);
             } else {

@@ -65,3 +65,36 @@ fn the_engine_stays_within_its_memory_budget() {
         u.pinned
     );
 }
+
+/// One batch several times the write buffer (a bulk load in one transaction) does not stay
+/// in RAM until the next write: the commit that brings it flushes it, and it reads back,
+/// also after a reopen.
+#[test]
+fn a_batch_larger_than_the_write_buffer_does_not_stay_in_ram() {
+    let budget = 192 * 1024;
+    let opts = Options::with_budget(budget);
+    let (db, root) = common::fresh_on(16 << 20, opts.clone());
+    let key = |i: u64| format!("bulk{i:08}").into_bytes();
+    let mut batch = ember_lsm::WriteBatch::new();
+    let n = 4_000u64; // about 600 KiB of entries: 25 write buffers
+    for i in 0..n {
+        batch.put(key(i), vec![(i % 251) as u8; 120]);
+    }
+    db.write(batch, true).unwrap();
+    let u = db.memory_usage();
+    assert!(
+        u.total() <= budget,
+        "{} bytes held after the commit, over a budget of {budget}: {u:?}",
+        u.total()
+    );
+    for i in (0..n).step_by(97) {
+        assert_eq!(db.get(&key(i)).unwrap(), Some(vec![(i % 251) as u8; 120]));
+    }
+    assert_eq!(db.iter_from(b"bulk").count() as u64, n);
+    let db = common::open(common::shut(db), &root, opts).unwrap();
+    assert_eq!(db.iter_from(b"bulk").count() as u64, n);
+    assert_eq!(
+        db.get(&key(n - 1)).unwrap(),
+        Some(vec![((n - 1) % 251) as u8; 120])
+    );
+}
