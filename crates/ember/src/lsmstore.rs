@@ -1619,17 +1619,49 @@ mod tests {
         }
     }
 
-    #[derive(Debug, Clone)]
-    enum T {
-        /// Row `rowid` gets `(a, b)`.
-        Put(i64, i64, i64),
-        Del(i64),
+    /// How a transaction of the store's proptests ends, or what follows it.
+    #[derive(Debug, Clone, Copy)]
+    enum Tx {
         Commit,
         Rollback,
         /// Commit, then freeze and flush the memtable.
         Flush,
         /// Commit, then one unit of background work.
         Step,
+    }
+
+    /// Commits twice as often as it rolls back, flushes or steps.
+    fn tx() -> impl Strategy<Value = Tx> {
+        prop_oneof![
+            2 => Just(Tx::Commit),
+            1 => Just(Tx::Rollback),
+            1 => Just(Tx::Flush),
+            2 => Just(Tx::Step),
+        ]
+    }
+
+    fn apply_tx(s: &mut LsmStore<FileEnv>, tx: Tx) {
+        match tx {
+            Tx::Rollback => s.rollback().unwrap(),
+            Tx::Commit => s.commit().unwrap(),
+            Tx::Flush => {
+                s.commit().unwrap();
+                s.db().flush().unwrap();
+            }
+            Tx::Step => {
+                s.commit().unwrap();
+                s.db().step().unwrap();
+            }
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum T {
+        /// Row `rowid` gets `(a, b)`.
+        Put(i64, i64, i64),
+        Del(i64),
+        /// A transaction's end, or work after it.
+        Tx(Tx),
         /// A limited index scan, `desc` or not, of `limit` rows: everything, `a` alone (a
         /// prefix bound), `(a, b)` up from a value or below one, or `(a, b)` exactly.
         Index(u8, i64, i64, bool, usize),
@@ -1641,10 +1673,7 @@ mod tests {
         prop_oneof![
             8 => (-30i64..30, 0i64..3, 0i64..4).prop_map(|(r, a, b)| T::Put(r, a, b)),
             3 => (-30i64..30).prop_map(T::Del),
-            2 => Just(T::Commit),
-            1 => Just(T::Rollback),
-            1 => Just(T::Flush),
-            2 => Just(T::Step),
+            6 => tx().prop_map(T::Tx),
             4 => (0u8..5, 0i64..3, 0i64..4, any::<bool>(), 0usize..12)
                 .prop_map(|(k, a, b, d, n)| T::Index(k, a, b, d, n)),
             2 => (-35i64..35, -35i64..35, any::<bool>(), 0usize..12)
@@ -1672,16 +1701,7 @@ mod tests {
                     T::Del(r) => {
                         s.delete("l1", r).unwrap();
                     }
-                    T::Commit => s.commit().unwrap(),
-                    T::Rollback => s.rollback().unwrap(),
-                    T::Flush | T::Step => {
-                        s.commit().unwrap();
-                        if matches!(op, T::Flush) {
-                            s.db().flush().unwrap();
-                        } else {
-                            s.db().step().unwrap();
-                        }
-                    }
+                    T::Tx(tx) => apply_tx(&mut s, tx),
                     T::Index(kind, a, b, desc, n) => {
                         let (a, ab) = ([Value::Integer(a)], [Value::Integer(a), Value::Integer(b)]);
                         let (lo, hi) = match kind {
@@ -1724,12 +1744,8 @@ mod tests {
         /// values change kind and length from read to read).
         Put(i64, i64, u8),
         Del(i64),
-        Commit,
-        Rollback,
-        /// Commit, then freeze and flush the memtable.
-        Flush,
-        /// Commit, then one unit of background work.
-        Step,
+        /// A transaction's end, or work after it.
+        Tx(Tx),
         /// The next chunk of the scan under way, of at most this many rows (none under way:
         /// a new scan starts).
         Chunk(usize),
@@ -1743,10 +1759,7 @@ mod tests {
         prop_oneof![
             8 => (-40i64..40, any::<i64>(), 0u8..4).prop_map(|(r, a, k)| C::Put(r, a, k)),
             3 => (-40i64..40).prop_map(C::Del),
-            2 => Just(C::Commit),
-            1 => Just(C::Rollback),
-            1 => Just(C::Flush),
-            2 => Just(C::Step),
+            6 => tx().prop_map(C::Tx),
             10 => (1usize..9).prop_map(C::Chunk),
             2 => (-45i64..45, -45i64..45).prop_map(|(x, y)| C::Start(x, y)),
             2 => Just(C::Again),
@@ -1789,16 +1802,7 @@ mod tests {
                     C::Del(r) => {
                         s.delete("l1", r).unwrap();
                     }
-                    C::Commit => s.commit().unwrap(),
-                    C::Rollback => s.rollback().unwrap(),
-                    C::Flush | C::Step => {
-                        s.commit().unwrap();
-                        if matches!(op, C::Flush) {
-                            s.db().flush().unwrap();
-                        } else {
-                            s.db().step().unwrap();
-                        }
-                    }
+                    C::Tx(tx) => apply_tx(&mut s, tx),
                     C::Start(x, y) => {
                         (lo, hi) = (Bound::Included(x.min(y)), Bound::Excluded(x.max(y)));
                         first = lo;
