@@ -253,14 +253,20 @@ impl<E: Env> LsmStore<E> {
     /// Whether a cached range result may be used or kept for `[lo, hi)`: the cache is on
     /// and no pending write falls in the range (the cache holds committed state only).
     fn range_cacheable(&self, lo: &[u8], hi: Option<&[u8]>) -> bool {
-        if self.cache.is_none() || hi.is_some_and(|h| h <= lo) {
+        self.cache.is_some() && hi.is_none_or(|h| lo < h) && !self.pending_in(lo, hi)
+    }
+
+    /// Whether a pending write falls in `[lo, hi)` (`hi` `None`: unbounded); never in an
+    /// empty range.
+    fn pending_in(&self, lo: &[u8], hi: Option<&[u8]>) -> bool {
+        if hi.is_some_and(|h| h <= lo) {
             return false;
         }
         let upper = hi.map_or(Bound::Unbounded, Bound::Excluded);
         self.pending
             .range::<[u8], _>((Bound::Included(lo), upper))
             .next()
-            .is_none()
+            .is_some()
     }
 
     /// Rows `(rowid, row encoding)` cached for a query, decoded.
@@ -686,13 +692,7 @@ impl<E: Env> LsmStore<E> {
         let mut raw = whole.then(RowsEncoder::default);
         let mut out = Vec::new();
         let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let pending = end.as_deref().is_none_or(|e| start.as_slice() < e)
-            && self
-                .pending
-                .range::<[u8], _>((Bound::Included(start.as_slice()), upper))
-                .next()
-                .is_some();
-        if pending {
+        if self.pending_in(&start, end.as_deref()) {
             let items = self.range_limited(&start, end.as_deref(), limit)?;
             out.reserve(items.len());
             for (k, v) in &items {
@@ -779,13 +779,7 @@ impl<E: Env> LsmStore<E> {
         if end.as_deref().is_some_and(|e| e <= start.as_slice()) {
             return Ok((0, false));
         }
-        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        if self
-            .pending
-            .range::<[u8], _>((Bound::Included(start.as_slice()), upper))
-            .next()
-            .is_some()
-        {
+        if self.pending_in(&start, end.as_deref()) {
             let rows = self.scan_limited(table, lo, hi, limit)?;
             let n = ember_sql::storage::chunk_from_rows(rows, out);
             return Ok((n, n >= limit));
@@ -805,6 +799,7 @@ impl<E: Env> LsmStore<E> {
             let n = ember_sql::storage::chunk_from_rows(rows, out);
             return Ok((n, false));
         }
+        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         let mut iter = resumed.unwrap_or_else(|| self.db.range(Bound::Included(&start), upper));
         let mut raw = cap.map(|_| RowsEncoder::default());
         let (mut n, mut last) = (0usize, None);
