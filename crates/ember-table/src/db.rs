@@ -163,16 +163,66 @@ enum Undo {
 #[derive(Debug, Default)]
 struct Txn {
     ops: Vec<u8>,
-    /// The new tuples, by the position of their slot operation in `ops`, while the
-    /// transaction's tuples are small enough to travel in its journal record.
-    tuples: Vec<(usize, Vec<u8>)>,
-    tuple_bytes: usize,
+    /// The new tuples while the transaction's tuples are small enough to travel in its
+    /// journal record: the position of each one's slot operation in `ops` and the end of its
+    /// bytes in `tuple_data`, where they follow one another.
+    tuples: Vec<(usize, usize)>,
+    tuple_data: Vec<u8>,
     /// Too many tuple bytes for the record: they are written in place before it.
     in_place: bool,
     marks: Vec<Mark>,
     frees: Vec<BlockRef>,
     undo: Vec<Undo>,
-    blocks: BTreeSet<BlockRef>,
+    /// The blocks whose slots changed, in the order of their first change after the one
+    /// before (so a block may appear more than once; see [`Txn::touched`]).
+    blocks: Vec<BlockRef>,
+    /// The journal record of a transaction that carries its tuples, built at commit.
+    record: Vec<u8>,
+}
+
+/// A finished transaction's buffers are kept for the next one unless one of them grew past
+/// this many bytes (a bulk load's would hold its memory until the next bulk load).
+const TXN_KEEP_BYTES: usize = 64 * 1024;
+
+impl Txn {
+    /// Notes a change to a slot of block `b`.
+    fn touch(&mut self, b: BlockRef) {
+        if self.blocks.last() != Some(&b) {
+            self.blocks.push(b);
+        }
+    }
+
+    /// The blocks whose slots changed, each once, in block order.
+    fn touched(&mut self) -> &[BlockRef] {
+        self.blocks.sort_unstable();
+        self.blocks.dedup();
+        &self.blocks
+    }
+
+    /// This transaction emptied for reuse, or `None` if its buffers are too big to keep.
+    fn recycle(mut self) -> Option<Txn> {
+        let bytes = self.ops.capacity()
+            + self.tuple_data.capacity()
+            + self.record.capacity()
+            + self.tuples.capacity() * size_of::<(usize, usize)>()
+            + self.marks.capacity() * size_of::<Mark>()
+            + self.frees.capacity() * size_of::<BlockRef>()
+            + self.undo.capacity() * size_of::<Undo>()
+            + self.blocks.capacity() * size_of::<BlockRef>();
+        if bytes > TXN_KEEP_BYTES {
+            return None;
+        }
+        self.ops.clear();
+        self.tuples.clear();
+        self.tuple_data.clear();
+        self.in_place = false;
+        self.marks.clear();
+        self.frees.clear();
+        self.undo.clear();
+        self.blocks.clear();
+        self.record.clear();
+        Some(self)
+    }
 }
 
 const OP_CREATE: u8 = 1;
@@ -238,21 +288,23 @@ impl Order {
 /// which costs less device bandwidth than writing them twice.
 const JOURNALED_TUPLES_MAX: usize = 2048;
 
-/// `ops` with the operations at the positions in `tuples` turned into [`OP_SLOT_DATA`] and
-/// followed by their tuples.
-fn with_tuples(ops: &[u8], tuples: &[(usize, Vec<u8>)]) -> Vec<u8> {
-    let extra: usize = tuples.iter().map(|t| t.1.len()).sum();
-    let mut out = Vec::with_capacity(ops.len() + extra);
+/// Writes into `out` the transaction's `ops` with the operations at the positions in
+/// `tuples` turned into [`OP_SLOT_DATA`] and followed by their tuples (`tuples` holds each
+/// one's position and the end of its bytes in `data`).
+fn with_tuples(ops: &[u8], tuples: &[(usize, usize)], data: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.reserve(ops.len() + data.len());
     let mut from = 0;
-    for (at, t) in tuples {
-        out.extend_from_slice(&ops[from..*at]);
+    let mut start = 0;
+    for &(at, end) in tuples {
+        out.extend_from_slice(&ops[from..at]);
         out.push(OP_SLOT_DATA);
         out.extend_from_slice(&ops[at + 1..at + SLOT_OP_BYTES]);
-        out.extend_from_slice(t);
+        out.extend_from_slice(&data[start..end]);
         from = at + SLOT_OP_BYTES;
+        start = end;
     }
     out.extend_from_slice(&ops[from..]);
-    out
 }
 
 /// Bytes of an encoded [`OP_SLOT`]: code, table, block, slot, offset, length, CRC.
@@ -398,6 +450,8 @@ pub struct Database<D: BlockDevice> {
     /// Decoded primary-index pages (see [`pindex`](crate::pindex)).
     ipages: PageCache,
     txn: Option<Txn>,
+    /// The last finished transaction's buffers, emptied, for the next one.
+    spare: Option<Txn>,
     explicit: bool,
     /// Blocks freed by committed transactions, given back at the next checkpoint.
     deferred: Vec<BlockRef>,
@@ -428,6 +482,7 @@ impl<D: BlockDevice> Database<D> {
             cache: Buffer::default(),
             ipages: PageCache::default(),
             txn: None,
+            spare: None,
             explicit: false,
             deferred: Vec::new(),
             buffered: Vec::new(),
@@ -453,6 +508,7 @@ impl<D: BlockDevice> Database<D> {
             cache: Buffer::default(),
             ipages: PageCache::default(),
             txn: None,
+            spare: None,
             explicit: false,
             deferred: Vec::new(),
             buffered: Vec::new(),
@@ -1008,7 +1064,7 @@ impl<D: BlockDevice> Database<D> {
             return Err(TableError::Transaction("a transaction is already open"));
         }
         self.explicit = true;
-        self.txn = Some(Txn::default());
+        self.txn = Some(self.spare.take().unwrap_or_default());
         Ok(())
     }
 
@@ -1029,11 +1085,11 @@ impl<D: BlockDevice> Database<D> {
         self.explicit = false;
         #[cfg(feature = "query-cache")]
         self.qcache.clear();
-        let Some(txn) = self.txn.take() else {
+        let Some(mut txn) = self.txn.take() else {
             return Ok(());
         };
         let mut reserved = Vec::new();
-        for u in txn.undo.into_iter().rev() {
+        for u in txn.undo.drain(..).rev() {
             match u {
                 Undo::Create(id) => {
                     if let Some(t) = self.tables.remove(&id) {
@@ -1112,11 +1168,14 @@ impl<D: BlockDevice> Database<D> {
             }
         }
         self.sm.unreserve(&reserved)?;
+        self.spare = txn.recycle();
         Ok(())
     }
 
     fn txn(&mut self) -> &mut Txn {
-        self.txn.get_or_insert_with(Txn::default)
+        let spare = &mut self.spare;
+        self.txn
+            .get_or_insert_with(|| spare.take().unwrap_or_default())
     }
 
     /// Ends a statement: outside an explicit transaction it commits by itself, or — if it
@@ -1144,20 +1203,23 @@ impl<D: BlockDevice> Database<D> {
             return Ok(());
         };
         if txn.ops.is_empty() {
+            self.spare = txn.recycle();
             return Ok(());
         }
         let mode = self.opts.mode;
         if let Mode::None | Mode::Disorder = mode {
             if mode == Mode::Disorder {
-                for b in &txn.blocks {
+                for b in txn.touched() {
                     self.write_tuples(*b)?;
                 }
-                self.buffered.push((txn.marks, txn.ops));
+                self.buffered
+                    .push((std::mem::take(&mut txn.marks), std::mem::take(&mut txn.ops)));
                 if self.buffered.iter().map(|r| r.1.len()).sum::<usize>() > 64 * 1024 {
                     self.write_buffered()?;
                 }
             }
             self.deferred.extend(txn.frees.iter().copied());
+            self.spare = txn.recycle();
             if self.sm.journal_half_full() || self.index_flush_due() {
                 self.checkpoint_now()?;
             }
@@ -1166,33 +1228,34 @@ impl<D: BlockDevice> Database<D> {
         }
         // Small transactions carry their tuples in the record (see JOURNALED_TUPLES_MAX).
         let carried = !txn.in_place;
-        let ops = if carried {
-            with_tuples(&txn.ops, &txn.tuples)
+        if carried {
+            with_tuples(&txn.ops, &txn.tuples, &txn.tuple_data, &mut txn.record);
+        }
+        let ops_len = if carried {
+            txn.record.len()
         } else {
-            std::mem::take(&mut txn.ops)
+            txn.ops.len()
         };
         // The journal is at most half full when a transaction starts; one that does not fit
         // the rest is refused whole (a checkpoint now would write part of it home).
-        if !self.sm.journal_fits(txn.marks.len(), ops.len()) {
-            let needed = ops.len() as u64;
-            if !carried {
-                txn.ops = ops;
-            }
+        if !self.sm.journal_fits(txn.marks.len(), ops_len) {
             self.txn = Some(txn);
             self.explicit = true;
             self.rollback()?;
             return Err(TableError::JournalFull {
-                needed,
+                needed: ops_len as u64,
                 capacity: self.sm.journal_capacity(),
             });
         }
         if !carried {
-            for b in &txn.blocks {
+            for b in txn.touched() {
                 self.write_tuples(*b)?;
             }
         }
         self.deferred.extend(txn.frees.iter().copied());
-        self.sm.append(&txn.marks, &ops)?;
+        let ops = if carried { &txn.record } else { &txn.ops };
+        self.sm.append(&txn.marks, ops)?;
+        self.spare = txn.recycle();
         if mode == Mode::Full {
             self.sm.sync()?;
         }
@@ -2276,13 +2339,13 @@ impl<D: BlockDevice> Database<D> {
     fn log_slot(&mut self, id: u64, b: BlockRef, slot: usize, old: Slot, new: Slot, tuple: &[u8]) {
         let txn = self.txn();
         if !txn.in_place {
-            let t = tuple;
-            if txn.tuple_bytes + t.len() <= JOURNALED_TUPLES_MAX {
-                txn.tuple_bytes += t.len();
-                txn.tuples.push((txn.ops.len(), t.to_vec()));
+            if txn.tuple_data.len() + tuple.len() <= JOURNALED_TUPLES_MAX {
+                txn.tuple_data.extend_from_slice(tuple);
+                txn.tuples.push((txn.ops.len(), txn.tuple_data.len()));
             } else {
                 txn.in_place = true;
-                txn.tuples = Vec::new();
+                txn.tuples.clear();
+                txn.tuple_data.clear();
             }
         }
         txn.ops.push(OP_SLOT);
@@ -2293,7 +2356,7 @@ impl<D: BlockDevice> Database<D> {
         txn.ops.extend_from_slice(&new.len.to_le_bytes());
         txn.ops.extend_from_slice(&new.crc.to_le_bytes());
         txn.undo.push(Undo::Slot(b, slot, old));
-        txn.blocks.insert(b);
+        txn.touch(b);
         self.cache.mark_dirty(b);
     }
 
@@ -2307,7 +2370,7 @@ impl<D: BlockDevice> Database<D> {
         txn.ops.extend_from_slice(&(key.len() as u16).to_le_bytes());
         txn.ops.extend_from_slice(key);
         txn.undo.push(Undo::Slot(b, slot, old));
-        txn.blocks.insert(b);
+        txn.touch(b);
         self.cache.mark_dirty(b);
     }
 

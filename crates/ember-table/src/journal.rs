@@ -81,7 +81,12 @@ pub struct Journal {
     ckpt_crc: u32,
     /// Every record up to this LSN is known durable.
     synced_lsn: u64,
+    /// The records of an append, built here before their write (kept between appends).
+    buf: Vec<u8>,
 }
+
+/// An append's buffer is kept for the next one up to this size.
+const KEEP_BUF_BYTES: usize = 64 * 1024;
 
 /// Bytes a record with `payload` bytes occupies in the ring.
 pub fn record_size(payload: usize) -> u64 {
@@ -101,6 +106,7 @@ impl Journal {
             ));
         }
         let mut j = Journal {
+            buf: Vec::new(),
             start,
             ring: len - HEADERS,
             generation: 0,
@@ -155,6 +161,7 @@ impl Journal {
             });
         }
         let mut j = Journal {
+            buf: Vec::new(),
             start,
             ring,
             generation,
@@ -306,7 +313,11 @@ impl Journal {
     /// Whether records with these payload sizes fit without a checkpoint first (counting a
     /// possible wrap record).
     pub fn fits(&self, payloads: &[usize]) -> bool {
-        let need: u64 = payloads.iter().map(|&p| record_size(p)).sum::<u64>() + SECTOR;
+        self.fits_bytes(payloads.iter().map(|&p| record_size(p)).sum::<u64>() + SECTOR)
+    }
+
+    /// Whether `need` bytes of records (and a possible wrap record) fit.
+    fn fits_bytes(&self, need: u64) -> bool {
         // Keep one sector free so a full ring never looks empty.
         self.used() + need + self.wasted_at_wrap(need) < self.ring
     }
@@ -340,45 +351,85 @@ impl Journal {
     /// (one, or two around the wrap). Not durable until the device is synced. Returns the LSN
     /// of the last record.
     pub fn append<D: BlockDevice>(&mut self, dev: &mut D, payloads: &[&[u8]]) -> Result<u64> {
-        let sizes: Vec<usize> = payloads.iter().map(|p| p.len()).collect();
-        if !self.fits(&sizes) {
-            let needed = sizes.iter().map(|&p| record_size(p)).sum::<u64>() + SECTOR;
+        self.append_records(dev, payloads.iter().map(core::slice::from_ref))
+    }
+
+    /// Appends one record whose payload is `parts`, one after the other (as
+    /// [`append`](Self::append) of their concatenation, without making it).
+    pub fn append_parts<D: BlockDevice>(&mut self, dev: &mut D, parts: &[&[u8]]) -> Result<u64> {
+        self.append_records(dev, core::iter::once(parts))
+    }
+
+    fn append_records<'a, D: BlockDevice>(
+        &mut self,
+        dev: &mut D,
+        records: impl Iterator<Item = &'a [&'a [u8]]> + Clone,
+    ) -> Result<u64> {
+        let payload_len = |parts: &[&[u8]]| parts.iter().map(|p| p.len()).sum::<usize>();
+        let need = records
+            .clone()
+            .map(|r| record_size(payload_len(r)))
+            .sum::<u64>()
+            + SECTOR;
+        if !self.fits_bytes(need) {
             return Err(TableError::JournalFull {
-                needed,
+                needed: need,
                 capacity: self.ring,
             });
         }
-        let mut buf: Vec<u8> = Vec::new();
+        let mut buf = core::mem::take(&mut self.buf);
+        buf.clear();
+        let r = self.append_into(dev, records, &mut buf, payload_len);
+        // A big transaction's buffer is not kept.
+        if buf.capacity() <= KEEP_BUF_BYTES {
+            self.buf = buf;
+        }
+        r
+    }
+
+    fn append_into<'a, D: BlockDevice>(
+        &mut self,
+        dev: &mut D,
+        records: impl Iterator<Item = &'a [&'a [u8]]>,
+        buf: &mut Vec<u8>,
+        payload_len: impl Fn(&[&[u8]]) -> usize,
+    ) -> Result<u64> {
         let mut buf_start = self.head;
-        for p in payloads {
-            let size = record_size(p.len());
+        for parts in records {
+            let size = record_size(payload_len(parts));
             if self.head + size > self.ring {
                 // Close this lap: a wrap record where there is room for one, then go on at 0.
                 if self.head < self.ring {
-                    self.push_record(&mut buf, TYPE_WRAP, &[]);
+                    self.push_record(buf, TYPE_WRAP, &[]);
                 }
-                self.flush(dev, buf_start, &mut buf)?;
+                self.flush(dev, buf_start, buf)?;
                 self.head = 0;
                 buf_start = 0;
             }
-            self.push_record(&mut buf, TYPE_PAYLOAD, p);
+            self.push_record(buf, TYPE_PAYLOAD, parts);
             self.head += size;
         }
-        self.flush(dev, buf_start, &mut buf)?;
+        self.flush(dev, buf_start, buf)?;
         Ok(self.next_lsn - 1)
     }
 
-    fn push_record(&mut self, buf: &mut Vec<u8>, kind: u8, payload: &[u8]) {
+    /// Appends to `buf` a record of this kind whose payload is `parts`, one after the other.
+    fn push_record(&mut self, buf: &mut Vec<u8>, kind: u8, parts: &[&[u8]]) {
+        let payload = parts.iter().map(|p| p.len()).sum::<usize>();
         let at = buf.len();
-        let len = RECORD_HEADER + payload.len();
-        buf.resize(at + record_size(payload.len()) as usize, 0);
+        let len = RECORD_HEADER + payload;
+        buf.resize(at + record_size(payload) as usize, 0);
         let rec = &mut buf[at..];
         rec[16..24].copy_from_slice(&self.next_lsn.to_le_bytes());
         rec[24..28].copy_from_slice(&self.last_crc.to_le_bytes());
-        rec[28..32].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        rec[28..32].copy_from_slice(&(payload as u32).to_le_bytes());
         rec[32] = kind;
         rec[40..48].copy_from_slice(&self.synced_lsn.to_le_bytes());
-        rec[RECORD_HEADER..len].copy_from_slice(payload);
+        let mut p = RECORD_HEADER;
+        for part in parts {
+            rec[p..p + part.len()].copy_from_slice(part);
+            p += part.len();
+        }
         format::seal(Kind::JournalRecord, rec, len);
         self.last_crc = u32_at(rec, 8);
         if kind == TYPE_PAYLOAD {

@@ -47,9 +47,10 @@ pub struct SpaceManager<D: BlockDevice> {
     journal: Journal,
 }
 
-/// Journal payload of a transaction: [`MARKS`], the block marks, then the caller's bytes.
-fn encode_record(marks: &[Mark], rest: &[u8]) -> Vec<u8> {
-    let mut p = Vec::with_capacity(5 + MARK_BYTES * marks.len() + rest.len());
+/// The start of a transaction's journal payload: [`MARKS`] and the block marks; the
+/// caller's bytes follow them.
+fn encode_marks(marks: &[Mark], p: &mut Vec<u8>) {
+    p.reserve(5 + MARK_BYTES * marks.len());
     p.push(MARKS);
     p.extend_from_slice(&(marks.len() as u32).to_le_bytes());
     for (b, used) in marks {
@@ -58,8 +59,6 @@ fn encode_record(marks: &[Mark], rest: &[u8]) -> Vec<u8> {
         p.extend_from_slice(&b.index.to_le_bytes());
         p.push(u8::from(*used));
     }
-    p.extend_from_slice(rest);
-    p
 }
 
 /// A block and whether it is in use, as a journal record states it.
@@ -257,8 +256,16 @@ impl<D: BlockDevice> SpaceManager<D> {
     /// A full journal is [`TableError::JournalFull`]: the caller checkpoints what it owns,
     /// then [`checkpoint`](Self::checkpoint)s.
     pub fn append(&mut self, marks: &[Mark], rest: &[u8]) -> Result<()> {
-        let payload = encode_record(marks, rest);
-        self.journal.append(&mut self.dev, &[&payload])?;
+        // Most commits mark no block: their marks part is five bytes on the stack.
+        let none = [MARKS, 0, 0, 0, 0];
+        let mut head = Vec::new();
+        let head: &[u8] = if marks.is_empty() {
+            &none
+        } else {
+            encode_marks(marks, &mut head);
+            &head
+        };
+        self.journal.append_parts(&mut self.dev, &[head, rest])?;
         Ok(())
     }
 

@@ -607,3 +607,54 @@ proptest::proptest! {
         proptest::prop_assert_eq!(keys, model.into_iter().collect::<Vec<_>>());
     }
 }
+
+/// A finished transaction's buffers are kept for the next one. Nothing of one — its
+/// operations, its tuples, its undo records, the switch that writes a big transaction's
+/// tuples in place — may reach the next: a small commit after a big one and a rolled-back
+/// one is still one device write (its record, carrying its tuple) and one sync, and the rows
+/// read back, and replay from the journal, as committed.
+#[test]
+fn each_transaction_starts_clean_after_a_big_and_a_rolled_back_one() {
+    use ember_device::{Accounted, BlockDevice};
+    use std::collections::BTreeMap;
+    let mut db =
+        Database::create(Accounted::new(MemBlock::new(32 << 20)), opts(Mode::Full)).unwrap();
+    db.create_table("t", schema(IndexKind::Tree)).unwrap();
+    let mut model = BTreeMap::new();
+    let long = |i: i64| format!("{i:0>200}");
+    // Over 2 KiB of tuples: written in place before the record.
+    db.begin().unwrap();
+    for i in 0..40 {
+        db.insert("t", &row(i, &long(i))).unwrap();
+        model.insert(i, long(i));
+    }
+    db.commit().unwrap();
+    db.begin().unwrap();
+    db.insert("t", &row(100, "gone")).unwrap();
+    db.update("t", &row(1, "gone")).unwrap();
+    db.delete("t", &[Value::Integer(2)]).unwrap();
+    db.rollback().unwrap();
+    for (i, s) in [(50, "small"), (3, "changed"), (51, "another")] {
+        let before = db.device().stats();
+        if model.insert(i, s.to_string()).is_some() {
+            assert!(db.update("t", &row(i, s)).unwrap());
+        } else {
+            db.insert("t", &row(i, s)).unwrap();
+        }
+        let d = db.device().stats().since(&before);
+        assert_eq!((d.writes, d.syncs), (1, 1), "commit of row {i}: {d:?}");
+    }
+    assert!(db.delete("t", &[Value::Integer(4)]).unwrap());
+    model.remove(&4);
+    let expect: Vec<Vec<Value>> = model.iter().map(|(i, s)| row(*i, s)).collect();
+    fn all<D: BlockDevice>(db: &mut Database<D>) -> Vec<Vec<Value>> {
+        db.range_with("t", Bound::Unbounded, Bound::Unbounded, Order::asc(None))
+            .unwrap()
+    }
+    assert_eq!(all(&mut db), expect);
+    let mut bytes = vec![0u8; 32 << 20];
+    db.device().read(0, &mut bytes).unwrap();
+    let mut db2 = Database::open(MemBlock::from_backing(bytes), opts(Mode::Full)).unwrap();
+    db2.verify().unwrap();
+    assert_eq!(all(&mut db2), expect);
+}
