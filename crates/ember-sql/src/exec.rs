@@ -284,6 +284,21 @@ pub struct Executor<S: Storage> {
     schema: u64,
 }
 
+/// Whether an expression reads no column of the row it is evaluated for, not even through
+/// a subquery.
+fn column_free(e: &Expr) -> bool {
+    let mut free = true;
+    walk(e, &mut |x| {
+        if matches!(
+            x,
+            Expr::Column { .. } | Expr::InSelect(..) | Expr::Exists(..) | Expr::Subquery(_)
+        ) {
+            free = false;
+        }
+    });
+    free
+}
+
 /// The conjuncts of a condition, borrowed.
 fn conjuncts<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
     if let Expr::Binary(BinOp::And, a, b) = e {
@@ -818,6 +833,15 @@ impl<S: Storage> Executor<S> {
         }
     }
 
+    /// Notes how to take back a change of the running statement. Outside an explicit
+    /// transaction a failed statement rolls the engine's transaction back instead, so
+    /// nothing is noted (nor the old row kept).
+    fn note_undo(&mut self, u: impl FnOnce() -> Undo) {
+        if self.explicit {
+            self.undo.push(u());
+        }
+    }
+
     fn undo_statement(&mut self) -> Result<()> {
         while let Some(u) = self.undo.pop() {
             match u {
@@ -925,7 +949,7 @@ impl<S: Storage> Executor<S> {
             Value::Text(sql.into()),
         ];
         self.storage.insert(MASTER, id, &row)?;
-        self.undo.push(Undo::Inserted(MASTER.into(), id));
+        self.note_undo(|| Undo::Inserted(MASTER.into(), id));
         Ok(())
     }
 
@@ -941,7 +965,7 @@ impl<S: Storage> Executor<S> {
     fn master_delete(&mut self, kind: &str, name: &str) -> Result<()> {
         if let Some((id, old)) = self.master_find(kind, name)? {
             self.storage.delete(MASTER, id)?;
-            self.undo.push(Undo::Deleted(MASTER.into(), id, old));
+            self.note_undo(|| Undo::Deleted(MASTER.into(), id, old));
         }
         Ok(())
     }
@@ -950,7 +974,7 @@ impl<S: Storage> Executor<S> {
         match self.master_find(kind, name)? {
             Some((id, old)) => {
                 self.storage.update(MASTER, id, &new)?;
-                self.undo.push(Undo::Updated(MASTER.into(), id, old));
+                self.note_undo(|| Undo::Updated(MASTER.into(), id, old));
                 Ok(())
             }
             None => Err(SqlError::Storage(format!(
@@ -1087,7 +1111,7 @@ impl<S: Storage> Executor<S> {
             }
             _ => self.storage.create_table(&engine, &cols)?,
         }
-        self.undo.push(Undo::CreatedTable(engine.clone()));
+        self.note_undo(|| Undo::CreatedTable(engine.clone()));
         for u in &def.uniques {
             self.storage
                 .create_unique_index(&u.engine, &engine, &u.columns)?;
@@ -1207,7 +1231,7 @@ impl<S: Storage> Executor<S> {
         } else {
             self.storage.create_index(&engine, &t.engine, &cols)?;
         }
-        self.undo.push(Undo::CreatedIndex(engine.clone()));
+        self.note_undo(|| Undo::CreatedIndex(engine.clone()));
         self.master_insert("index", &ci.name, &t.name, &engine, sql)?;
         if ci.unique {
             if let Some(td) = self.catalog.tables.get_mut(&key(&t.name)) {
@@ -1458,7 +1482,7 @@ impl<S: Storage> Executor<S> {
             })
             .collect();
         self.storage.create_table(&engine, &cols)?;
-        self.undo.push(Undo::CreatedTable(engine.clone()));
+        self.note_undo(|| Undo::CreatedTable(engine.clone()));
         for (rowid, mut row) in self
             .storage
             .scan(&t.engine, Bound::Unbounded, Bound::Unbounded)?
@@ -1765,7 +1789,7 @@ impl<S: Storage> Executor<S> {
     fn delete_row(&mut self, t: &TableDef, rowid: i64) -> Result<bool> {
         if let Some(old) = self.storage.get(&t.engine, rowid)? {
             self.storage.delete(&t.engine, rowid)?;
-            self.undo.push(Undo::Deleted(t.engine.clone(), rowid, old));
+            self.note_undo(|| Undo::Deleted(t.engine.clone(), rowid, old));
             return Ok(true);
         }
         Ok(false)
@@ -1941,7 +1965,7 @@ impl<S: Storage> Executor<S> {
                     },
                     e => e,
                 })?;
-            self.undo.push(Undo::Inserted(t.engine.clone(), rowid));
+            self.note_undo(|| Undo::Inserted(t.engine.clone(), rowid));
             self.last_rowid = rowid;
             count += 1;
         }
@@ -1951,10 +1975,13 @@ impl<S: Storage> Executor<S> {
     }
 
     /// The rows of a table a WHERE clause selects, through the planner: (rowid, values).
+    /// Without `values` the caller needs only the rowids: a row found by its rowid alone
+    /// then comes with no values (the others come whole).
     fn matching_rows(
         &mut self,
         t: &Rc<TableDef>,
         filter: Option<&Expr>,
+        values: bool,
     ) -> Result<Vec<(i64, Vec<Value>)>> {
         let d = self.leaf_def(t, None);
         let mut leaf = Leaf {
@@ -1983,7 +2010,23 @@ impl<S: Storage> Executor<S> {
                         p
                     }
                 };
-                self.leaf_rows(t, &leaf.scope, &plan, &conj)?
+                match &*plan.access {
+                    // The rowid is all the WHERE asks: whether the row is there will do.
+                    Access::RowidEq(e)
+                        if !values
+                            && !plan.check.contains(&true)
+                            && !plan.constant.contains(&true) =>
+                    {
+                        let none = Scope::default();
+                        match self.rowid_key(e, &Env::empty(&none))? {
+                            Some(id) if self.storage.contains(&t.engine, id)? => {
+                                vec![vec![Value::Integer(id)]]
+                            }
+                            _ => Vec::new(),
+                        }
+                    }
+                    _ => self.leaf_rows(t, &leaf.scope, &plan, &conj)?,
+                }
             }
             _ => {
                 let key = filter.map_or(0, |f| f as *const Expr as usize);
@@ -2022,24 +2065,31 @@ impl<S: Storage> Executor<S> {
                 }
             }
         }
-        let targets = self.matching_rows(&t, up.filter.as_ref())?;
-        let scope = self.own_scope(&t);
-        let mut count = 0;
-        let mut removed: Vec<i64> = Vec::new();
         // Columns every row gets a new value for: not copied from the old row.
         let set_cols: Vec<bool> = (0..t.columns.len())
             .map(|i| sets.iter().any(|(c, _)| *c == Some(i)))
             .collect();
+        // A statement outside a transaction that gives every column (the INTEGER PRIMARY
+        // KEY aside) a value of its own, from no column, reads no old row: no undo keeps it
+        // (see `note_undo`) and the uniqueness checks then probe every UNIQUE constraint.
+        let values = self.explicit
+            || sets.iter().any(|(c, e)| c.is_none() || !column_free(e))
+            || set_cols
+                .iter()
+                .enumerate()
+                .any(|(i, set)| !set && t.ipk != Some(i));
+        let targets = self.matching_rows(&t, up.filter.as_ref(), values)?;
+        let scope = self.own_scope(&t);
+        let mut count = 0;
+        let mut removed: Vec<i64> = Vec::new();
         for (rowid, mut old) in targets {
             if removed.contains(&rowid) {
                 continue;
             }
-            let mut row: Vec<Value> = old
-                .iter()
-                .enumerate()
-                .map(|(i, v)| match set_cols.get(i) {
-                    Some(true) => Value::Null,
-                    _ => v.clone(),
+            let mut row: Vec<Value> = (0..t.columns.len())
+                .map(|i| match (set_cols[i], old.get(i)) {
+                    (false, Some(v)) => v.clone(),
+                    _ => Value::Null,
                 })
                 .collect();
             let mut new_rowid = rowid;
@@ -2088,12 +2138,12 @@ impl<S: Storage> Executor<S> {
             }
             if new_rowid != rowid {
                 self.storage.delete(&t.engine, rowid)?;
-                self.undo.push(Undo::Deleted(t.engine.clone(), rowid, old));
+                self.note_undo(|| Undo::Deleted(t.engine.clone(), rowid, old));
                 self.storage.insert(&t.engine, new_rowid, &row)?;
-                self.undo.push(Undo::Inserted(t.engine.clone(), new_rowid));
+                self.note_undo(|| Undo::Inserted(t.engine.clone(), new_rowid));
             } else {
                 self.storage.update(&t.engine, rowid, &row)?;
-                self.undo.push(Undo::Updated(t.engine.clone(), rowid, old));
+                self.note_undo(|| Undo::Updated(t.engine.clone(), rowid, old));
             }
             count += 1;
         }
@@ -2104,11 +2154,13 @@ impl<S: Storage> Executor<S> {
 
     fn delete(&mut self, d: &Delete) -> Result<Output> {
         let t = self.table_for_write(&d.table)?;
-        let targets = self.matching_rows(&t, d.filter.as_ref())?;
+        // Outside a transaction no old row is kept (see `note_undo`): rowids will do.
+        let values = self.explicit;
+        let targets = self.matching_rows(&t, d.filter.as_ref(), values)?;
         let mut count = 0;
         for (rowid, old) in targets {
             if self.storage.delete(&t.engine, rowid)? {
-                self.undo.push(Undo::Deleted(t.engine.clone(), rowid, old));
+                self.note_undo(|| Undo::Deleted(t.engine.clone(), rowid, old));
                 count += 1;
             }
         }
@@ -3764,6 +3816,12 @@ impl<S: Storage> Executor<S> {
         Ok(Some((l, h)))
     }
 
+    /// The rowid `rowid = e` names, if `e`'s value is one (as a rowid lookup sees it).
+    fn rowid_key(&mut self, e: &Expr, env: &Env<'_>) -> Result<Option<i64>> {
+        let v = self.eval(e, env)?;
+        Ok(as_rowid(&Self::probe(v, Affinity::Integer)))
+    }
+
     fn fetch(&mut self, t: &TableDef, a: &Access, env: &Env<'_>) -> Result<Vec<Vec<Value>>> {
         let with_rowid = |rows: Vec<(i64, Vec<Value>)>| -> Vec<Vec<Value>> {
             rows.into_iter()
@@ -3780,8 +3838,7 @@ impl<S: Storage> Executor<S> {
                 Bound::Unbounded,
             )?)),
             Access::RowidEq(e) => {
-                let v = self.eval(e, env)?;
-                let Some(id) = as_rowid(&Self::probe(v, Affinity::Integer)) else {
+                let Some(id) = self.rowid_key(e, env)? else {
                     return Ok(Vec::new());
                 };
                 Ok(match self.storage.get(&t.engine, id)? {
@@ -4461,10 +4518,10 @@ impl<S: Storage> Executor<S> {
             Stmt::Select(s) => self.query(s, None).map(|_| ()),
             Stmt::Update(u) => self
                 .table_for_write(&u.table)
-                .and_then(|t| self.matching_rows(&t, u.filter.as_ref()).map(|_| ())),
+                .and_then(|t| self.matching_rows(&t, u.filter.as_ref(), true).map(|_| ())),
             Stmt::Delete(d) => self
                 .table_for_write(&d.table)
-                .and_then(|t| self.matching_rows(&t, d.filter.as_ref()).map(|_| ())),
+                .and_then(|t| self.matching_rows(&t, d.filter.as_ref(), true).map(|_| ())),
             _ => Ok(()),
         };
         let lines = self.explain.take().unwrap_or_default();
