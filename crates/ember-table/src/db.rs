@@ -452,6 +452,11 @@ pub struct Database<D: BlockDevice> {
     txn: Option<Txn>,
     /// The last finished transaction's buffers, emptied, for the next one.
     spare: Option<Txn>,
+    /// The primary-index entry last found (table, key, location): an update or delete of a
+    /// row the caller has just read finds it here instead of searching the index again.
+    /// Forgotten at every change to a primary index (see [`Database::index_put`]), at
+    /// rollback, checkpoint and when a table is dropped.
+    found: Option<(u64, Key, Loc)>,
     explicit: bool,
     /// Blocks freed by committed transactions, given back at the next checkpoint.
     deferred: Vec<BlockRef>,
@@ -483,6 +488,7 @@ impl<D: BlockDevice> Database<D> {
             ipages: PageCache::default(),
             txn: None,
             spare: None,
+            found: None,
             explicit: false,
             deferred: Vec::new(),
             buffered: Vec::new(),
@@ -509,6 +515,7 @@ impl<D: BlockDevice> Database<D> {
             ipages: PageCache::default(),
             txn: None,
             spare: None,
+            found: None,
             explicit: false,
             deferred: Vec::new(),
             buffered: Vec::new(),
@@ -868,10 +875,19 @@ impl<D: BlockDevice> Database<D> {
 
     /// Where the row with this key lives.
     fn index_get(&mut self, id: u64, key: &[u8]) -> Result<Option<Loc>> {
+        if let Some((i, k, loc)) = &self.found {
+            if *i == id && k.as_slice() == key {
+                return Ok(Some(*loc));
+            }
+        }
         let Some(t) = self.tables.get(&id) else {
             return Ok(None);
         };
-        Pages::new(&mut self.sm, &mut self.ipages, id).get(&t.index, key)
+        let loc = Pages::new(&mut self.sm, &mut self.ipages, id).get(&t.index, key)?;
+        if let Some(l) = loc {
+            self.found = Some((id, Key::new(key), l));
+        }
+        Ok(loc)
     }
 
     /// Whether `key` is above every primary key of the table (then it is not in the index).
@@ -907,6 +923,8 @@ impl<D: BlockDevice> Database<D> {
             Some(o) => o,
             None => self.index_get(id, key)?,
         };
+        // (After the lookup above, which may have remembered the entry this changes.)
+        self.found = None;
         let Some(t) = self.tables.get_mut(&id) else {
             return Ok((None, 0));
         };
@@ -1083,6 +1101,7 @@ impl<D: BlockDevice> Database<D> {
             return Err(TableError::Transaction("no transaction is open"));
         }
         self.explicit = false;
+        self.found = None;
         #[cfg(feature = "query-cache")]
         self.qcache.clear();
         let Some(mut txn) = self.txn.take() else {
@@ -1321,6 +1340,7 @@ impl<D: BlockDevice> Database<D> {
     }
 
     fn checkpoint_now(&mut self) -> Result<()> {
+        self.found = None;
         // Records written in disorder mode may have to wait for room: make room first.
         let pending = std::mem::take(&mut self.buffered);
         let blocks: Vec<BlockRef> = self.cache.keys();
@@ -1456,6 +1476,7 @@ impl<D: BlockDevice> Database<D> {
         txn.frees.extend(pages);
         #[cfg(feature = "query-cache")]
         self.qcache.invalidate_table(id);
+        self.found = None;
         let t = self
             .tables
             .remove(&id)

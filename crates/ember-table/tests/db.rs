@@ -658,3 +658,47 @@ fn each_transaction_starts_clean_after_a_big_and_a_rolled_back_one() {
     db2.verify().unwrap();
     assert_eq!(all(&mut db2), expect);
 }
+
+/// The engine remembers where it last found a primary key, so an update or delete right
+/// after a read does not search the index again. Every change that moves or removes a row,
+/// and a rollback, must make it forget: a row read, moved by an update, read again; read
+/// inside a transaction that is rolled back; read and deleted; read and dropped with a
+/// rolled-back insert under the same key.
+#[test]
+fn a_row_read_and_then_moved_or_rolled_back_is_found_where_it_is() {
+    for kind in [IndexKind::Tree, IndexKind::Hash] {
+        let mut db = fresh(Mode::Metadata);
+        db.create_table("t", schema(kind)).unwrap();
+        for i in 0..20 {
+            db.insert("t", &row(i, "short")).unwrap();
+        }
+        let get = |db: &mut Database<MemBlock<Vec<u8>>>, i: i64| {
+            db.get("t", &[Value::Integer(i)]).unwrap()
+        };
+        // Moved out of its full block by a longer row.
+        assert_eq!(get(&mut db, 3), Some(row(3, "short")));
+        let long = "l".repeat(3000);
+        assert!(db.update("t", &row(3, &long)).unwrap());
+        assert_eq!(get(&mut db, 3), Some(row(3, &long)), "{kind:?}");
+        assert!(db.update("t", &row(3, "again")).unwrap());
+        assert_eq!(get(&mut db, 3), Some(row(3, "again")), "{kind:?}");
+        // Read inside a transaction, then rolled back.
+        db.begin().unwrap();
+        db.insert("t", &row(100, "pending")).unwrap();
+        assert_eq!(get(&mut db, 100), Some(row(100, "pending")));
+        db.rollback().unwrap();
+        assert_eq!(get(&mut db, 100), None, "{kind:?}");
+        assert!(!db.update("t", &row(100, "x")).unwrap());
+        db.begin().unwrap();
+        assert!(db.update("t", &row(5, &long)).unwrap());
+        assert_eq!(get(&mut db, 5), Some(row(5, &long)));
+        db.rollback().unwrap();
+        assert_eq!(get(&mut db, 5), Some(row(5, "short")), "{kind:?}");
+        // Read, then deleted.
+        assert_eq!(get(&mut db, 7), Some(row(7, "short")));
+        assert!(db.delete("t", &[Value::Integer(7)]).unwrap());
+        assert_eq!(get(&mut db, 7), None, "{kind:?}");
+        assert!(!db.delete("t", &[Value::Integer(7)]).unwrap());
+        db.verify().unwrap();
+    }
+}
