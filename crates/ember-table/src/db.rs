@@ -185,9 +185,10 @@ struct Txn {
 const TXN_KEEP_BYTES: usize = 64 * 1024;
 
 impl Txn {
-    /// Notes a change to a slot of block `b`.
+    /// Notes a change to a slot of block `b`. (An update that moves its row changes the
+    /// table's last block and the row's old one in turn: the last two cover that.)
     fn touch(&mut self, b: BlockRef) {
-        if self.blocks.last() != Some(&b) {
+        if !self.blocks.iter().rev().take(2).any(|x| *x == b) {
             self.blocks.push(b);
         }
     }
