@@ -990,7 +990,8 @@ fn merge_older(seen: &mut Vec<(Vec<u8>, Value)>, older: Vec<(Vec<u8>, Value)>) {
 }
 
 /// Reads for a compaction: data blocks straight from the environment (a merge reads each
-/// block once; caching them would push out the blocks readers use).
+/// block once; caching them would push out the blocks readers use), runs of adjacent blocks
+/// with one read, as a scan reads them (see [`crate::iter::READ_AHEAD`]).
 struct Direct<'a, E: Env>(&'a mut Core<E>);
 
 impl<E: Env> Fetch for Direct<'_, E> {
@@ -1005,6 +1006,31 @@ impl<E: Env> Fetch for Direct<'_, E> {
             h,
             &mut core.scratch,
         )?))
+    }
+    fn data_run(
+        &mut self,
+        t: &TableMeta,
+        blocks: &[(Vec<u8>, Handle)],
+        ahead: u64,
+        out: &mut VecDeque<Arc<DataBlock>>,
+    ) -> Result<()> {
+        let Some((_, first)) = blocks.first() else {
+            return Ok(());
+        };
+        let mut bytes = 0;
+        let run: Vec<Handle> = blocks
+            .iter()
+            .map(|(_, h)| *h)
+            .take_while(|h| {
+                bytes += h.len;
+                bytes <= ahead.max(first.len)
+            })
+            .collect();
+        let core = &mut *self.0;
+        let mut read = Vec::with_capacity(run.len());
+        sstable::read_data_run(&mut core.env, t, &run, ahead, &mut core.scratch, &mut read)?;
+        out.extend(read.into_iter().map(Arc::new));
+        Ok(())
     }
 }
 
