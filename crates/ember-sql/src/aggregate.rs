@@ -649,3 +649,135 @@ impl SumCtx {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    fn call(sql: &str) -> Expr {
+        crate::parser::parse_expr(sql).unwrap()
+    }
+
+    /// Steps `sql`'s state on the values (its separator: the row's position as text) and
+    /// returns the result and, for each value, whether a min()/max() took it.
+    fn run(sql: &str, vals: &[Value]) -> (Result<Value>, Vec<bool>) {
+        let e = call(sql);
+        let c = Call::of(&e).unwrap();
+        let mut acc = Acc::new(&c);
+        let mut took = Vec::new();
+        for (i, v) in vals.iter().enumerate() {
+            let sep = (c.kind == Kind::Concat).then(|| Value::Text(alloc::format!("<{i}>")));
+            // (As `Grouper::feed` steps `count(*)`: on 1 for every row.)
+            let v = if c.arg.is_some() {
+                v.clone()
+            } else {
+                Value::Integer(1)
+            };
+            took.push(acc.step(c.kind, v, sep));
+        }
+        (acc.value(c.kind), took)
+    }
+
+    #[test]
+    fn distinct_compares_as_sqlite_and_skips_nulls() {
+        let vals = [
+            Value::Integer(1),
+            Value::Real(1.0),
+            Value::Text("1".into()),
+            Value::Null,
+            Value::Integer(2),
+            Value::Integer(1),
+        ];
+        assert_eq!(
+            run("count(DISTINCT x)", &vals).0.unwrap(),
+            Value::Integer(3)
+        );
+        assert_eq!(run("count(x)", &vals).0.unwrap(), Value::Integer(5));
+        assert_eq!(run("count(*)", &vals).0.unwrap(), Value::Integer(6));
+        // 1 + '1' (an integer as text) + 2; the first of 1 and 1.0 is kept.
+        assert_eq!(run("sum(DISTINCT x)", &vals).0.unwrap(), Value::Integer(4));
+        assert_eq!(
+            run("group_concat(DISTINCT x)", &vals).0.unwrap(),
+            Value::Text("1<2>1<4>2".into())
+        );
+    }
+
+    #[test]
+    fn min_and_max_keep_the_first_of_equal_values_and_say_when_they_take_one() {
+        let vals = [
+            Value::Null,
+            Value::Integer(5),
+            Value::Real(5.0),
+            Value::Integer(7),
+            Value::Integer(3),
+        ];
+        let (v, took) = run("max(x)", &vals);
+        assert_eq!(v.unwrap(), Value::Integer(7));
+        assert_eq!(took, vec![false, true, false, true, false]);
+        let (v, took) = run("min(x)", &vals[..3]);
+        assert_eq!(v.unwrap(), Value::Integer(5));
+        assert_eq!(took, vec![false, true, false]);
+        assert_eq!(run("min(x)", &[Value::Null]).0.unwrap(), Value::Null);
+    }
+
+    #[test]
+    fn group_concat_puts_each_rows_separator_before_its_value() {
+        let vals = [
+            Value::Null,
+            Value::Text("a".into()),
+            Value::Null,
+            Value::Integer(2),
+        ];
+        assert_eq!(
+            run("group_concat(x, '-')", &vals).0.unwrap(),
+            Value::Text("a<3>2".into())
+        );
+        assert_eq!(run("string_agg(x, ',')", &[]).0.unwrap(), Value::Null);
+    }
+
+    #[test]
+    fn sums_overflow_as_sqlite_does() {
+        let big = [Value::Integer(i64::MAX), Value::Integer(1)];
+        assert!(
+            matches!(run("sum(x)", &big).0, Err(SqlError::Invalid(m)) if m == "integer overflow")
+        );
+        assert_eq!(
+            run("total(x)", &big).0.unwrap(),
+            Value::Real(i64::MAX as f64 + 1.0)
+        );
+        // A real after the overflow makes the sum a real.
+        let mixed = [
+            Value::Integer(i64::MAX),
+            Value::Integer(1),
+            Value::Real(0.5),
+        ];
+        assert!(matches!(run("sum(x)", &mixed).0, Ok(Value::Real(_))));
+        assert_eq!(
+            run("avg(x)", &[Value::Integer(1), Value::Integer(2)])
+                .0
+                .unwrap(),
+            Value::Real(1.5)
+        );
+        assert_eq!(run("avg(x)", &[]).0.unwrap(), Value::Null);
+        assert_eq!(run("total(x)", &[]).0.unwrap(), Value::Real(0.0));
+        assert_eq!(run("sum(x)", &[Value::Null]).0.unwrap(), Value::Null);
+    }
+
+    #[test]
+    fn keys_order_as_sqlite_sorts_rows() {
+        let k = |v: Vec<Value>| Key(v);
+        assert_eq!(
+            k(vec![Value::Integer(1)]).cmp(&k(vec![Value::Real(1.0)])),
+            Ordering::Equal
+        );
+        assert_eq!(
+            k(vec![Value::Null]).cmp(&k(vec![Value::Integer(-5)])),
+            Ordering::Less
+        );
+        assert_eq!(
+            k(vec![Value::Integer(9)]).cmp(&k(vec![Value::Text("1".into())])),
+            Ordering::Less
+        );
+    }
+}
