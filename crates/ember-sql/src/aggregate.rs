@@ -8,6 +8,7 @@
 //! only if a bare column may need it, and the results are computed from the states when
 //! the result columns, HAVING and ORDER BY name the calls (see [`Group`]).
 
+use alloc::borrow::Cow;
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -234,9 +235,9 @@ impl Acc {
         }
     }
 
-    /// Adds one row's argument value `v` (and group_concat's separator `sep`). Returns
-    /// whether a min()/max() took `v` as its new best value.
-    fn step(&mut self, kind: Kind, v: Value, sep: Option<Value>) -> bool {
+    /// Adds one row's argument value `v` (and group_concat's separator `sep`, `None` for
+    /// the default `,`). Returns whether a min()/max() took `v` as its new best value.
+    fn step(&mut self, kind: Kind, v: &Value, sep: Option<&Value>) -> bool {
         if v.is_null() {
             return false;
         }
@@ -247,12 +248,12 @@ impl Acc {
         }
         match &mut self.state {
             State::Count(n) => *n += 1,
-            State::Sum(s) => s.step(&v),
+            State::Sum(s) => s.step(v),
             State::Best(best) => {
                 let better = match best {
                     None => true,
                     Some(b) => {
-                        let o = compare(&v, b);
+                        let o = compare(v, b);
                         if kind == Kind::Max {
                             o == Ordering::Greater
                         } else {
@@ -261,23 +262,24 @@ impl Acc {
                     }
                 };
                 if better {
-                    *best = Some(v);
+                    *best = Some(v.clone());
                 }
                 return better;
             }
-            State::Concat(out) => {
-                if let Some(t) = v.to_text() {
-                    match out {
-                        None => *out = Some(t),
-                        Some(o) => {
-                            if let Some(s) = sep.as_ref().and_then(Value::to_text) {
-                                o.push_str(&s);
-                            }
-                            o.push_str(&t);
-                        }
-                    }
+            State::Concat(out) => match out {
+                None => {
+                    let mut o = String::new();
+                    push_text(&mut o, v);
+                    *out = Some(o);
                 }
-            }
+                Some(o) => {
+                    match sep {
+                        Some(s) => push_text(o, s),
+                        None => o.push(','),
+                    }
+                    push_text(o, v);
+                }
+            },
         }
         false
     }
@@ -310,6 +312,19 @@ impl Acc {
             State::Best(b) => b.clone().unwrap_or(Value::Null),
             State::Concat(s) => s.clone().map_or(Value::Null, Value::Text),
         })
+    }
+}
+
+/// Appends `v` as text (nothing for NULL).
+fn push_text(out: &mut String, v: &Value) {
+    match v {
+        Value::Null => {}
+        Value::Text(t) => out.push_str(t),
+        _ => {
+            if let Some(t) = v.to_text() {
+                out.push_str(&t);
+            }
+        }
     }
 }
 
@@ -460,19 +475,16 @@ impl<'q> Grouper<'q> {
         let slot = &mut self.slots[at];
         let mut improved = false;
         for (k, (call, acc)) in self.calls.iter().zip(&mut slot.accs).enumerate() {
+            // Values borrowed from the row where the argument is one of its columns.
             let v = match call.arg {
-                Some(a) => ex.eval(a, &env)?,
-                None => Value::Integer(1),
+                Some(a) => ex.operand(a, &env)?,
+                None => Cow::Owned(Value::Integer(1)),
             };
-            let sep = if call.kind == Kind::Concat {
-                Some(match call.sep {
-                    Some(s) => ex.eval(s, &env)?,
-                    None => Value::Text(",".into()),
-                })
-            } else {
-                None
+            let sep = match call.sep {
+                Some(s) => Some(ex.operand(s, &env)?),
+                None => None,
             };
-            if acc.step(call.kind, v, sep) && self.keep == Keep::MinMax(k) {
+            if acc.step(call.kind, &v, sep.as_deref()) && self.keep == Keep::MinMax(k) {
                 improved = true;
             }
         }
@@ -667,14 +679,14 @@ mod tests {
         let mut acc = Acc::new(&c);
         let mut took = Vec::new();
         for (i, v) in vals.iter().enumerate() {
-            let sep = (c.kind == Kind::Concat).then(|| Value::Text(alloc::format!("<{i}>")));
+            let sep = Value::Text(alloc::format!("<{i}>"));
             // (As `Grouper::feed` steps `count(*)`: on 1 for every row.)
             let v = if c.arg.is_some() {
                 v.clone()
             } else {
                 Value::Integer(1)
             };
-            took.push(acc.step(c.kind, v, sep));
+            took.push(acc.step(c.kind, &v, Some(&sep)));
         }
         (acc.value(c.kind), took)
     }

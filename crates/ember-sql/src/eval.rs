@@ -1155,7 +1155,7 @@ impl<S: Storage> Executor<S> {
     }
 
     /// The value of `e`, borrowed from the row when `e` names one of its columns.
-    fn operand<'v>(&mut self, e: &Expr, env: &Env<'v>) -> Result<Cow<'v, Value>> {
+    pub(crate) fn operand<'v>(&mut self, e: &Expr, env: &Env<'v>) -> Result<Cow<'v, Value>> {
         if let Expr::Column {
             table, name, slot, ..
         } = e
