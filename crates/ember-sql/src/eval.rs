@@ -1143,8 +1143,8 @@ impl<S: Storage> Executor<S> {
 
     fn compare_operands<'v>(
         &mut self,
-        a: &Expr,
-        b: &Expr,
+        a: &'v Expr,
+        b: &'v Expr,
         env: &Env<'v>,
     ) -> Result<(Cow<'v, Value>, Cow<'v, Value>)> {
         let x = self.operand(a, env)?;
@@ -1154,15 +1154,19 @@ impl<S: Storage> Executor<S> {
         Ok(compare_affinity_cow(x, xa, y, ya))
     }
 
-    /// The value of `e`, borrowed from the row when `e` names one of its columns.
-    pub(crate) fn operand<'v>(&mut self, e: &Expr, env: &Env<'v>) -> Result<Cow<'v, Value>> {
-        if let Expr::Column {
-            table, name, slot, ..
-        } = e
-        {
-            if let Some((en, i)) = resolve(table.as_deref(), name, slot, env)? {
-                return Ok(en.row.get(i).map_or(Cow::Owned(Value::Null), Cow::Borrowed));
+    /// The value of `e`, borrowed from the row when `e` names one of its columns, or from
+    /// `e` when it is a literal.
+    pub(crate) fn operand<'v>(&mut self, e: &'v Expr, env: &Env<'v>) -> Result<Cow<'v, Value>> {
+        match e {
+            Expr::Lit(v) => return Ok(Cow::Borrowed(v)),
+            Expr::Column {
+                table, name, slot, ..
+            } => {
+                if let Some((en, i)) = resolve(table.as_deref(), name, slot, env)? {
+                    return Ok(en.row.get(i).map_or(Cow::Owned(Value::Null), Cow::Borrowed));
+                }
             }
+            _ => {}
         }
         Ok(Cow::Owned(self.eval(e, env)?))
     }
@@ -1204,6 +1208,16 @@ impl<S: Storage> Executor<S> {
                 })
             }
             Expr::Unary(UnOp::Not, a) => Ok(self.cond(a, env)?.map(|t| !t)),
+            // A comparison's truth straight from the ordering (what `compared` would make
+            // of it, without the value in between).
+            Expr::Binary(
+                op @ (BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge),
+                a,
+                b,
+            ) => {
+                let (x, y) = self.compare_operands(a, b, env)?;
+                Ok(cmp_nullable(&x, &y).map(|o| holds(*op, o)))
+            }
             _ => Ok(self.eval(e, env)?.truth()),
         }
     }
@@ -1703,14 +1717,19 @@ fn unary(op: UnOp, v: Value) -> Value {
 fn compared(op: BinOp, x: &Value, y: &Value) -> Value {
     match cmp_nullable(x, y) {
         None => Value::Null,
-        Some(o) => bool_val(match op {
-            BinOp::Eq => o == Ordering::Equal,
-            BinOp::Ne => o != Ordering::Equal,
-            BinOp::Lt => o == Ordering::Less,
-            BinOp::Le => o != Ordering::Greater,
-            BinOp::Gt => o == Ordering::Greater,
-            _ => o != Ordering::Less,
-        }),
+        Some(o) => bool_val(holds(op, o)),
+    }
+}
+
+/// Whether the comparison `op` holds for operands ordered `o`.
+fn holds(op: BinOp, o: Ordering) -> bool {
+    match op {
+        BinOp::Eq => o == Ordering::Equal,
+        BinOp::Ne => o != Ordering::Equal,
+        BinOp::Lt => o == Ordering::Less,
+        BinOp::Le => o != Ordering::Greater,
+        BinOp::Gt => o == Ordering::Greater,
+        _ => o != Ordering::Less,
     }
 }
 
