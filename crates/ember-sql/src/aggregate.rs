@@ -156,6 +156,12 @@ impl PartialEq for Distinct {
 
 impl Eq for Distinct {}
 
+impl core::fmt::Debug for Distinct {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 impl PartialOrd for Distinct {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
@@ -213,12 +219,6 @@ enum State {
 pub struct Acc {
     state: State,
     seen: Option<BTreeSet<Distinct>>,
-}
-
-impl core::fmt::Debug for Distinct {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        self.0.fmt(f)
-    }
 }
 
 impl Acc {
@@ -369,8 +369,9 @@ pub enum Keep {
     First,
     /// The first and the last row.
     FirstLast,
-    /// With exactly one aggregate call, a min() or max() (of this index among the calls):
-    /// every bare column comes from the row that has its value (the last row if none has).
+    /// With exactly one aggregate call in the result columns, a min() or max() (of this
+    /// index among the calls): every bare column, grouped-on ones too, comes from the row
+    /// that has its value (the group's last row if none has one).
     MinMax(usize),
 }
 
