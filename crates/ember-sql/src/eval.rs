@@ -9,6 +9,7 @@ use alloc::vec::Vec;
 use core::cmp::Ordering;
 use core::fmt::Write;
 
+use crate::aggregate::Group;
 use crate::ast::{BinOp, ColSlot, Expr, Select, UnOp};
 use crate::error::{Result, SqlError};
 use crate::exec::Executor;
@@ -169,7 +170,8 @@ fn qualified(table: Option<&str>, name: &str) -> String {
 }
 
 /// What an expression is evaluated against: a row of a scope, the enclosing query's row for
-/// correlated subqueries, and for aggregate queries the rows of the current group.
+/// correlated subqueries, and for aggregate queries the aggregate calls' states over the
+/// current group.
 #[derive(Clone, Copy)]
 pub struct Env<'a> {
     /// The columns.
@@ -178,8 +180,8 @@ pub struct Env<'a> {
     pub row: &'a [Value],
     /// The enclosing query's environment.
     pub outer: Option<&'a Env<'a>>,
-    /// The rows of the current group (aggregate queries).
-    pub group: Option<&'a [Vec<Value>]>,
+    /// The aggregate calls over the current group (aggregate queries).
+    pub group: Option<&'a Group<'a>>,
 }
 
 impl<'a> Env<'a> {
@@ -227,7 +229,7 @@ pub fn first_aggregate(e: &Expr) -> Option<String> {
 }
 
 /// Visits an expression and its sub-expressions (not into subqueries).
-pub fn walk(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+pub fn walk<'e>(e: &'e Expr, f: &mut dyn FnMut(&'e Expr)) {
     f(e);
     match e {
         Expr::Unary(_, a) | Expr::Cast(a, _) | Expr::Collate(a, _) => walk(a, f),
@@ -885,7 +887,7 @@ impl<S: Storage> Executor<S> {
                 args,
                 distinct,
                 star,
-            } => self.eval_func(name, args, *distinct, *star, env),
+            } => self.eval_func(e, name, args, *distinct, *star, env),
         }
     }
 
@@ -1087,6 +1089,7 @@ impl<S: Storage> Executor<S> {
     #[inline(never)]
     fn eval_func(
         &mut self,
+        e: &Expr,
         name: &str,
         args: &[Expr],
         distinct: bool,
@@ -1094,8 +1097,13 @@ impl<S: Storage> Executor<S> {
         env: &Env<'_>,
     ) -> Result<Value> {
         if is_aggregate(name, args.len(), star) {
-            let v = self.aggregate(name, args, distinct, star, env)?;
-            return self.bounded(v);
+            // The call's value over the current group, from the state its rows built.
+            let Some(v) = env.group.and_then(|g| g.value(e)) else {
+                return Err(SqlError::invalid(format!(
+                    "misuse of aggregate function {name}()"
+                )));
+            };
+            return self.bounded(v?);
         }
         if distinct {
             return Err(SqlError::invalid(format!(
@@ -1135,8 +1143,8 @@ impl<S: Storage> Executor<S> {
 
     fn compare_operands<'v>(
         &mut self,
-        a: &Expr,
-        b: &Expr,
+        a: &'v Expr,
+        b: &'v Expr,
         env: &Env<'v>,
     ) -> Result<(Cow<'v, Value>, Cow<'v, Value>)> {
         let x = self.operand(a, env)?;
@@ -1146,15 +1154,19 @@ impl<S: Storage> Executor<S> {
         Ok(compare_affinity_cow(x, xa, y, ya))
     }
 
-    /// The value of `e`, borrowed from the row when `e` names one of its columns.
-    fn operand<'v>(&mut self, e: &Expr, env: &Env<'v>) -> Result<Cow<'v, Value>> {
-        if let Expr::Column {
-            table, name, slot, ..
-        } = e
-        {
-            if let Some((en, i)) = resolve(table.as_deref(), name, slot, env)? {
-                return Ok(en.row.get(i).map_or(Cow::Owned(Value::Null), Cow::Borrowed));
+    /// The value of `e`, borrowed from the row when `e` names one of its columns, or from
+    /// `e` when it is a literal.
+    pub(crate) fn operand<'v>(&mut self, e: &'v Expr, env: &Env<'v>) -> Result<Cow<'v, Value>> {
+        match e {
+            Expr::Lit(v) => return Ok(Cow::Borrowed(v)),
+            Expr::Column {
+                table, name, slot, ..
+            } => {
+                if let Some((en, i)) = resolve(table.as_deref(), name, slot, env)? {
+                    return Ok(en.row.get(i).map_or(Cow::Owned(Value::Null), Cow::Borrowed));
+                }
             }
+            _ => {}
         }
         Ok(Cow::Owned(self.eval(e, env)?))
     }
@@ -1196,6 +1208,16 @@ impl<S: Storage> Executor<S> {
                 })
             }
             Expr::Unary(UnOp::Not, a) => Ok(self.cond(a, env)?.map(|t| !t)),
+            // A comparison's truth straight from the ordering (what `compared` would make
+            // of it, without the value in between).
+            Expr::Binary(
+                op @ (BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge),
+                a,
+                b,
+            ) => {
+                let (x, y) = self.compare_operands(a, b, env)?;
+                Ok(cmp_nullable(&x, &y).map(|o| holds(*op, o)))
+            }
             _ => Ok(self.eval(e, env)?.truth()),
         }
     }
@@ -1225,129 +1247,6 @@ impl<S: Storage> Executor<S> {
         } else {
             Value::Null
         })
-    }
-
-    /// An aggregate over the current group.
-    fn aggregate(
-        &mut self,
-        name: &str,
-        args: &[Expr],
-        distinct: bool,
-        star: bool,
-        env: &Env<'_>,
-    ) -> Result<Value> {
-        let Some(group) = env.group else {
-            return Err(SqlError::invalid(format!(
-                "misuse of aggregate function {name}()"
-            )));
-        };
-        let mut vals: Vec<Value> = Vec::new();
-        let mut seps: Vec<Value> = Vec::new();
-        for r in group {
-            let e = Env {
-                scope: env.scope,
-                row: r,
-                outer: env.outer,
-                group: None,
-            };
-            if star {
-                vals.push(Value::Integer(1));
-                continue;
-            }
-            vals.push(match args.first() {
-                Some(a) => self.eval(a, &e)?,
-                None => Value::Integer(1),
-            });
-            if name == "group_concat" || name == "string_agg" {
-                seps.push(match args.get(1) {
-                    Some(s) => self.eval(s, &e)?,
-                    None => Value::Text(",".into()),
-                });
-            }
-        }
-        if distinct {
-            let mut seen: Vec<Value> = Vec::new();
-            let mut keep_seps = Vec::new();
-            for (k, v) in vals.into_iter().enumerate() {
-                if v.is_null() || seen.iter().any(|s| compare(s, &v) == Ordering::Equal) {
-                    continue;
-                }
-                seen.push(v);
-                if let Some(s) = seps.get(k) {
-                    keep_seps.push(s.clone());
-                }
-            }
-            vals = seen;
-            seps = keep_seps;
-        }
-        match name {
-            "count" => Ok(Value::Integer(if star {
-                vals.len()
-            } else {
-                vals.iter().filter(|v| !v.is_null()).count()
-            } as i64)),
-            "sum" | "total" | "avg" => {
-                let mut acc = SumCtx::default();
-                for v in vals.iter().filter(|v| !v.is_null()) {
-                    acc.step(v);
-                }
-                match name {
-                    "total" => Ok(Value::Real(acc.real())),
-                    "avg" => Ok(if acc.cnt == 0 {
-                        Value::Null
-                    } else {
-                        Value::Real(acc.real() / acc.cnt as f64)
-                    }),
-                    _ => {
-                        if acc.cnt == 0 {
-                            Ok(Value::Null)
-                        } else if !acc.approx {
-                            Ok(Value::Integer(acc.i_sum))
-                        } else if acc.ovrfl {
-                            Err(SqlError::invalid("integer overflow"))
-                        } else {
-                            Ok(Value::Real(acc.real()))
-                        }
-                    }
-                }
-            }
-            "min" | "max" => {
-                let mut best: Option<Value> = None;
-                for v in vals.into_iter().filter(|v| !v.is_null()) {
-                    best = Some(match best {
-                        None => v,
-                        Some(b) => {
-                            let o = compare(&v, &b);
-                            if (name == "min" && o == Ordering::Less)
-                                || (name == "max" && o == Ordering::Greater)
-                            {
-                                v
-                            } else {
-                                b
-                            }
-                        }
-                    });
-                }
-                Ok(best.unwrap_or(Value::Null))
-            }
-            _ => {
-                // group_concat
-                let mut out: Option<String> = None;
-                for (k, v) in vals.iter().enumerate() {
-                    let Some(t) = v.to_text() else { continue };
-                    match &mut out {
-                        None => out = Some(t),
-                        Some(o) => {
-                            if let Some(s) = seps.get(k).and_then(Value::to_text) {
-                                o.push_str(&s);
-                            }
-                            o.push_str(&t);
-                        }
-                    }
-                }
-                Ok(out.map_or(Value::Null, Value::Text))
-            }
-        }
     }
 
     /// A scalar function of evaluated arguments.
@@ -1648,107 +1547,6 @@ impl<S: Storage> Executor<S> {
     }
 }
 
-/// The running state of sum(), total() and avg(), as SQLite keeps it: an exact integer sum
-/// until a non-integer (or an overflow) arrives, then Kahan-Babuska-Neumaier summation.
-#[derive(Default)]
-struct SumCtx {
-    r_sum: f64,
-    r_err: f64,
-    i_sum: i64,
-    cnt: u64,
-    approx: bool,
-    ovrfl: bool,
-}
-
-const TWO52: i64 = 4_503_599_627_370_496;
-
-impl SumCtx {
-    fn kbn(&mut self, r: f64) {
-        let s = self.r_sum;
-        let t = s + r;
-        if s.abs() > r.abs() {
-            self.r_err += (s - t) + r;
-        } else {
-            self.r_err += (r - t) + s;
-        }
-        self.r_sum = t;
-    }
-
-    fn kbn_int(&mut self, i: i64) {
-        if !(-TWO52 + 1..TWO52).contains(&i) {
-            let small = i % 16384;
-            self.kbn((i - small) as f64);
-            self.kbn(small as f64);
-        } else {
-            self.kbn(i as f64);
-        }
-    }
-
-    fn init(&mut self, i: i64) {
-        if !(-TWO52 + 1..TWO52).contains(&i) {
-            let small = i % 16384;
-            self.r_sum = (i - small) as f64;
-            self.r_err = small as f64;
-        } else {
-            self.r_sum = i as f64;
-            self.r_err = 0.0;
-        }
-    }
-
-    /// Adds a non-NULL value (text counts by its numeric type, as
-    /// `sqlite3_value_numeric_type` gives it).
-    fn step(&mut self, v: &Value) {
-        let int = match v {
-            Value::Integer(i) => Some(*i),
-            Value::Text(t) => match crate::value::exact_number(t) {
-                Some(Value::Integer(i)) => Some(i),
-                _ => None,
-            },
-            _ => None,
-        };
-        self.cnt += 1;
-        if !self.approx {
-            match int {
-                None => {
-                    self.init(self.i_sum);
-                    self.approx = true;
-                    self.kbn(v.to_f64());
-                }
-                Some(i) => match self.i_sum.checked_add(i) {
-                    Some(x) => self.i_sum = x,
-                    None => {
-                        self.ovrfl = true;
-                        self.init(self.i_sum);
-                        self.approx = true;
-                        self.kbn_int(i);
-                    }
-                },
-            }
-        } else {
-            match int {
-                Some(i) => self.kbn_int(i),
-                None => {
-                    self.ovrfl = false;
-                    self.kbn(v.to_f64());
-                }
-            }
-        }
-    }
-
-    /// The sum as a real.
-    fn real(&self) -> f64 {
-        if self.approx {
-            if self.r_err.is_finite() {
-                self.r_sum + self.r_err
-            } else {
-                self.r_sum
-            }
-        } else {
-            self.i_sum as f64
-        }
-    }
-}
-
 fn shift(i: i64, by: i64) -> i64 {
     if by >= 64 {
         0
@@ -1919,14 +1717,19 @@ fn unary(op: UnOp, v: Value) -> Value {
 fn compared(op: BinOp, x: &Value, y: &Value) -> Value {
     match cmp_nullable(x, y) {
         None => Value::Null,
-        Some(o) => bool_val(match op {
-            BinOp::Eq => o == Ordering::Equal,
-            BinOp::Ne => o != Ordering::Equal,
-            BinOp::Lt => o == Ordering::Less,
-            BinOp::Le => o != Ordering::Greater,
-            BinOp::Gt => o == Ordering::Greater,
-            _ => o != Ordering::Less,
-        }),
+        Some(o) => bool_val(holds(op, o)),
+    }
+}
+
+/// Whether the comparison `op` holds for operands ordered `o`.
+fn holds(op: BinOp, o: Ordering) -> bool {
+    match op {
+        BinOp::Eq => o == Ordering::Equal,
+        BinOp::Ne => o != Ordering::Equal,
+        BinOp::Lt => o == Ordering::Less,
+        BinOp::Le => o != Ordering::Greater,
+        BinOp::Gt => o == Ordering::Greater,
+        _ => o != Ordering::Less,
     }
 }
 

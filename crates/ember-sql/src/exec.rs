@@ -24,6 +24,7 @@ use alloc::vec::Vec;
 use core::cmp::Ordering;
 use core::ops::Bound;
 
+use crate::aggregate;
 use crate::ast::*;
 use crate::catalog::{
     self, Catalog, IndexDef, TableDef, UniqueDef, ViewDef, key, lower, table_def,
@@ -230,6 +231,10 @@ struct LeafPlan {
 
 /// A query's column names, rows and column affinities.
 type Typed = (Vec<String>, Vec<Vec<Value>>, Vec<Option<Affinity>>);
+
+/// Where [`Executor::scan_leaf`] hands each row: the executor, the row, and whether the
+/// row may be moved out (else it is the scan's reused buffer and must be copied to keep).
+type RowSink<'a, E> = dyn FnMut(&mut E, &mut Vec<Value>, bool) -> Result<()> + 'a;
 
 /// A subquery's result, shared between the evaluations that reuse it.
 type Rows = Rc<Vec<Vec<Value>>>;
@@ -2906,13 +2911,25 @@ impl<S: Storage> Executor<S> {
             }
             _ => None,
         };
-        let (scope, rows) = self.join(
-            &leaves,
-            &conj,
-            outer,
-            core as *const SelectCore as usize,
-            hint.as_ref(),
-        )?;
+        // An aggregate query over one table reads it a chunk at a time into the groups'
+        // states (see `scan_leaf`) instead of joining it into rows held whole.
+        let plan_key = core as *const SelectCore as usize;
+        let streamed = self.explain.is_none()
+            && hint.is_none()
+            && leaves.len() == 1
+            && leaves[0].on.is_empty()
+            && matches!(leaves[0].src, LeafSrc::Table(_))
+            && (!group_by.is_empty()
+                || having.is_some()
+                || columns
+                    .iter()
+                    .any(|c| matches!(c, ResultCol::Expr { expr, .. } if has_aggregate(expr)))
+                || order_by.iter().any(|t| has_aggregate(&t.expr)));
+        let (scope, mut rows) = if streamed {
+            (leaves[0].scope.clone(), Vec::new())
+        } else {
+            self.join(&leaves, &conj, outer, plan_key, hint.as_ref())?
+        };
         // Result columns.
         // Borrowed where the statement has them, so the column positions their references
         // cache stay with the prepared statement from one run to the next.
@@ -2983,6 +3000,16 @@ impl<S: Storage> Executor<S> {
                 .iter()
                 .zip(&order_idx)
                 .any(|(t, &i)| i == usize::MAX && has_aggregate(&t.expr));
+        if streamed && !aggregate {
+            // (Not expected: every aggregate is in a result column or an ORDER BY term
+            // that is none. Then the rows are read whole after all.)
+            let mut all = Vec::new();
+            self.scan_leaf(&leaves, &conj, outer, plan_key, &mut |_, r, _| {
+                all.push(r.clone());
+                Ok(())
+            })?;
+            rows = all;
+        }
         let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
         if aggregate {
             // GROUP BY terms: a source column first, else a result column number or alias.
@@ -3016,41 +3043,8 @@ impl<S: Storage> Executor<S> {
                 };
                 gexprs.push(resolved);
             }
-            let mut keyed: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(rows.len());
-            for r in rows {
-                let env = Env {
-                    scope: &scope,
-                    row: &r,
-                    outer,
-                    group: None,
-                };
-                let mut k = Vec::with_capacity(gexprs.len());
-                for g in &gexprs {
-                    k.push(self.eval(g, &env)?);
-                }
-                keyed.push((k, r));
-            }
-            keyed.sort_by(|a, b| cmp_rows(&a.0, &b.0));
-            let mut groups: Vec<Vec<Vec<Value>>> = Vec::new();
-            let mut last_key: Option<Vec<Value>> = None;
-            for (k, r) in keyed {
-                if last_key
-                    .as_ref()
-                    .is_some_and(|lk| cmp_rows(lk, &k) == Ordering::Equal)
-                {
-                    if let Some(g) = groups.last_mut() {
-                        g.push(r);
-                    }
-                } else {
-                    groups.push(vec![r]);
-                    last_key = Some(k);
-                }
-            }
-            if groups.is_empty() && gexprs.is_empty() {
-                groups.push(Vec::new());
-            }
             // With exactly one min()/max(), bare columns come from the row that has it.
-            let mut minmax: Option<(Expr, bool)> = None;
+            let mut minmax: Option<&Expr> = None;
             let mut aggs = 0;
             for e in exprs.iter() {
                 walk(e, &mut |x| {
@@ -3061,13 +3055,29 @@ impl<S: Storage> Executor<S> {
                         if is_aggregate(name, args.len(), *star) {
                             aggs += 1;
                             if (name == "min" || name == "max") && args.len() == 1 {
-                                minmax = Some((args[0].clone(), name == "max"));
+                                minmax = Some(x);
                             }
                         }
                     }
                 });
             }
-            let null_row = vec![Value::Null; scope.cols().len()];
+            // The aggregate calls, each with a state per group fed row by row.
+            let evaluated: Vec<&Expr> = exprs
+                .iter()
+                .map(|e| &**e)
+                .chain(having.as_deref())
+                .chain(
+                    order_by
+                        .iter()
+                        .zip(&order_idx)
+                        .filter(|(_, i)| **i == usize::MAX)
+                        .map(|(t, _)| &t.expr),
+                )
+                .collect();
+            let mut calls = Vec::new();
+            for e in &evaluated {
+                aggregate::collect_calls(e, &mut calls);
+            }
             // Columns grouped on show the group's first row; other bare columns its last.
             let mut key_cols = Vec::new();
             for g in &gexprs {
@@ -3077,61 +3087,44 @@ impl<S: Storage> Executor<S> {
                     }
                 }
             }
-            for g in groups {
-                let mut rep: &[Value] = g.last().map_or(&null_row[..], |r| &r[..]);
-                if let (1, Some((arg, is_max))) = (aggs, &minmax) {
-                    let mut best: Option<(Value, usize)> = None;
-                    for (i, r) in g.iter().enumerate() {
-                        let v = self.eval(
-                            arg,
-                            &Env {
-                                scope: &scope,
-                                row: r,
-                                outer,
-                                group: None,
-                            },
-                        )?;
-                        if v.is_null() {
-                            continue;
+            let keep = match aggregate::bare_columns(&evaluated, &calls, &scope) {
+                Some(b) if b.is_empty() => aggregate::Keep::Nothing,
+                bare => match (aggs, minmax) {
+                    (1, Some(m)) => match calls.iter().position(|c| c.is(m)) {
+                        Some(k) => aggregate::Keep::MinMax(k),
+                        None => aggregate::Keep::FirstLast,
+                    },
+                    _ => match bare {
+                        Some(b)
+                            if !key_cols.is_empty() && b.iter().all(|i| key_cols.contains(i)) =>
+                        {
+                            aggregate::Keep::First
                         }
-                        let better = match &best {
-                            None => true,
-                            Some((b, _)) => {
-                                let o = compare(&v, b);
-                                if *is_max {
-                                    o == Ordering::Greater
-                                } else {
-                                    o == Ordering::Less
-                                }
-                            }
-                        };
-                        if better {
-                            best = Some((v, i));
-                        }
-                    }
-                    if let Some((_, i)) = best {
-                        rep = &g[i];
-                    }
+                        _ => aggregate::Keep::FirstLast,
+                    },
+                },
+            };
+            let keys: Vec<&Expr> = gexprs.iter().map(|g| &**g).collect();
+            let mut grouper =
+                aggregate::Grouper::new(&scope, outer, &calls, &keys, &key_cols, keep);
+            if streamed {
+                self.scan_leaf(&leaves, &conj, outer, plan_key, &mut |ex, r, owned| {
+                    grouper.feed(ex, r, owned)
+                })?;
+            } else {
+                for mut r in rows {
+                    grouper.feed(self, &mut r, true)?;
                 }
-                let rep_row;
-                // (With one min()/max() every bare column, keys too, comes from its row.)
-                if let (Some(first), false, false) = (
-                    g.first(),
-                    key_cols.is_empty(),
-                    aggs == 1 && minmax.is_some(),
-                ) {
-                    let mut r = rep.to_vec();
-                    for &i in &key_cols {
-                        r[i] = first[i].clone();
-                    }
-                    rep_row = r;
-                    rep = &rep_row;
-                }
+            }
+            let null_row = vec![Value::Null; scope.cols().len()];
+            for g in grouper.finish() {
+                let rep: &[Value] = g.row.as_deref().unwrap_or(&null_row);
+                let group = aggregate::group_of(&calls, &g.accs);
                 let env = Env {
                     scope: &scope,
                     row: rep,
                     outer,
-                    group: Some(&g),
+                    group: Some(&group),
                 };
                 // Every group's results are computed before HAVING looks at it, as
                 // SQLite's aggregate steps run on every row.
@@ -3195,6 +3188,138 @@ impl<S: Storage> Executor<S> {
             out = dedup_keep_order(out);
         }
         Ok((names, affs, out))
+    }
+
+    /// Feeds `sink` the rows of a lone table FROM item (`leaves[0]`) that pass the WHERE
+    /// conjuncts `conj`, in the order [`join`](Self::join) returns them, with the same
+    /// access path (planned and cached as it does) and the same checks in the same order: a
+    /// full scan or a rowid range is read [`CHUNK_ROWS`] rows at a time into one reused
+    /// buffer (`sink` gets `owned` false: it must copy what it keeps), any other path
+    /// whole (`owned` true: the row may be moved out).
+    fn scan_leaf(
+        &mut self,
+        leaves: &[Leaf],
+        conj: &[&Expr],
+        outer: Option<&Env<'_>>,
+        plan_key: usize,
+        sink: &mut RowSink<'_, Self>,
+    ) -> Result<()> {
+        let [leaf] = leaves else {
+            return Err(SqlError::invalid("internal: a streamed read of a join"));
+        };
+        let LeafSrc::Table(t) = &leaf.src else {
+            return Err(SqlError::invalid("internal: a streamed read of no table"));
+        };
+        let depth_scope = Scope::default();
+        let env = Env {
+            scope: &depth_scope,
+            row: &[],
+            outer,
+            group: None,
+        };
+        // Conjuncts that name no column are decided once, before any row is read.
+        let mut level: Vec<&Expr> = Vec::new();
+        for c in conj {
+            if Self::is_constant(c) {
+                if self.cond(c, &env)? != Some(true) {
+                    return Ok(());
+                }
+            } else {
+                level.push(c);
+            }
+        }
+        let mut cands: Vec<&Expr> = leaf.on.iter().collect();
+        if leaf.kind != JoinKind::Left {
+            cands.extend(conj.iter().copied());
+        }
+        let cache_key = (self.stmt_id, plan_key, 0);
+        let cached = if plan_key != 0 {
+            self.plans.get(&cache_key).cloned()
+        } else {
+            None
+        };
+        let access = match cached {
+            Some(a) => a,
+            None => {
+                let a = Rc::new(self.plan(leaves, 0, &cands));
+                self.plans_made += 1;
+                if plan_key != 0 {
+                    self.plans.insert(cache_key, a.clone());
+                }
+                a
+            }
+        };
+        let (mut lo, hi) = match &*access {
+            Access::Full => (Bound::Unbounded, Bound::Unbounded),
+            Access::RowidRange(lo, hi) => match self.rowid_bounds(lo, hi, &env)? {
+                Some(b) => b,
+                None => return Ok(()),
+            },
+            a => {
+                for mut r in self.fetch(t, a, &env)? {
+                    if self.passes(&level, &leaf.scope, &r, outer)? {
+                        sink(self, &mut r, true)?;
+                    }
+                }
+                return Ok(());
+            }
+        };
+        let mut buf: Vec<Vec<Value>> = Vec::new();
+        loop {
+            let (n, more) = self
+                .storage
+                .scan_chunk(&t.engine, lo, hi, CHUNK_ROWS, &mut buf)?;
+            let n = n.min(buf.len());
+            let Some(last) = buf[..n].last() else {
+                return Ok(());
+            };
+            let Some(&Value::Integer(last)) = last.last() else {
+                return Err(SqlError::Storage(format!(
+                    "table {}: a scan returned a row without its rowid",
+                    t.name
+                )));
+            };
+            if let Bound::Excluded(before) = lo {
+                if last <= before {
+                    // Never loop over the same rows again.
+                    return Err(SqlError::Storage(format!(
+                        "table {}: a scan resumed after rowid {before} ended at rowid {last}",
+                        t.name
+                    )));
+                }
+            }
+            for r in &mut buf[..n] {
+                if self.passes(&level, &leaf.scope, r, outer)? {
+                    sink(self, r, false)?;
+                }
+            }
+            if !more || last == i64::MAX {
+                return Ok(());
+            }
+            lo = Bound::Excluded(last);
+        }
+    }
+
+    /// Whether `row` (of `scope`) passes every one of `conj`.
+    fn passes(
+        &mut self,
+        conj: &[&Expr],
+        scope: &Scope,
+        row: &[Value],
+        outer: Option<&Env<'_>>,
+    ) -> Result<bool> {
+        let env = Env {
+            scope,
+            row,
+            outer,
+            group: None,
+        };
+        for c in conj {
+            if self.cond(c, &env)? != Some(true) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// The row positions of result expressions that are all plain columns of `scope`'s rows,

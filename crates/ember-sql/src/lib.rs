@@ -13,6 +13,7 @@
 
 extern crate alloc;
 
+mod aggregate;
 pub mod ast;
 pub mod catalog;
 pub mod error;
