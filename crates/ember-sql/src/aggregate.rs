@@ -342,7 +342,7 @@ impl Group<'_> {
             .calls
             .iter()
             .position(|c| core::ptr::eq(c.node, node))?;
-        Some(self.accs[k].value(self.calls[k].kind))
+        Some(self.accs.get(k)?.value(self.calls[k].kind))
     }
 }
 
