@@ -82,6 +82,8 @@ pub struct Stream {
     /// The rowids not read yet.
     lo: Bound<i64>,
     hi: Bound<i64>,
+    /// The bounds are exact: the WHERE terms the range answers are not checked per row.
+    exact: bool,
     /// Nothing is left to read (or an error ended the query).
     done: bool,
     /// The executor's schema generation the plan was last checked against.
@@ -227,7 +229,14 @@ struct LeafPlan {
     /// a column and the access path does not already answer it (see
     /// [`Executor::implied`]).
     check: Vec<bool>,
+    /// For each WHERE conjunct in order: whether a rowid range answers it exactly once its
+    /// bounds are (see [`Executor::range_answered`]); such a conjunct is checked on each
+    /// row only when a bound is not exact.
+    ranged: Vec<bool>,
 }
+
+/// A rowid range's bounds and whether they are exact (see [`Executor::rowid_bounds`]).
+type RowidSpan = (Bound<i64>, Bound<i64>, bool);
 
 /// A query's column names, rows and column affinities.
 type Typed = (Vec<String>, Vec<Vec<Value>>, Vec<Option<Affinity>>);
@@ -287,6 +296,30 @@ pub struct Executor<S: Storage> {
     /// Counts the times the plans were forgotten (schema changes among them): a
     /// [`Stream`] planned under another count checks its table is unchanged.
     schema: u64,
+}
+
+/// The exact rowid bound of `r op x` for a finite real `x` (`op`: `>`/`>=` for a lower
+/// bound, `<`/`<=` for an upper one, `incl` for the `=` in it), compared exactly as SQLite
+/// compares an integer with a real: the nearest rowid inside it, `Unbounded` if every rowid
+/// is inside, `None` if none is.
+fn real_rowid_bound(x: f64, incl: bool, upper: bool) -> Option<(Bound<i64>, bool)> {
+    // 2^63: the first real above every i64 (and -2^63 is i64::MIN).
+    const TOP: f64 = 9_223_372_036_854_775_808.0;
+    // The integral real nearest x on the inside, and the step off it when x is that
+    // integer itself and excluded (taken in integers: beyond 2^53 a real step is lost).
+    let (base, step) = if upper {
+        (x.floor(), if !incl && x == x.floor() { -1 } else { 0 })
+    } else {
+        (x.ceil(), if !incl && x == x.ceil() { 1 } else { 0 })
+    };
+    if base >= TOP {
+        return upper.then_some((Bound::Unbounded, true));
+    }
+    if base < -TOP {
+        return (!upper).then_some((Bound::Unbounded, true));
+    }
+    let edge = (base as i64).checked_add(step)?;
+    Some((Bound::Included(edge), true))
 }
 
 /// Whether an expression reads no column of the row it is evaluated for, not even through
@@ -2258,7 +2291,7 @@ impl<S: Storage> Executor<S> {
         }
         let none = Scope::default();
         let env = Env::empty(&none);
-        let mut bounds = Some((Bound::Unbounded, Bound::Unbounded));
+        let mut bounds = Some((Bound::Unbounded, Bound::Unbounded, true));
         for (c, _) in conj.iter().zip(&p.plan.constant).filter(|(_, k)| **k) {
             if self.cond(c, &env)? != Some(true) {
                 bounds = None;
@@ -2276,9 +2309,9 @@ impl<S: Storage> Executor<S> {
                 }
             };
         }
-        let (lo, hi, done) = match bounds {
-            Some((lo, hi)) => (lo, hi, false),
-            None => (Bound::Unbounded, Bound::Unbounded, true),
+        let (lo, hi, exact, done) = match bounds {
+            Some((lo, hi, exact)) => (lo, hi, exact, false),
+            None => (Bound::Unbounded, Bound::Unbounded, false, true),
         };
         Ok(Stream {
             plan: p.clone(),
@@ -2286,6 +2319,7 @@ impl<S: Storage> Executor<S> {
             params: core::mem::take(&mut self.params),
             lo,
             hi,
+            exact,
             done,
             schema: self.schema,
             chunk: FIRST_CHUNK_ROWS,
@@ -2366,10 +2400,18 @@ impl<S: Storage> Executor<S> {
         if let Some(w) = filter {
             conjuncts(w, &mut conj);
         }
-        if conj.len() != plan.plan.check.len() {
+        if conj.len() != plan.plan.check.len() || conj.len() != plan.plan.ranged.len() {
             return Err(internal());
         }
-        let filtered = plan.plan.check.contains(&true);
+        // The conjuncts checked on each row: those the range does not answer.
+        let checks: Vec<&Expr> = conj
+            .iter()
+            .zip(&plan.plan.check)
+            .zip(&plan.plan.ranged)
+            .filter(|((_, check), ranged)| **check && !(s.exact && **ranged))
+            .map(|((c, _), _)| *c)
+            .collect();
+        let filtered = !checks.is_empty();
         loop {
             if s.done {
                 return Ok(0);
@@ -2414,7 +2456,7 @@ impl<S: Storage> Executor<S> {
                         outer: None,
                         group: None,
                     };
-                    for (c, _) in conj.iter().zip(&plan.plan.check).filter(|(_, k)| **k) {
+                    for c in &checks {
                         if self.cond(c, &env)? != Some(true) {
                             continue 'rows;
                         }
@@ -2532,11 +2574,61 @@ impl<S: Storage> Executor<S> {
         if let Some(i) = Self::implied(&leaves[0], &access, conj) {
             check[i] = false;
         }
+        let ranged = Self::range_answered(&leaves[0], &access, conj);
         LeafPlan {
             access: Rc::new(access),
             constant,
             check,
+            ranged,
         }
+    }
+
+    /// For each conjunct, whether it is a bound of the rowid range `access` reads, so that the
+    /// range answers it once its bounds are exact (see [`rowid_bounds`](Self::rowid_bounds)):
+    /// `r op e` or `e op r` (`r` the rowid or its INTEGER PRIMARY KEY alias, `op` one of `<`,
+    /// `<=`, `>`, `>=`) where `e` is the range's bound on that side with the same inclusion,
+    /// or `r BETWEEN lo AND hi` with the range's own two bounds. As for [`implied`]
+    /// (Self::implied), the comparison brings `e` to the NUMERIC affinity the bound's value
+    /// went through, and an integer or a finite real bound is then compared exactly.
+    fn range_answered(leaf: &Leaf, access: &Access, conj: &[&Expr]) -> Vec<bool> {
+        let (Access::RowidRange(lo, hi), LeafSrc::Table(t)) = (access, &leaf.src) else {
+            return vec![false; conj.len()];
+        };
+        let is_rowid = |x: &Expr| -> bool {
+            let Expr::Column { table, name, .. } = x else {
+                return false;
+            };
+            match leaf.scope.find(table.as_deref(), name) {
+                Ok(Some(i)) => leaf.scope.cols()[i].rowid || Some(i) == t.ipk,
+                _ => false,
+            }
+        };
+        let is = |b: &Option<(Expr, bool)>, e: &Expr, incl: bool| {
+            b.as_ref().is_some_and(|(be, bi)| *bi == incl && be == e)
+        };
+        // `r op e`, as a bound of the range.
+        let answers = |op: BinOp, e: &Expr| match op {
+            BinOp::Gt => is(lo, e, false),
+            BinOp::Ge => is(lo, e, true),
+            BinOp::Lt => is(hi, e, false),
+            BinOp::Le => is(hi, e, true),
+            _ => false,
+        };
+        let flip = |op: BinOp| match op {
+            BinOp::Lt => BinOp::Gt,
+            BinOp::Le => BinOp::Ge,
+            BinOp::Gt => BinOp::Lt,
+            BinOp::Ge => BinOp::Le,
+            o => o,
+        };
+        conj.iter()
+            .map(|c| match c {
+                Expr::Binary(op, a, b) if is_rowid(a) => answers(*op, b),
+                Expr::Binary(op, a, b) if is_rowid(b) => answers(flip(*op), a),
+                Expr::Between(x, l, h, false) => is_rowid(x) && is(lo, l, true) && is(hi, h, true),
+                _ => false,
+            })
+            .collect()
     }
 
     /// The conjunct a rowid lookup answers exactly, if any: `c = e` or `e = c` where `c` is
@@ -3252,7 +3344,18 @@ impl<S: Storage> Executor<S> {
         let (mut lo, hi) = match &*access {
             Access::Full => (Bound::Unbounded, Bound::Unbounded),
             Access::RowidRange(lo, hi) => match self.rowid_bounds(lo, hi, &env)? {
-                Some(b) => b,
+                Some((lo, hi, exact)) => {
+                    if exact {
+                        // The range answers its own terms.
+                        let answered = Self::range_answered(leaf, &access, &level);
+                        let mut i = 0;
+                        level.retain(|_| {
+                            i += 1;
+                            answered.get(i - 1) != Some(&true)
+                        });
+                    }
+                    (lo, hi)
+                }
                 None => return Ok(()),
             },
             a => {
@@ -3902,43 +4005,55 @@ impl<S: Storage> Executor<S> {
     }
 
     /// Reads the rows of table leaf `k` the access path gives, for the current env.
-    /// The rowid bounds of a [`Access::RowidRange`]'s ends (evaluated low end first), or
-    /// `None` when no row can be in the range. The bounds may be wider than the range (the
-    /// WHERE still checks every row).
+    /// The rowid bounds of a [`Access::RowidRange`]'s ends (evaluated low end first), and
+    /// whether they are exact — the rows in them are exactly those the range's terms accept
+    /// — or `None` when no row can be in the range. A bound is exact when its value, brought
+    /// to NUMERIC affinity as the comparison brings it, is an integer or a finite real (the
+    /// nearest rowid on the inside of it); text and other values leave that end open for the
+    /// WHERE to check.
     fn rowid_bounds(
         &mut self,
         lo: &Option<(Expr, bool)>,
         hi: &Option<(Expr, bool)>,
         env: &Env<'_>,
-    ) -> Result<Option<(Bound<i64>, Bound<i64>)>> {
-        let mut bound = |b: &Option<(Expr, bool)>, upper: bool| -> Result<Option<Bound<i64>>> {
-            let Some((e, _incl)) = b else {
-                return Ok(Some(Bound::Unbounded));
+    ) -> Result<Option<RowidSpan>> {
+        let mut bound =
+            |b: &Option<(Expr, bool)>, upper: bool| -> Result<Option<(Bound<i64>, bool)>> {
+                let Some((e, incl)) = b else {
+                    return Ok(Some((Bound::Unbounded, true)));
+                };
+                let v = Self::probe(self.eval(e, env)?, Affinity::Integer);
+                Ok(match v {
+                    Value::Integer(i) => Some((
+                        if *incl {
+                            Bound::Included(i)
+                        } else {
+                            Bound::Excluded(i)
+                        },
+                        true,
+                    )),
+                    Value::Real(r) if r.is_finite() => real_rowid_bound(r, *incl, upper),
+                    Value::Null => None,
+                    _ => Some((Bound::Unbounded, false)), // text: let the filter decide
+                })
             };
-            let v = Self::probe(self.eval(e, env)?, Affinity::Integer);
-            Ok(match v {
-                Value::Integer(i) => Some(Bound::Included(i)),
-                Value::Real(r) if r.is_finite() => {
-                    let i = crate::value::real_to_i64(r);
-                    Some(Bound::Included(if upper {
-                        i.saturating_add(1)
-                    } else {
-                        i.saturating_sub(1)
-                    }))
-                }
-                Value::Null => None,
-                _ => Some(Bound::Unbounded), // text: let the filter decide
-            })
-        };
-        let (Some(l), Some(h)) = (bound(lo, false)?, bound(hi, true)?) else {
+        let (Some((l, le)), Some((h, he))) = (bound(lo, false)?, bound(hi, true)?) else {
             return Ok(None);
         };
-        if let (Bound::Included(a), Bound::Included(b)) = (l, h) {
-            if a > b {
-                return Ok(None);
-            }
+        let first = match l {
+            Bound::Included(a) => Some(a),
+            Bound::Excluded(a) => a.checked_add(1),
+            Bound::Unbounded => Some(i64::MIN),
+        };
+        let last = match h {
+            Bound::Included(b) => Some(b),
+            Bound::Excluded(b) => b.checked_sub(1),
+            Bound::Unbounded => Some(i64::MAX),
+        };
+        match (first, last) {
+            (Some(a), Some(b)) if a <= b => Ok(Some((l, h, le && he))),
+            _ => Ok(None),
         }
-        Ok(Some((l, h)))
     }
 
     /// The rowid `rowid = e` names, if `e`'s value is one (as a rowid lookup sees it).
@@ -3990,7 +4105,7 @@ impl<S: Storage> Executor<S> {
                 Ok(with_rowid(out))
             }
             Access::RowidRange(lo, hi) => match self.rowid_bounds(lo, hi, env)? {
-                Some((l, h)) => Ok(with_rowid(self.storage.scan(&t.engine, l, h)?)),
+                Some((l, h, _)) => Ok(with_rowid(self.storage.scan(&t.engine, l, h)?)),
                 None => Ok(Vec::new()),
             },
             Access::IndexEq(engine, _, affs, exprs) => {
