@@ -937,15 +937,7 @@ impl<E: Env> Core<E> {
             out.push_back(self.data(t, *first)?);
             return Ok(());
         }
-        let mut bytes = 0;
-        let run: Vec<Handle> = blocks
-            .iter()
-            .map(|(_, h)| *h)
-            .take_while(|h| {
-                bytes += h.len;
-                bytes <= ahead.max(first.len) && !self.cache.contains((t.id, h.offset))
-            })
-            .collect();
+        let run = run_of(blocks, ahead, |h| !self.cache.contains((t.id, h.offset)));
         let mut read = Vec::with_capacity(run.len());
         sstable::read_data_run(&mut self.env, t, &run, ahead, &mut self.scratch, &mut read)?;
         let limit = self.cache_limit();
@@ -957,6 +949,28 @@ impl<E: Env> Core<E> {
         }
         Ok(())
     }
+}
+
+/// The handles of the run of blocks read ahead from `blocks[0]`: the first block, and those
+/// after it while they total at most `ahead` bytes (or the first one's size) and `take` says
+/// so.
+fn run_of(
+    blocks: &[(Vec<u8>, Handle)],
+    ahead: u64,
+    mut take: impl FnMut(&Handle) -> bool,
+) -> Vec<Handle> {
+    let Some((_, first)) = blocks.first() else {
+        return Vec::new();
+    };
+    let mut bytes = 0;
+    blocks
+        .iter()
+        .map(|(_, h)| *h)
+        .take_while(|h| {
+            bytes += h.len;
+            bytes <= ahead.max(first.len) && take(h)
+        })
+        .collect()
 }
 
 /// Merges a source's entries (`older`, in descending key order) into `seen` (ascending, from
@@ -1014,18 +1028,7 @@ impl<E: Env> Fetch for Direct<'_, E> {
         ahead: u64,
         out: &mut VecDeque<Arc<DataBlock>>,
     ) -> Result<()> {
-        let Some((_, first)) = blocks.first() else {
-            return Ok(());
-        };
-        let mut bytes = 0;
-        let run: Vec<Handle> = blocks
-            .iter()
-            .map(|(_, h)| *h)
-            .take_while(|h| {
-                bytes += h.len;
-                bytes <= ahead.max(first.len)
-            })
-            .collect();
+        let run = run_of(blocks, ahead, |_| true);
         let core = &mut *self.0;
         let mut read = Vec::with_capacity(run.len());
         sstable::read_data_run(&mut core.env, t, &run, ahead, &mut core.scratch, &mut read)?;

@@ -5,56 +5,17 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use ember_device::MemBlock;
-use ember_lsm::{BlobId, Db, Env, Options, Result, SpaceEnv};
+use ember_lsm::{Db, Options, SpaceEnv};
 use ember_table::{FormatOptions, SpaceManager};
-
-/// Counts reads and the bytes they read.
-struct Counting<E> {
-    inner: E,
-    reads: Arc<AtomicU64>,
-    bytes: Arc<AtomicU64>,
-}
-
-impl<E: Env> Env for Counting<E> {
-    fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
-        self.inner.create(id, capacity)
-    }
-    fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()> {
-        self.inner.open(id, locator)
-    }
-    fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
-        self.inner.write(id, offset, data)
-    }
-    fn read(&mut self, id: BlobId, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.bytes.fetch_add(buf.len() as u64, Ordering::SeqCst);
-        self.inner.read(id, offset, buf)
-    }
-    fn capacity(&self, id: BlobId) -> Result<u64> {
-        self.inner.capacity(id)
-    }
-    fn sync(&mut self) -> Result<()> {
-        self.inner.sync()
-    }
-    fn remove(&mut self, id: BlobId) -> Result<()> {
-        self.inner.remove(id)
-    }
-}
 
 #[test]
 fn a_compaction_reads_runs_of_data_blocks() {
-    let reads = Arc::new(AtomicU64::new(0));
-    let bytes = Arc::new(AtomicU64::new(0));
     let sm = SpaceManager::format(MemBlock::new(32 << 20), FormatOptions::default()).unwrap();
-    let env = Counting {
-        inner: SpaceEnv::create(sm, 64 * 1024).unwrap(),
-        reads: reads.clone(),
-        bytes: bytes.clone(),
-    };
+    let env = common::Counting::new(SpaceEnv::create(sm, 64 * 1024).unwrap());
+    let (reads, bytes) = (env.reads.clone(), env.read_bytes.clone());
     let opts = Options {
         write_buffer: 16 << 10,
         table_size: 64 << 10,

@@ -6,43 +6,10 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ember_lsm::{BlobId, Db, Env, FileEnv, Options, Result};
-
-/// Counts syncs, and makes each take a while (as a real device's does).
-struct Counting<E> {
-    inner: E,
-    syncs: Arc<AtomicUsize>,
-    delay: Duration,
-}
-
-impl<E: Env> Env for Counting<E> {
-    fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
-        self.inner.create(id, capacity)
-    }
-    fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()> {
-        self.inner.open(id, locator)
-    }
-    fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
-        self.inner.write(id, offset, data)
-    }
-    fn read(&mut self, id: BlobId, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.inner.read(id, offset, buf)
-    }
-    fn capacity(&self, id: BlobId) -> Result<u64> {
-        self.inner.capacity(id)
-    }
-    fn sync(&mut self) -> Result<()> {
-        self.syncs.fetch_add(1, Ordering::SeqCst);
-        std::thread::sleep(self.delay);
-        self.inner.sync()
-    }
-    fn remove(&mut self, id: BlobId) -> Result<()> {
-        self.inner.remove(id)
-    }
-}
+use ember_lsm::{Db, FileEnv, Options};
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("ember-lsm-{name}-{}", std::process::id()));
@@ -52,13 +19,12 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn a_sync_commit_costs_one_sync_and_concurrent_commits_share_it() {
-    let syncs = Arc::new(AtomicUsize::new(0));
     let dir = temp_dir("group");
-    let env = Counting {
-        inner: FileEnv::new(&dir).unwrap(),
-        syncs: syncs.clone(),
+    let env = common::Counting {
         delay: Duration::from_millis(2),
+        ..common::Counting::new(FileEnv::new(&dir).unwrap())
     };
+    let syncs = env.syncs.clone();
     let opts = Options::with_budget(64 << 20); // no rotation inside the test
     let db = Arc::new(Db::create(env, opts).unwrap());
     let before = syncs.load(Ordering::SeqCst);

@@ -322,6 +322,17 @@ fn real_rowid_bound(x: f64, incl: bool, upper: bool) -> Option<(Bound<i64>, bool
     Some((Bound::Included(edge), true))
 }
 
+/// `b op a` for `a op b`: the comparison with its operands swapped.
+fn flipped(op: BinOp) -> BinOp {
+    match op {
+        BinOp::Lt => BinOp::Gt,
+        BinOp::Le => BinOp::Ge,
+        BinOp::Gt => BinOp::Lt,
+        BinOp::Ge => BinOp::Le,
+        o => o,
+    }
+}
+
 /// Whether an expression reads no column of the row it is evaluated for, not even through
 /// a subquery.
 fn column_free(e: &Expr) -> bool {
@@ -2583,6 +2594,18 @@ impl<S: Storage> Executor<S> {
         }
     }
 
+    /// Whether `x` is the rowid of table `t` in its FROM item `leaf` (or the INTEGER PRIMARY
+    /// KEY that is its alias).
+    fn is_leaf_rowid(leaf: &Leaf, t: &TableDef, x: &Expr) -> bool {
+        let Expr::Column { table, name, .. } = x else {
+            return false;
+        };
+        match leaf.scope.find(table.as_deref(), name) {
+            Ok(Some(i)) => leaf.scope.cols()[i].rowid || Some(i) == t.ipk,
+            _ => false,
+        }
+    }
+
     /// For each conjunct, whether it is a bound of the rowid range `access` reads, so that the
     /// range answers it once its bounds are exact (see [`rowid_bounds`](Self::rowid_bounds)):
     /// `r op e` or `e op r` (`r` the rowid or its INTEGER PRIMARY KEY alias, `op` one of `<`,
@@ -2594,15 +2617,7 @@ impl<S: Storage> Executor<S> {
         let (Access::RowidRange(lo, hi), LeafSrc::Table(t)) = (access, &leaf.src) else {
             return vec![false; conj.len()];
         };
-        let is_rowid = |x: &Expr| -> bool {
-            let Expr::Column { table, name, .. } = x else {
-                return false;
-            };
-            match leaf.scope.find(table.as_deref(), name) {
-                Ok(Some(i)) => leaf.scope.cols()[i].rowid || Some(i) == t.ipk,
-                _ => false,
-            }
-        };
+        let is_rowid = |x: &Expr| Self::is_leaf_rowid(leaf, t, x);
         let is = |b: &Option<(Expr, bool)>, e: &Expr, incl: bool| {
             b.as_ref().is_some_and(|(be, bi)| *bi == incl && be == e)
         };
@@ -2614,17 +2629,10 @@ impl<S: Storage> Executor<S> {
             BinOp::Le => is(hi, e, true),
             _ => false,
         };
-        let flip = |op: BinOp| match op {
-            BinOp::Lt => BinOp::Gt,
-            BinOp::Le => BinOp::Ge,
-            BinOp::Gt => BinOp::Lt,
-            BinOp::Ge => BinOp::Le,
-            o => o,
-        };
         conj.iter()
             .map(|c| match c {
                 Expr::Binary(op, a, b) if is_rowid(a) => answers(*op, b),
-                Expr::Binary(op, a, b) if is_rowid(b) => answers(flip(*op), a),
+                Expr::Binary(op, a, b) if is_rowid(b) => answers(flipped(*op), a),
                 Expr::Between(x, l, h, false) => is_rowid(x) && is(lo, l, true) && is(hi, h, true),
                 _ => false,
             })
@@ -2645,15 +2653,7 @@ impl<S: Storage> Executor<S> {
         let LeafSrc::Table(t) = &leaf.src else {
             return None;
         };
-        let is_rowid = |x: &Expr| -> bool {
-            let Expr::Column { table, name, .. } = x else {
-                return false;
-            };
-            match leaf.scope.find(table.as_deref(), name) {
-                Ok(Some(i)) => leaf.scope.cols()[i].rowid || Some(i) == t.ipk,
-                _ => false,
-            }
-        };
+        let is_rowid = |x: &Expr| Self::is_leaf_rowid(leaf, t, x);
         conj.iter().position(|c| match c {
             Expr::Binary(BinOp::Eq, a, b) => {
                 (is_rowid(a) && **b == *e) || (is_rowid(b) && **a == *e)
@@ -3762,13 +3762,6 @@ impl<S: Storage> Executor<S> {
         let mut terms: Vec<(Option<usize>, BinOp, Expr)> = Vec::new();
         let mut ins: Vec<(Option<usize>, Vec<Expr>)> = Vec::new();
         let col_of = |e: &Expr| Self::leaf_column(leaf, t, e);
-        let flip = |op: BinOp| match op {
-            BinOp::Lt => BinOp::Gt,
-            BinOp::Le => BinOp::Ge,
-            BinOp::Gt => BinOp::Lt,
-            BinOp::Ge => BinOp::Le,
-            o => o,
-        };
         for c in cands {
             match c {
                 Expr::Binary(
@@ -3782,7 +3775,7 @@ impl<S: Storage> Executor<S> {
                         }
                     } else if let Some(col) = col_of(b) {
                         if Self::bound_before(leaves, k, a) && self.index_safe(t, col, a) {
-                            terms.push((col, flip(*op), (**a).clone()));
+                            terms.push((col, flipped(*op), (**a).clone()));
                         }
                     }
                 }

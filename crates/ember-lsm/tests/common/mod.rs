@@ -1,8 +1,12 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
 use ember_device::{BlockDevice, MemBlock};
-use ember_lsm::{Db, Options, SpaceEnv};
+use ember_lsm::{BlobId, Db, Env, Options, Result, SpaceEnv};
 use ember_table::{FormatOptions, SpaceManager};
 
 /// Options small enough that a few hundred operations flush, compact and fill several levels.
@@ -55,3 +59,57 @@ pub fn shut<D: BlockDevice>(db: Db<SpaceEnv<SpaceManager<D>>>) -> D {
 
 /// A database on a borrowed RAM device.
 pub type MemDbOn<'a> = Db<SpaceEnv<SpaceManager<&'a mut MemBlock<Vec<u8>>>>>;
+
+/// An environment that counts its syncs, its reads and the bytes they read, and makes each
+/// sync take `delay` (as a real device's does).
+pub struct Counting<E> {
+    pub inner: E,
+    pub syncs: Arc<AtomicU64>,
+    pub reads: Arc<AtomicU64>,
+    pub read_bytes: Arc<AtomicU64>,
+    pub delay: Duration,
+}
+
+impl<E> Counting<E> {
+    /// Counts for `inner`, with syncs as fast as its own.
+    pub fn new(inner: E) -> Self {
+        Counting {
+            inner,
+            syncs: Arc::default(),
+            reads: Arc::default(),
+            read_bytes: Arc::default(),
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+impl<E: Env> Env for Counting<E> {
+    fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
+        self.inner.create(id, capacity)
+    }
+    fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()> {
+        self.inner.open(id, locator)
+    }
+    fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
+        self.inner.write(id, offset, data)
+    }
+    fn read(&mut self, id: BlobId, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.read_bytes
+            .fetch_add(buf.len() as u64, Ordering::SeqCst);
+        self.inner.read(id, offset, buf)
+    }
+    fn capacity(&self, id: BlobId) -> Result<u64> {
+        self.inner.capacity(id)
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.syncs.fetch_add(1, Ordering::SeqCst);
+        if !self.delay.is_zero() {
+            std::thread::sleep(self.delay);
+        }
+        self.inner.sync()
+    }
+    fn remove(&mut self, id: BlobId) -> Result<()> {
+        self.inner.remove(id)
+    }
+}
