@@ -322,6 +322,28 @@ fn real_rowid_bound(x: f64, incl: bool, upper: bool) -> Option<(Bound<i64>, bool
     Some((Bound::Included(edge), true))
 }
 
+/// The rowid of the last row of a chunk a scan of `table` read after `lo` (`None`: the
+/// chunk is empty), checked to be past `lo` so a scan never loops over the same rows.
+fn chunk_end(table: &str, rows: &[Vec<Value>], lo: Bound<i64>) -> Result<Option<i64>> {
+    let last = match rows.last().and_then(|r| r.last()) {
+        None => return Ok(None),
+        Some(Value::Integer(last)) => *last,
+        Some(_) => {
+            return Err(SqlError::Storage(format!(
+                "table {table}: a scan returned a row without its rowid"
+            )));
+        }
+    };
+    if let Bound::Excluded(before) = lo {
+        if last <= before {
+            return Err(SqlError::Storage(format!(
+                "table {table}: a scan resumed after rowid {before} ended at rowid {last}"
+            )));
+        }
+    }
+    Ok(Some(last))
+}
+
 /// `b op a` for `a op b`: the comparison with its operands swapped.
 fn flipped(op: BinOp) -> BinOp {
     match op {
@@ -2434,46 +2456,22 @@ impl<S: Storage> Executor<S> {
             let (n, more) = self.storage.scan_chunk(&t.engine, s.lo, s.hi, want, out)?;
             let n = n.min(out.len());
             let rows = &mut out[..n];
-            match rows.last().and_then(|r| r.last()) {
+            match chunk_end(&t.name, rows, s.lo)? {
                 None => s.done = true,
-                Some(Value::Integer(last)) => {
-                    if let Bound::Excluded(before) = s.lo {
-                        if *last <= before {
-                            // Never loop over the same rows again.
-                            return Err(SqlError::Storage(format!(
-                                "table {}: a scan resumed after rowid {before} ended at rowid {last}",
-                                t.name
-                            )));
-                        }
-                    }
-                    s.done = !more || *last == i64::MAX;
-                    s.lo = Bound::Excluded(*last);
-                }
-                Some(_) => {
-                    return Err(SqlError::Storage(format!(
-                        "table {}: a scan returned a row without its rowid",
-                        t.name
-                    )));
+                Some(last) => {
+                    s.done = !more || last == i64::MAX;
+                    s.lo = Bound::Excluded(last);
                 }
             }
             // The rows that pass move to the front, in order.
             let mut kept = n;
             if filtered {
                 kept = 0;
-                'rows: for i in 0..n {
-                    let env = Env {
-                        scope: &plan.leaf.scope,
-                        row: &rows[i],
-                        outer: None,
-                        group: None,
-                    };
-                    for c in &checks {
-                        if self.cond(c, &env)? != Some(true) {
-                            continue 'rows;
-                        }
+                for i in 0..n {
+                    if self.passes(&checks, &plan.leaf.scope, &rows[i], None)? {
+                        rows.swap(kept, i);
+                        kept += 1;
                     }
-                    rows.swap(kept, i);
-                    kept += 1;
                 }
             }
             if !plan.prefix {
@@ -2689,22 +2687,19 @@ impl<S: Storage> Executor<S> {
         if !plan.check.contains(&true) {
             return Ok(rows);
         }
+        let checks: Vec<&Expr> = conj
+            .iter()
+            .zip(&plan.check)
+            .filter(|(_, k)| **k)
+            .map(|(c, _)| *c)
+            .collect();
         // The rows that pass move to the front, in order.
         let mut kept = 0;
-        'rows: for i in 0..rows.len() {
-            let env = Env {
-                scope,
-                row: &rows[i],
-                outer: None,
-                group: None,
-            };
-            for (c, _) in conj.iter().zip(&plan.check).filter(|(_, k)| **k) {
-                if self.cond(c, &env)? != Some(true) {
-                    continue 'rows;
-                }
+        for i in 0..rows.len() {
+            if self.passes(&checks, scope, &rows[i], None)? {
+                rows.swap(kept, i);
+                kept += 1;
             }
-            rows.swap(kept, i);
-            kept += 1;
         }
         rows.truncate(kept);
         Ok(rows)
@@ -3320,27 +3315,7 @@ impl<S: Storage> Executor<S> {
                 level.push(c);
             }
         }
-        let mut cands: Vec<&Expr> = leaf.on.iter().collect();
-        if leaf.kind != JoinKind::Left {
-            cands.extend(conj.iter().copied());
-        }
-        let cache_key = (self.stmt_id, plan_key, 0);
-        let cached = if plan_key != 0 {
-            self.plans.get(&cache_key).cloned()
-        } else {
-            None
-        };
-        let access = match cached {
-            Some(a) => a,
-            None => {
-                let a = Rc::new(self.plan(leaves, 0, &cands));
-                self.plans_made += 1;
-                if plan_key != 0 {
-                    self.plans.insert(cache_key, a.clone());
-                }
-                a
-            }
-        };
+        let access = self.leaf_access(leaves, 0, conj, plan_key, None);
         let (mut lo, hi) = match &*access {
             Access::Full => (Bound::Unbounded, Bound::Unbounded),
             Access::RowidRange(lo, hi) => match self.rowid_bounds(lo, hi, &env)? {
@@ -3373,24 +3348,9 @@ impl<S: Storage> Executor<S> {
                 .storage
                 .scan_chunk(&t.engine, lo, hi, CHUNK_ROWS, &mut buf)?;
             let n = n.min(buf.len());
-            let Some(last) = buf[..n].last() else {
+            let Some(last) = chunk_end(&t.name, &buf[..n], lo)? else {
                 return Ok(());
             };
-            let Some(&Value::Integer(last)) = last.last() else {
-                return Err(SqlError::Storage(format!(
-                    "table {}: a scan returned a row without its rowid",
-                    t.name
-                )));
-            };
-            if let Bound::Excluded(before) = lo {
-                if last <= before {
-                    // Never loop over the same rows again.
-                    return Err(SqlError::Storage(format!(
-                        "table {}: a scan resumed after rowid {before} ended at rowid {last}",
-                        t.name
-                    )));
-                }
-            }
             for r in &mut buf[..n] {
                 if self.passes(&level, &leaf.scope, r, outer)? {
                     sink(self, r, false)?;
@@ -4367,6 +4327,46 @@ impl<S: Storage> Executor<S> {
 
     /// Joins the leaves with nested loops, applying each WHERE conjunct as soon as its
     /// columns are bound. Returns the combined scope and rows.
+    /// The access path of FROM item `k`, from its ON terms and (unless it is a LEFT JOIN's
+    /// table) the WHERE conjuncts: planned once per prepared statement (`plan_key`; 0: not
+    /// kept) outside EXPLAIN. With `hint`, an ordered read replaces a full scan, or an
+    /// equality probe whose equalities it takes over as its prefix.
+    fn leaf_access(
+        &mut self,
+        leaves: &[Leaf],
+        k: usize,
+        where_conj: &[&Expr],
+        plan_key: usize,
+        hint: Option<&OrderHint<'_>>,
+    ) -> Rc<Access> {
+        let keep = plan_key != 0 && self.explain.is_none();
+        let cache_key = (self.stmt_id, plan_key, k);
+        if keep {
+            if let Some(a) = self.plans.get(&cache_key) {
+                return a.clone();
+            }
+        }
+        let Some(leaf) = leaves.get(k) else {
+            return Rc::new(Access::Full);
+        };
+        let mut cands: Vec<&Expr> = leaf.on.iter().collect();
+        if leaf.kind != JoinKind::Left {
+            cands.extend(where_conj.iter().copied());
+        }
+        let mut a = self.plan(leaves, k, &cands);
+        if let (Access::Full | Access::IndexEq(..), Some(h)) = (&a, hint) {
+            if let Some(o) = self.ordered(leaves, k, h) {
+                a = o;
+            }
+        }
+        self.plans_made += 1;
+        let a = Rc::new(a);
+        if keep {
+            self.plans.insert(cache_key, a.clone());
+        }
+        a
+    }
+
     fn join(
         &mut self,
         leaves: &[Leaf],
@@ -4431,37 +4431,7 @@ impl<S: Storage> Executor<S> {
         // Access paths.
         let mut paths = Vec::new();
         for (k, leaf) in leaves.iter().enumerate() {
-            let mut cands: Vec<&Expr> = leaf.on.iter().collect();
-            if leaf.kind != JoinKind::Left {
-                // WHERE conjuncts may restrict an inner join's table (not a LEFT JOIN's).
-                cands.extend(where_conj.iter().copied());
-            }
-            // A prepared statement plans each FROM item once.
-            let cache_key = (self.stmt_id, plan_key, k);
-            let cached = if plan_key != 0 && self.explain.is_none() {
-                self.plans.get(&cache_key).cloned()
-            } else {
-                None
-            };
-            let a = match cached {
-                Some(a) => a,
-                None => {
-                    let mut a = self.plan(leaves, k, &cands);
-                    // The ordered read replaces a full scan, or an equality probe whose
-                    // equalities it takes over as its prefix.
-                    if let (Access::Full | Access::IndexEq(..), Some(h)) = (&a, hint) {
-                        if let Some(o) = self.ordered(leaves, k, h) {
-                            a = o;
-                        }
-                    }
-                    self.plans_made += 1;
-                    let a = Rc::new(a);
-                    if plan_key != 0 && self.explain.is_none() {
-                        self.plans.insert(cache_key, a.clone());
-                    }
-                    a
-                }
-            };
+            let a = self.leaf_access(leaves, k, where_conj, plan_key, hint);
             if let Some(ex) = &mut self.explain {
                 ex.push(Self::describe(leaf, &a));
             }
