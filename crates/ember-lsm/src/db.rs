@@ -735,6 +735,15 @@ impl<E: Env> Core<E> {
         self.env.remove(log)
     }
 
+    /// Flushes the immutable memtable and runs the compactions then due, as a rotation that
+    /// flushes one does: a flush that skipped them would leave a table in level 0 per flush,
+    /// and every read asks each of them.
+    fn flush_and_compact(&mut self) -> Result<()> {
+        self.flush_imm()?;
+        while self.compact_once()? {}
+        Ok(())
+    }
+
     fn pick(&self) -> Option<Pick> {
         compaction::pick(
             &self.levels,
@@ -885,7 +894,7 @@ impl<E: Env> Core<E> {
         // the log already: a cut from here on recovers it as after any commit.
         if self.mem.bytes() > self.opts.write_buffer {
             self.rotate(0)?;
-            self.flush_imm()?;
+            self.flush_and_compact()?;
         }
         Ok(())
     }
@@ -1377,7 +1386,7 @@ impl<E: Env> Db<E> {
             if !core.mem.is_empty() {
                 core.rotate(0)?;
             }
-            core.flush_imm()
+            core.flush_and_compact()
         })();
         if let Err(e) = &r {
             core.poisoned = Some(e.clone());

@@ -98,3 +98,39 @@ fn a_batch_larger_than_the_write_buffer_does_not_stay_in_ram() {
         Some(vec![((n - 1) % 251) as u8; 120])
     );
 }
+
+/// Commits each larger than the write buffer (a bulk load in transactions of a thousand
+/// 1 KB rows) leave level 0 as compactions keep it, not a table per commit: every read would
+/// ask each of them. The same for explicit flushes.
+#[test]
+fn batches_larger_than_the_write_buffer_do_not_pile_up_in_level_0() {
+    let opts = Options::with_budget(256 * 1024);
+    let trigger = opts.l0_trigger;
+    let (db, _) = common::fresh_on(64 << 20, opts);
+    let key = |i: u64| (i * 2_654_435_761 % 1_000_003).to_be_bytes();
+    let mut i = 0u64;
+    for _ in 0..20 {
+        let mut batch = ember_lsm::WriteBatch::new();
+        for _ in 0..50 {
+            batch.put(key(i), vec![(i % 251) as u8; 1000]);
+            i += 1;
+        }
+        db.write(batch, false).unwrap();
+        let counts = db.level_counts();
+        assert!(
+            counts[0] <= trigger,
+            "{} level-0 tables after {i} rows, compactions start at {trigger}: {counts:?}",
+            counts[0]
+        );
+    }
+    for _ in 0..10 {
+        db.put(&key(i), b"one", false).unwrap();
+        i += 1;
+        db.flush().unwrap();
+        let counts = db.level_counts();
+        assert!(counts[0] <= trigger, "after a flush: {counts:?}");
+    }
+    for j in (0..i).step_by(7) {
+        assert!(db.get(&key(j)).unwrap().is_some(), "row {j}");
+    }
+}
