@@ -385,7 +385,8 @@ impl Kv for EmberSql {
     fn get(&mut self, k: u64) -> Result<usize> {
         let mut st = self.conn.prepare(SELECT)?;
         let mut rows = st.query(vec![ember::Value::Integer(k as i64)])?;
-        match rows.next()?.map(|r| r.values().first().cloned()) {
+        // Borrowed, as SQLite's `get_ref`: the value is measured where it lies.
+        match rows.next()?.map(|r| r.values().first()) {
             Some(Some(ember::Value::Blob(b))) => Ok(b.len()),
             other => Err(format!("ember-sql: key {k}: {other:?}").into()),
         }
