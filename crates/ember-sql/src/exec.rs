@@ -4016,13 +4016,15 @@ impl<S: Storage> Executor<S> {
     }
 
     fn fetch(&mut self, t: &TableDef, a: &Access, env: &Env<'_>) -> Result<Vec<Vec<Value>>> {
+        // A loop, not `map(..).collect()`: collecting in place would keep the source's
+        // larger buffer and shrink it with a `realloc` on every call.
         let with_rowid = |rows: Vec<(i64, Vec<Value>)>| -> Vec<Vec<Value>> {
-            rows.into_iter()
-                .map(|(id, mut r)| {
-                    r.push(Value::Integer(id));
-                    r
-                })
-                .collect()
+            let mut out = Vec::with_capacity(rows.len());
+            for (id, mut r) in rows {
+                r.push(Value::Integer(id));
+                out.push(r);
+            }
+            out
         };
         match a {
             Access::Full => Ok(with_rowid(self.storage.scan(
@@ -4035,7 +4037,10 @@ impl<S: Storage> Executor<S> {
                     return Ok(Vec::new());
                 };
                 Ok(match self.storage.get(&t.engine, id)? {
-                    Some(r) => with_rowid(vec![(id, r)]),
+                    Some(mut r) => {
+                        r.push(Value::Integer(id));
+                        vec![r]
+                    }
                     None => Vec::new(),
                 })
             }

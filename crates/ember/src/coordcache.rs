@@ -28,7 +28,8 @@
 //! varint` and the row's encoding (`ember_table::row`), or, for a point query that found
 //! nothing, no bytes. Nothing here is on a device.
 
-use std::collections::{BTreeMap, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeMap;
 
 /// Bytes of a slab page (or the whole budget, if smaller).
 pub const PAGE_BYTES: usize = 64 << 10;
@@ -118,9 +119,9 @@ impl CoordCache {
             classes: CLASSES.iter().map(|_| Class::default()).collect(),
             entries: Vec::new(),
             free_entries: Vec::new(),
-            by_query: HashMap::new(),
-            by_key: HashMap::new(),
-            ranged: HashMap::new(),
+            by_query: HashMap::default(),
+            by_key: HashMap::default(),
+            ranged: HashMap::default(),
             clock: 0,
             stats: CacheStats::default(),
             // Four bits per result the budget holds in the smallest class, at least 4,096.

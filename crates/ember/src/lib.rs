@@ -33,8 +33,8 @@ pub mod storage;
 pub mod tsstore;
 mod types;
 
+use foldhash::HashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 use std::rc::Rc;
@@ -309,7 +309,7 @@ impl Connection {
         Ok(Connection {
             inner: RefCell::new(Some(Inner {
                 exec,
-                cache: HashMap::new(),
+                cache: HashMap::default(),
             })),
         })
     }

@@ -15,7 +15,8 @@
 
 use ember_sql::catalog::lower;
 use ember_sql::storage::from_end;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use foldhash::HashMap;
+use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -159,7 +160,7 @@ impl<E: Env> LsmStore<E> {
             tables,
             sync: true,
             cache: None,
-            max: HashMap::new(),
+            max: HashMap::default(),
             resume: None,
         })
     }
@@ -520,7 +521,7 @@ impl<E: Env> LsmStore<E> {
     #[allow(clippy::type_complexity)]
     fn new_defs(db: &Db<E>) -> Result<(Vec<String>, HashMap<String, IndexInfo>)> {
         let mut tables = Vec::new();
-        let mut indexes = HashMap::new();
+        let mut indexes = HashMap::default();
         let lo = [META];
         let hi = [META + 1];
         for item in db.range(Bound::Included(&lo[..]), Bound::Excluded(&hi[..])) {

@@ -4,7 +4,7 @@
 //! (a B+tree, so scans come in rowid order as SQLite's do); indexes are tree secondary
 //! indexes on the shifted column positions.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::ops::Bound;
 use std::sync::MutexGuard;
 
@@ -268,7 +268,7 @@ impl<D: BlockDevice> TableStorage<D> {
     pub fn new(db: Database<D>) -> Self {
         TableStorage {
             db: SharedDb::new(db),
-            max: HashMap::new(),
+            max: HashMap::default(),
             in_txn: false,
         }
     }
