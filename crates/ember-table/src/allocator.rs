@@ -546,14 +546,19 @@ impl Allocator {
         let run = run.clamp(1, per);
         // Where `run` blocks in a row are free: the fullest chunk of the class that has such
         // a run (dense chunks, contiguous requests), else an empty chunk, else any free block.
-        let with_run = self
+        // The chunks that could hold the run, fullest first (then lowest): only those up to
+        // the first that has one are searched.
+        let mut fits: Vec<(core::cmp::Reverse<u32>, usize)> = self
             .chunks
             .iter()
             .enumerate()
             .filter(|(_, c)| c.class == Some(k) && c.used + run <= per)
-            .filter_map(|(i, c)| first_run(c, per, run).map(|at| (i, c.used, at)))
-            .max_by_key(|&(i, used, _)| (used, core::cmp::Reverse(i)))
-            .map(|(i, _, at)| (i, at));
+            .map(|(i, c)| (core::cmp::Reverse(c.used), i))
+            .collect();
+        fits.sort_unstable();
+        let with_run = fits
+            .iter()
+            .find_map(|&(_, i)| first_run(&self.chunks[i], per, run).map(|at| (i, at)));
         let empty = || {
             self.chunks
                 .iter()
@@ -771,18 +776,41 @@ impl Allocator {
     }
 }
 
-/// The first index of `run` free blocks in a row among the chunk's first `per` blocks.
+/// The first index of `run` free blocks in a row among the chunk's first `per` blocks
+/// (`None` for a run of 0). A word at a time: a full word ends a run, an empty one adds 64
+/// blocks to it, and only a mixed word is looked at block by block.
 fn first_run(c: &Chunk, per: u32, run: u32) -> Option<u32> {
-    let mut len = 0;
-    for i in 0..per {
-        if c.is_set(i) {
+    if run == 0 {
+        return None;
+    }
+    // Free blocks in a row just before block `base`.
+    let mut len = 0u32;
+    let mut base = 0u32;
+    while base < per {
+        let n = (per - base).min(64);
+        let w = *c.bits.get((base / 64) as usize)?;
+        // Blocks past `per` count as taken.
+        let w = if n < 64 { w | (u64::MAX << n) } else { w };
+        if w == u64::MAX {
             len = 0;
+        } else if w == 0 {
+            if len + 64 >= run {
+                return Some(base - len);
+            }
+            len += 64;
         } else {
-            len += 1;
-            if len == run {
-                return Some(i + 1 - run);
+            for b in 0..n {
+                if w & (1 << b) != 0 {
+                    len = 0;
+                } else {
+                    len += 1;
+                    if len == run {
+                        return Some(base + b + 1 - run);
+                    }
+                }
             }
         }
+        base += 64;
     }
     None
 }
@@ -795,6 +823,49 @@ fn bits_beyond(bits: &[u64; WORDS], n: u32) -> bool {
 mod tests {
     use super::*;
     use ember_device::MemBlock;
+    use proptest::prelude::*;
+
+    /// `first_run` a block at a time, as the definition says.
+    fn first_run_slowly(c: &Chunk, per: u32, run: u32) -> Option<u32> {
+        let mut len = 0;
+        for i in 0..per {
+            if c.is_set(i) {
+                len = 0;
+            } else {
+                len += 1;
+                if len == run {
+                    return Some(i + 1 - run);
+                }
+            }
+        }
+        None
+    }
+
+    proptest! {
+        /// The word-at-a-time search finds the run a block-at-a-time one finds, for bitmaps
+        /// of empty, full and mixed words and every chunk length.
+        #[test]
+        fn first_run_agrees_with_a_search_block_by_block(
+            words in proptest::collection::vec(
+                prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>(), (0u32..64).prop_map(|b| !(1u64 << b))],
+                WORDS,
+            ),
+            per in 1u32..=BITS_PER_CHUNK,
+            run in 0u32..200,
+        ) {
+            let mut c = Chunk {
+                class: Some(0),
+                bits: [0; WORDS],
+                used: 0,
+                durable_used: 0,
+                generation: 0,
+                dirty: false,
+                slots: [NO_CLASS; 2],
+            };
+            c.bits.copy_from_slice(&words);
+            prop_assert_eq!(first_run(&c, per, run), first_run_slowly(&c, per, run));
+        }
+    }
 
     const ZONE: u64 = 8 << 20;
 
