@@ -218,15 +218,22 @@ impl BlockKind {
 /// 24 …  payload
 /// ```
 pub fn seal(kind: BlockKind, table: u64, payload: &[u8], out: &mut Vec<u8>) {
+    seal_with(kind, table, out, |o| o.extend_from_slice(payload));
+}
+
+/// [`seal`], with the payload appended to `out` by `write` where it goes (no copy of it is
+/// made first).
+pub fn seal_with(kind: BlockKind, table: u64, out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
     let start = out.len();
     out.extend_from_slice(&BLOCK_MAGIC);
     out.push(VERSION);
     out.push(kind as u8);
     out.extend_from_slice(&[0, 0]);
     out.extend_from_slice(&table.to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(payload);
+    out.extend_from_slice(&[0; 8]);
+    write(out);
+    let len = (out.len() - start - BLOCK_HEADER) as u32;
+    out[start + 16..start + 20].copy_from_slice(&len.to_le_bytes());
     let crc = crc32fast::hash(&out[start..]);
     out[start + 20..start + 24].copy_from_slice(&crc.to_le_bytes());
 }

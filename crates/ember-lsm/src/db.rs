@@ -219,12 +219,21 @@ impl TableSink {
         let b = self.builder.get_or_insert_with(|| {
             let id = core.next_blob;
             core.next_blob += 1;
-            TableBuilder::with_rule(
+            let mut b = TableBuilder::with_rule(
                 id,
                 core.opts.block_size,
                 core.opts.bloom_bits_per_key,
                 core.opts.prefix_rule,
-            )
+            );
+            // A table ends after the entry that takes it past its size (a flush writes a
+            // memtable's worth); then come its index and filter.
+            let most = if self.split {
+                core.opts.table_size
+            } else {
+                core.opts.write_buffer
+            };
+            b.reserve(most + most / 8 + 2 * core.opts.block_size);
+            b
         });
         b.add(key, value);
         if self.split

@@ -108,15 +108,23 @@ impl BlockBuilder {
 
     /// The finished payload; the builder is empty again.
     pub fn finish(&mut self) -> Vec<u8> {
-        let mut out = std::mem::take(&mut self.buf);
+        let mut out = Vec::with_capacity(self.size());
+        self.finish_into(&mut out);
+        out
+    }
+
+    /// [`finish`](Self::finish), appending the payload to `out`; the builder keeps its
+    /// buffers for the next block.
+    pub fn finish_into(&mut self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.buf);
         for r in &self.restarts {
             out.extend_from_slice(&r.to_le_bytes());
         }
         out.extend_from_slice(&(self.restarts.len() as u32).to_le_bytes());
+        self.buf.clear();
         self.restarts.clear();
         self.last.clear();
         self.count = 0;
-        out
     }
 }
 

@@ -20,7 +20,7 @@
 pub mod block;
 pub mod bloom;
 
-use crate::coding::{BlockKind, Reader, open_block, put_bytes, put_varint, seal};
+use crate::coding::{BlockKind, Reader, open_block, put_bytes, put_varint, seal, seal_with};
 use crate::env::{BlobId, Env};
 use crate::error::{LsmError, Result};
 use block::BlockBuilder;
@@ -367,10 +367,18 @@ impl TableBuilder {
             return;
         }
         let offset = self.out.len() as u64;
-        let payload = self.block.finish();
-        seal(BlockKind::Data, self.id, &payload, &mut self.out);
+        let block = &mut self.block;
+        seal_with(BlockKind::Data, self.id, &mut self.out, |o| {
+            block.finish_into(o)
+        });
         let len = self.out.len() as u64 - offset;
         self.index.push((self.last.clone(), Handle { offset, len }));
+    }
+
+    /// Makes room for a table of about `bytes` bytes in all (its buffer would otherwise grow
+    /// by doubling, copying what it holds each time).
+    pub fn reserve(&mut self, bytes: usize) {
+        self.out.reserve(bytes.saturating_sub(self.out.len()));
     }
 
     /// Bytes so far (about).
