@@ -222,7 +222,7 @@ pub fn seal(kind: BlockKind, table: u64, payload: &[u8], out: &mut Vec<u8>) {
 }
 
 /// [`seal`], with the payload appended to `out` by `write` where it goes (no copy of it is
-/// made first).
+/// made first). `write` only appends; it must not shorten `out`.
 pub fn seal_with(kind: BlockKind, table: u64, out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
     let start = out.len();
     out.extend_from_slice(&BLOCK_MAGIC);
@@ -232,7 +232,7 @@ pub fn seal_with(kind: BlockKind, table: u64, out: &mut Vec<u8>, write: impl FnO
     out.extend_from_slice(&table.to_le_bytes());
     out.extend_from_slice(&[0; 8]);
     write(out);
-    let len = (out.len() - start - BLOCK_HEADER) as u32;
+    let len = out.len().saturating_sub(start + BLOCK_HEADER) as u32;
     out[start + 16..start + 20].copy_from_slice(&len.to_le_bytes());
     let crc = crc32fast::hash(&out[start..]);
     out[start + 20..start + 24].copy_from_slice(&crc.to_le_bytes());

@@ -204,14 +204,19 @@ struct TableSink {
     builder: Option<TableBuilder>,
     out: Vec<Arc<TableMeta>>,
     split: bool,
+    /// About how many bytes of entries are still to come (what the tables' buffers are
+    /// reserved for).
+    coming: usize,
 }
 
 impl TableSink {
-    fn new(split: bool) -> Self {
+    /// A sink for about `coming` bytes of entries.
+    fn new(split: bool, coming: u64) -> Self {
         TableSink {
             builder: None,
             out: Vec::new(),
             split,
+            coming: usize::try_from(coming).unwrap_or(usize::MAX),
         }
     }
 
@@ -225,14 +230,19 @@ impl TableSink {
                 core.opts.bloom_bits_per_key,
                 core.opts.prefix_rule,
             );
-            // A table ends after the entry that takes it past its size (a flush writes a
-            // memtable's worth); then come its index and filter.
+            // Room for what is still to come, or for one table of a split: it ends after the
+            // entry that takes it past `table_size`, then come its index and filter. Only a
+            // hint: a table outgrowing it grows its buffer, and one that cannot be had is
+            // not reserved.
             let most = if self.split {
-                core.opts.table_size
+                self.coming.min(core.opts.table_size)
             } else {
-                core.opts.write_buffer
+                self.coming
             };
-            b.reserve(most + most / 8 + 2 * core.opts.block_size);
+            b.reserve(
+                most.saturating_add(most / 8)
+                    .saturating_add(core.opts.block_size.saturating_mul(2)),
+            );
             b
         });
         b.add(key, value);
@@ -723,7 +733,7 @@ impl<E: Env> Core<E> {
         let Some((imm, log)) = self.imm.clone() else {
             return Ok(None);
         };
-        let mut sink = TableSink::new(false);
+        let mut sink = TableSink::new(false, imm.bytes() as u64);
         imm.for_each_newest(|k, v| sink.add(self, k, v))?;
         let tables = sink.finish(self)?;
         self.env.sync()?;
@@ -796,7 +806,8 @@ impl<E: Env> Core<E> {
         sources.push(Source::tables(p.next.clone(), None));
         let mut merge = Merge::new(sources, Bound::Unbounded, Bound::Unbounded);
         let snapshot = self.levels.clone();
-        let mut sink = TableSink::new(true);
+        let coming = p.inputs.iter().chain(&p.next).map(|t| t.size).sum();
+        let mut sink = TableSink::new(true, coming);
         let (mut key, mut value) = (Vec::new(), Vec::new());
         while let Some(is_value) = merge.next_into(&mut Direct(self), &mut key, &mut value)? {
             if !is_value && !compaction::deeper_may_hold(&snapshot, out, &key) {
@@ -1168,7 +1179,7 @@ impl<E: Env> Db<E> {
         core.log = log;
         if !mem.is_empty() {
             // The replayed memtable becomes a level-0 table under the next manifest.
-            let mut sink = TableSink::new(false);
+            let mut sink = TableSink::new(false, mem.bytes() as u64);
             mem.for_each_newest(|k, v| sink.add(&mut core, k, v))?;
             let tables = sink.finish(&mut core)?;
             core.env.sync()?;
@@ -1391,6 +1402,9 @@ impl<E: Env> Db<E> {
     /// Freezes the memtable and flushes it (and runs due compactions).
     pub fn flush(&self) -> Result<()> {
         let mut core = lock(&self.shared.core);
+        if let Some(e) = &core.poisoned {
+            return Err(LsmError::Poisoned(e.to_string()));
+        }
         let r = (|| -> Result<()> {
             if !core.mem.is_empty() {
                 core.rotate(0)?;

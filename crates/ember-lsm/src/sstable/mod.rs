@@ -377,8 +377,9 @@ impl TableBuilder {
 
     /// Makes room for a table of about `bytes` bytes in all (its buffer would otherwise grow
     /// by doubling, copying what it holds each time).
+    /// Only a hint: if the room cannot be had, nothing is reserved.
     pub fn reserve(&mut self, bytes: usize) {
-        self.out.reserve(bytes.saturating_sub(self.out.len()));
+        let _ = self.out.try_reserve(bytes.saturating_sub(self.out.len()));
     }
 
     /// Bytes so far (about).

@@ -2,7 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use ember_device::{BlockDevice, MemBlock};
@@ -60,14 +60,15 @@ pub fn shut<D: BlockDevice>(db: Db<SpaceEnv<SpaceManager<D>>>) -> D {
 /// A database on a borrowed RAM device.
 pub type MemDbOn<'a> = Db<SpaceEnv<SpaceManager<&'a mut MemBlock<Vec<u8>>>>>;
 
-/// An environment that counts its syncs, its reads and the bytes they read, and makes each
-/// sync take `delay` (as a real device's does).
+/// An environment that counts its syncs, its reads and the bytes they read, makes each
+/// sync take `delay` (as a real device's does), and fails its syncs while `failing` is set.
 pub struct Counting<E> {
     pub inner: E,
     pub syncs: Arc<AtomicU64>,
     pub reads: Arc<AtomicU64>,
     pub read_bytes: Arc<AtomicU64>,
     pub delay: Duration,
+    pub failing: Arc<AtomicBool>,
 }
 
 impl<E> Counting<E> {
@@ -79,6 +80,7 @@ impl<E> Counting<E> {
             reads: Arc::default(),
             read_bytes: Arc::default(),
             delay: Duration::ZERO,
+            failing: Arc::default(),
         }
     }
 }
@@ -104,6 +106,13 @@ impl<E: Env> Env for Counting<E> {
     }
     fn sync(&mut self) -> Result<()> {
         self.syncs.fetch_add(1, Ordering::SeqCst);
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(ember_lsm::LsmError::Io {
+                op: "sync",
+                path: "counting environment".into(),
+                message: "a failure the test asked for".into(),
+            });
+        }
         if !self.delay.is_zero() {
             std::thread::sleep(self.delay);
         }
