@@ -170,6 +170,19 @@ struct Chunk {
 }
 
 impl Chunk {
+    /// A chunk of no class with every block free, never written.
+    fn empty() -> Self {
+        Chunk {
+            class: None,
+            bits: [0; WORDS],
+            used: 0,
+            durable_used: 0,
+            generation: 0,
+            dirty: false,
+            slots: [NO_CLASS; 2],
+        }
+    }
+
     fn is_set(&self, i: u32) -> bool {
         self.bits[(i / 64) as usize] & (1 << (i % 64)) != 0
     }
@@ -381,15 +394,7 @@ impl Allocator {
             ));
         }
         let chunks = usize::try_from(n).map_err(|_| TableError::Invalid("too many chunks"))?;
-        let empty = Chunk {
-            class: None,
-            bits: [0; WORDS],
-            used: 0,
-            durable_used: 0,
-            generation: 0,
-            dirty: false,
-            slots: [NO_CLASS; 2],
-        };
+        let empty = Chunk::empty();
         Ok(Allocator {
             cfg,
             active: vec![0; sizes.len()],
@@ -851,15 +856,8 @@ mod tests {
             per in 1u32..=BITS_PER_CHUNK,
             run in 0u32..200,
         ) {
-            let mut c = Chunk {
-                class: Some(0),
-                bits: [0; WORDS],
-                used: 0,
-                durable_used: 0,
-                generation: 0,
-                dirty: false,
-                slots: [NO_CLASS; 2],
-            };
+            let mut c = Chunk::empty();
+            c.class = Some(0);
             c.bits.copy_from_slice(&words);
             prop_assert_eq!(first_run(&c, per, run), first_run_slowly(&c, per, run));
         }
