@@ -465,6 +465,12 @@ impl Allocator {
             .map(|k| k as u8)
     }
 
+    /// The size of the block a request of `bytes` (at most the largest block) gets.
+    pub fn fit_size(&self, bytes: u64) -> Option<u64> {
+        self.best_class(bytes)
+            .map(|k| u64::from(self.sizes[usize::from(k)]))
+    }
+
     /// Allocates room for `bytes` bytes: one block of the best-fitting class, or for requests
     /// over the largest block, largest blocks plus one block for the rest. Changes RAM only;
     /// [`flush`](Self::flush) makes them durable. All or nothing: on `NoSpace` nothing changes.

@@ -81,7 +81,7 @@ impl Kind {
             Kind::Slotted => 2,
             // 2: the table engine's payloads may hold "add block" with a header length
             // (operation 10). Version 1 records are still read.
-            Kind::JournalRecord => 2,
+            Kind::JournalRecord => 3,
             // 2: entries are prefix-compressed and their locations delta-coded against the
             // entry before (a few bytes an entry instead of 13 plus the key). Version 1 pages
             // are still read.

@@ -27,10 +27,28 @@
 //! 24  4  prev crc          checksum field of the previous record
 //! 28  4  payload length
 //! 32  1  record type       1 = payload, 2 = wrap (continue at ring offset 0)
-//! 33  7  reserved
+//! 33  7  spill             version 3: sector number of a block where the next record may
+//!                          lie instead of the ring (0: none); see "Spilled records"
 //! 40  8  synced lsn        every record up to this LSN was durable when this one was written
 //! 48  …  payload, then zero padding to the sector boundary
 //! ```
+//!
+//! # Spilled records
+//!
+//! A record may name a *spill block*: a block the engine has reserved (the record's payload
+//! marks it allocated) for a transaction that will write a fresh block of its own anyway. That
+//! transaction's record may then go into that block instead of the ring — right after the
+//! sealed header that starts the block's first sector, in the same device write as the
+//! block — so its commit is one write. Such a record has the ring's format without the
+//! sector padding, and does not move the ring's head. Recovery, when the ring does not hold
+//! the next record, reads the spill block named by the last record: the header's covered
+//! length says where the record starts, and the record is accepted on the same terms as one
+//! in the ring (checksum, next LSN, the previous record's checksum), so a block that never
+//! received it — or holds a record of an earlier use — ends the log. The engine must keep
+//! those bytes in place until the next checkpoint. Spilled bytes count towards the journal's
+//! use like ring bytes, so checkpoints come as often. (The search for valid records after a
+//! damaged one, which tells corruption from a tear, follows the ring only: damage followed
+//! by spilled records alone reads as the end of the log.)
 //!
 //! Recovery reads from the checkpoint position and accepts records while each one checks,
 //! carries the next LSN and names its predecessor's checksum; the first that does not is the
@@ -53,6 +71,10 @@ const HEADERS: u64 = 2 * SECTOR;
 const RECORD_HEADER: usize = 48;
 const TYPE_PAYLOAD: u8 = 1;
 const TYPE_WRAP: u8 = 2;
+/// Bytes a record needs besides its payload (its header).
+pub const RECORD_OVERHEAD: usize = RECORD_HEADER;
+/// The largest spill sector number the header holds (7 bytes).
+const SPILL_MAX: u64 = (1 << 56) - 1;
 
 /// A record recovered from the journal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +83,9 @@ pub struct Record {
     pub lsn: u64,
     /// What the engine wrote.
     pub payload: Vec<u8>,
+    /// For a record spilled into a block: the device offset where it lies and its bytes as
+    /// written (the engine keeps them in its image of the block).
+    pub spilled: Option<(u64, Vec<u8>)>,
 }
 
 /// The journal of one device (see the module docs for the format).
@@ -81,12 +106,23 @@ pub struct Journal {
     ckpt_crc: u32,
     /// Every record up to this LSN is known durable.
     synced_lsn: u64,
+    /// The spill block the records appended from now on name (device offset; 0: none).
+    spill: u64,
+    /// Bytes of spilled records since the checkpoint.
+    spilled: u64,
     /// The records of an append, built here before their write (kept between appends).
     buf: Vec<u8>,
 }
 
 /// An append's buffer is kept for the next one up to this size.
 const KEEP_BUF_BYTES: usize = 64 * 1024;
+
+/// The spill block a record's header names (device offset; 0: none).
+fn spill_of(rec: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b[..7].copy_from_slice(&rec[33..40]);
+    u64::from_le_bytes(b) * SECTOR
+}
 
 /// Bytes a record with `payload` bytes occupies in the ring.
 pub fn record_size(payload: usize) -> u64 {
@@ -117,6 +153,8 @@ impl Journal {
             ckpt_lsn: 1,
             ckpt_crc: 0,
             synced_lsn: 0,
+            spill: 0,
+            spilled: 0,
         };
         // Both copies, so that neither holds an older format's leftovers.
         j.write_header(dev)?;
@@ -172,6 +210,8 @@ impl Journal {
             ckpt_lsn: u64_at(&h, 24),
             ckpt_crc: u32_at(&h, 40),
             synced_lsn: 0,
+            spill: 0,
+            spilled: 0,
         };
         let records = j.scan(dev)?;
         j.synced_lsn = j.next_lsn - 1;
@@ -183,49 +223,35 @@ impl Journal {
     fn scan<D: BlockDevice>(&mut self, dev: &mut D) -> Result<Vec<Record>> {
         let mut out = Vec::new();
         let mut used = 0u64;
-        let mut sector = [0u8; 512];
+        // The spill block the last record accepted names.
+        let mut spill = 0u64;
         loop {
             if self.head == self.ring {
                 self.head = 0;
             }
-            let at = self.start + HEADERS + self.head;
-            dev.read(at, &mut sector)?;
-            let Some(len) = format::sealed_len(&sector) else {
-                break;
+            let rec = match self.ring_record(dev, used)? {
+                Some(rec) => rec,
+                None => match self.spilled_record(dev, spill)? {
+                    Some((at, rec)) => {
+                        self.last_crc = u32_at(&rec, 8);
+                        self.spilled += rec.len() as u64;
+                        spill = spill_of(&rec);
+                        out.push(Record {
+                            lsn: self.next_lsn,
+                            payload: rec[RECORD_HEADER..].to_vec(),
+                            spilled: Some((at, rec)),
+                        });
+                        self.next_lsn += 1;
+                        continue;
+                    }
+                    None => break,
+                },
             };
-            if sector[0..4] != Kind::JournalRecord.magic()
-                || len < RECORD_HEADER
-                || u64_at(&sector, 16) != self.next_lsn
-                || u32_at(&sector, 24) != self.last_crc
-            {
-                break;
-            }
-            let size = len.div_ceil(SECTOR as usize) as u64 * SECTOR;
-            if self.head + size > self.ring || used + size >= self.ring {
-                break;
-            }
-            let mut rec = vec![0u8; len];
-            dev.read(at, &mut rec)?;
-            if let Err(e) = format::check(Kind::JournalRecord, &rec, at) {
-                // A record that checks but has a newer format is not a tear: refuse it.
-                if matches!(e, TableError::Version { .. }) {
-                    return Err(e);
-                }
-                // A torn last record ends the log. A damaged record that a valid record
-                // follows (naming it as its predecessor) is corruption inside the log.
-                if self.followed_by_valid(dev, size, u32_at(&sector, 8))? {
-                    return Err(e);
-                }
-                break;
-            }
-            let payload_len = u32_at(&rec, 28) as usize;
-            let kind = rec[32];
-            if RECORD_HEADER + payload_len != len || !(kind == TYPE_PAYLOAD || kind == TYPE_WRAP) {
-                break;
-            }
+            let size = record_size(rec.len() - RECORD_HEADER);
             self.last_crc = u32_at(&rec, 8);
             used += size;
-            if kind == TYPE_WRAP {
+            spill = spill_of(&rec);
+            if rec[32] == TYPE_WRAP {
                 self.head = self.ring;
                 continue;
             }
@@ -233,10 +259,103 @@ impl Journal {
             out.push(Record {
                 lsn: self.next_lsn,
                 payload: rec[RECORD_HEADER..].to_vec(),
+                spilled: None,
             });
             self.next_lsn += 1;
         }
         Ok(out)
+    }
+
+    /// The record at the ring's head if it is the next one (`used`: ring bytes accepted so
+    /// far).
+    fn ring_record<D: BlockDevice>(&self, dev: &mut D, used: u64) -> Result<Option<Vec<u8>>> {
+        let mut sector = [0u8; 512];
+        let at = self.start + HEADERS + self.head;
+        dev.read(at, &mut sector)?;
+        let Some(len) = format::sealed_len(&sector) else {
+            return Ok(None);
+        };
+        if sector[0..4] != Kind::JournalRecord.magic()
+            || len < RECORD_HEADER
+            || u64_at(&sector, 16) != self.next_lsn
+            || u32_at(&sector, 24) != self.last_crc
+        {
+            return Ok(None);
+        }
+        let size = len.div_ceil(SECTOR as usize) as u64 * SECTOR;
+        if self.head + size > self.ring || used + size >= self.ring {
+            return Ok(None);
+        }
+        let mut rec = vec![0u8; len];
+        dev.read(at, &mut rec)?;
+        if let Err(e) = format::check(Kind::JournalRecord, &rec, at) {
+            // A record that checks but has a newer format is not a tear: refuse it.
+            if matches!(e, TableError::Version { .. }) {
+                return Err(e);
+            }
+            // A torn last record ends the log. A damaged record that a valid record
+            // follows (naming it as its predecessor) is corruption inside the log.
+            if self.followed_by_valid(dev, size, u32_at(&sector, 8))? {
+                return Err(e);
+            }
+            return Ok(None);
+        }
+        let payload_len = u32_at(&rec, 28) as usize;
+        let kind = rec[32];
+        if RECORD_HEADER + payload_len != len || !(kind == TYPE_PAYLOAD || kind == TYPE_WRAP) {
+            return Ok(None);
+        }
+        Ok(Some(rec))
+    }
+
+    /// The next record, if it lies in the spill block at device offset `spill` (0: none):
+    /// its device offset and bytes.
+    fn spilled_record<D: BlockDevice>(
+        &self,
+        dev: &mut D,
+        spill: u64,
+    ) -> Result<Option<(u64, Vec<u8>)>> {
+        if spill == 0
+            || spill
+                .checked_add(2 * SECTOR)
+                .is_none_or(|e| e > dev.capacity())
+        {
+            return Ok(None);
+        }
+        let mut first = [0u8; 512];
+        dev.read(spill, &mut first)?;
+        // The record follows the block's sealed header, inside its first sector.
+        let Some(header) = format::sealed_len(&first).filter(|&h| h + RECORD_HEADER <= 512) else {
+            return Ok(None);
+        };
+        let head = &first[header..header + RECORD_HEADER];
+        let len = format::sealed_len(head).unwrap_or(0);
+        if head[0..4] != Kind::JournalRecord.magic()
+            || len < RECORD_HEADER
+            || u64_at(head, 16) != self.next_lsn
+            || u32_at(head, 24) != self.last_crc
+            || head[32] != TYPE_PAYLOAD
+        {
+            return Ok(None);
+        }
+        let at = spill + header as u64;
+        if at
+            .checked_add(len as u64)
+            .is_none_or(|e| e > dev.capacity())
+        {
+            return Ok(None);
+        }
+        let mut rec = vec![0u8; len];
+        dev.read(at, &mut rec)?;
+        match format::check(Kind::JournalRecord, &rec, at) {
+            Ok(_) => {}
+            Err(e @ TableError::Version { .. }) => return Err(e),
+            Err(_) => return Ok(None),
+        }
+        if RECORD_HEADER + u32_at(&rec, 28) as usize != len {
+            return Ok(None);
+        }
+        Ok(Some((at, rec)))
     }
 
     /// Whether valid records chained after the damaged record at `head` (of `size` bytes,
@@ -300,9 +419,38 @@ impl Journal {
         Ok(())
     }
 
-    /// Bytes of the ring in use by records not yet checkpointed.
+    /// Bytes of the ring in use by records not yet checkpointed, and of the records spilled
+    /// since the checkpoint.
     pub fn used(&self) -> u64 {
-        (self.head + self.ring - self.ckpt_pos) % self.ring
+        (self.head + self.ring - self.ckpt_pos) % self.ring + self.spilled
+    }
+
+    /// Sets the spill block the records appended from now on name: the device offset of a
+    /// block (sector-aligned, past the journal's headers) whose first sector will start with
+    /// a sealed header, or `None`. See the module docs.
+    pub fn set_spill(&mut self, at: Option<u64>) -> Result<()> {
+        let at = at.unwrap_or(0);
+        if !at.is_multiple_of(SECTOR) || at / SECTOR > SPILL_MAX {
+            return Err(TableError::Invalid("a spill block off the sector grid"));
+        }
+        self.spill = at;
+        Ok(())
+    }
+
+    /// Seals one record whose payload is `parts` into the front of `out`, for the caller to
+    /// write right after the sealed header of the spill block named by the last record (see
+    /// the module docs); returns its length. The record names the spill block set now.
+    /// `Invalid` if `out` is too short.
+    pub fn spill_record(&mut self, parts: &[&[u8]], out: &mut [u8]) -> Result<usize> {
+        let payload = parts.iter().map(|p| p.len()).sum::<usize>();
+        let len = RECORD_HEADER + payload;
+        if out.len() < len {
+            return Err(TableError::Invalid("no room for a spilled record"));
+        }
+        let rec = &mut out[..len];
+        self.fill_record(rec, TYPE_PAYLOAD, parts);
+        self.spilled += len as u64;
+        Ok(len)
     }
 
     /// Bytes the ring can hold.
@@ -417,13 +565,21 @@ impl Journal {
     fn push_record(&mut self, buf: &mut Vec<u8>, kind: u8, parts: &[&[u8]]) {
         let payload = parts.iter().map(|p| p.len()).sum::<usize>();
         let at = buf.len();
-        let len = RECORD_HEADER + payload;
         buf.resize(at + record_size(payload) as usize, 0);
-        let rec = &mut buf[at..];
+        self.fill_record(&mut buf[at..at + RECORD_HEADER + payload], kind, parts);
+    }
+
+    /// Builds a record of this kind in `rec` (exactly its header and payload) and advances
+    /// the chain.
+    fn fill_record(&mut self, rec: &mut [u8], kind: u8, parts: &[&[u8]]) {
+        let len = rec.len();
+        let payload = len - RECORD_HEADER;
+        rec[..RECORD_HEADER].fill(0);
         rec[16..24].copy_from_slice(&self.next_lsn.to_le_bytes());
         rec[24..28].copy_from_slice(&self.last_crc.to_le_bytes());
         rec[28..32].copy_from_slice(&(payload as u32).to_le_bytes());
         rec[32] = kind;
+        rec[33..40].copy_from_slice(&(self.spill / SECTOR).to_le_bytes()[..7]);
         rec[40..48].copy_from_slice(&self.synced_lsn.to_le_bytes());
         let mut p = RECORD_HEADER;
         for part in parts {
@@ -454,6 +610,7 @@ impl Journal {
         self.ckpt_pos = self.head;
         self.ckpt_lsn = self.next_lsn;
         self.ckpt_crc = self.last_crc;
+        self.spilled = 0;
         self.write_header(dev)?;
         dev.sync()?;
         self.note_synced();
@@ -482,7 +639,11 @@ mod tests {
                 since_ckpt.clear();
             }
             let lsn = j.append(&mut dev, &[&p]).unwrap();
-            since_ckpt.push(Record { lsn, payload: p });
+            since_ckpt.push(Record {
+                lsn,
+                payload: p,
+                spilled: None,
+            });
             if i % 37 == 0 {
                 let (j2, recs) = Journal::open(&mut dev, 4096, 16 * 1024).unwrap();
                 assert_eq!(recs, since_ckpt, "after record {i}");
@@ -551,6 +712,54 @@ mod tests {
         dev.write(at, &rec).unwrap();
         let err = Journal::open(&mut dev, 0, 32 * 1024).unwrap_err();
         assert!(matches!(err, TableError::Version { found: 9, .. }), "{err}");
+    }
+
+    #[test]
+    fn a_spilled_record_is_found_through_the_record_before_it() {
+        let mut dev = MemBlock::new(64 * 1024);
+        let mut j = Journal::format(&mut dev, 0, 16 * 1024).unwrap();
+        let block = 32 * 1024u64;
+        j.set_spill(Some(block)).unwrap();
+        j.append(&mut dev, &[b"one"]).unwrap();
+        // The block: a sealed 40-byte header, the record right after it, in one write.
+        j.set_spill(None).unwrap();
+        let mut image = vec![0u8; 1024];
+        let len = j.spill_record(&[b"two"], &mut image[40..]).unwrap();
+        format::seal(Kind::Slotted, &mut image[..512], 40);
+        dev.write(block, &image).unwrap();
+        j.append(&mut dev, &[b"three"]).unwrap();
+        assert_eq!(j.used(), 2 * SECTOR + len as u64);
+        let (j2, recs) = Journal::open(&mut dev, 0, 16 * 1024).unwrap();
+        let payloads: Vec<&[u8]> = recs.iter().map(|r| r.payload.as_slice()).collect();
+        assert_eq!(payloads, [&b"one"[..], b"two", b"three"]);
+        assert_eq!(
+            recs[1].spilled,
+            Some((block + 40, image[40..40 + len].to_vec()))
+        );
+        assert_eq!(j2.next_lsn(), 4);
+        assert_eq!(j2.used(), j.used());
+        // A block that never received the record ends the log there, and the records
+        // after it in the ring are not taken (they do not chain to the one before).
+        dev.write(block + 40 + 20, &[0xEE]).unwrap();
+        let (_, recs) = Journal::open(&mut dev, 0, 16 * 1024).unwrap();
+        assert_eq!(recs.len(), 1);
+        // Nor does a valid record of an earlier use of the block (another LSN and chain).
+        let mut scratch = MemBlock::new(64 * 1024);
+        let mut earlier = Journal::format(&mut scratch, 0, 16 * 1024).unwrap();
+        earlier.append(&mut scratch, &[b"a", b"b", b"c"]).unwrap();
+        image[40..].fill(0);
+        earlier.spill_record(&[b"old"], &mut image[40..]).unwrap();
+        let mut dev2 = MemBlock::new(64 * 1024);
+        dev2.write(block, &image).unwrap();
+        let mut j = Journal::format(&mut dev2, 0, 16 * 1024).unwrap();
+        j.set_spill(Some(block)).unwrap();
+        j.append(&mut dev2, &[b"one"]).unwrap();
+        let (_, recs) = Journal::open(&mut dev2, 0, 16 * 1024).unwrap();
+        assert_eq!(
+            recs.len(),
+            1,
+            "an old record in the spill block is not the next one"
+        );
     }
 
     #[test]

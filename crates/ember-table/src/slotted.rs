@@ -135,6 +135,43 @@ impl SlottedBlock {
         Self::with_start(size, owner, SLOTS_AT + SLOT * slots)
     }
 
+    /// An empty, fresh block for a first tuple of `tuple` bytes that keeps `room` bytes
+    /// right after its header, inside sector 0, for a journal record (see `db`): as many
+    /// slots (up to 59) as leave header, room and tuple in the fewest sectors. `None` if
+    /// they do not fit the block, or the room does not fit sector 0 with one slot.
+    pub fn for_tuple_with_room(size: usize, owner: u64, tuple: usize, room: usize) -> Option<Self> {
+        let sectors = (MIN_HEADER + room + tuple).div_ceil(512);
+        let fill = (sectors * 512).min(size);
+        let in_sector = HEADER_SECTOR.checked_sub(SLOTS_AT + room)? / SLOT;
+        let slots = fill
+            .checked_sub(SLOTS_AT + room + tuple)
+            .map(|r| (r / SLOT).min(in_sector).min(MAX_SLOTS))
+            .filter(|&n| n >= 1)?;
+        let mut b = Self::with_start(size, owner, SLOTS_AT + SLOT * slots).ok()?;
+        let free = b.start + room;
+        b.set_free_at(free);
+        Some(b)
+    }
+
+    /// The `len` bytes after the header (the room [`for_tuple_with_room`] kept), to be
+    /// written with sector 0. `None` past the room or the tuple area.
+    ///
+    /// [`for_tuple_with_room`]: Self::for_tuple_with_room
+    pub fn room_mut(&mut self, len: usize) -> Option<&mut [u8]> {
+        let end = self.start.checked_add(len)?;
+        let first = (0..self.slot_count())
+            .map(|i| self.slot(i))
+            .filter(|s| s.offset != 0)
+            .map(|s| usize::from(s.offset))
+            .min()
+            .unwrap_or(self.free_at());
+        if end > first || end > HEADER_SECTOR {
+            return None;
+        }
+        self.dirty |= 1;
+        Some(&mut self.buf[self.start..end])
+    }
+
     /// Bytes a block needs to hold one tuple of `tuple` bytes (see [`for_tuple`](Self::for_tuple)).
     pub fn size_for(tuple: usize) -> usize {
         MIN_HEADER + tuple

@@ -269,6 +269,33 @@ impl<D: BlockDevice> SpaceManager<D> {
         Ok(())
     }
 
+    /// Seals one journal record with block marks and the caller's bytes into the front of
+    /// `out`, for the caller to write into the spill block named by the last record (see the
+    /// journal's module docs); returns its length. `Invalid` if it does not fit `out`.
+    pub fn append_spilled(&mut self, marks: &[Mark], rest: &[u8], out: &mut [u8]) -> Result<usize> {
+        let none = [MARKS, 0, 0, 0, 0];
+        let mut head = Vec::new();
+        let head: &[u8] = if marks.is_empty() {
+            &none
+        } else {
+            encode_marks(marks, &mut head);
+            &head
+        };
+        self.journal.spill_record(&[head, rest], out)
+    }
+
+    /// Bytes of a record with this many marks and caller bytes spilled into a block.
+    pub fn spilled_size(marks: usize, rest: usize) -> usize {
+        crate::journal::RECORD_OVERHEAD + 5 + MARK_BYTES * marks + rest
+    }
+
+    /// Names the spill block (an allocated block, by the device offset of its start) of the
+    /// records appended from now on, or none.
+    pub fn set_spill(&mut self, block: Option<BlockRef>) -> Result<()> {
+        let at = block.map(|b| self.alloc.extent(b).0);
+        self.journal.set_spill(at)
+    }
+
     /// Whether a record with this many marks and caller bytes fits the journal now.
     pub fn journal_fits(&self, marks: usize, rest: usize) -> bool {
         self.journal.fits(&[5 + MARK_BYTES * marks + rest])

@@ -252,6 +252,69 @@ fn update_workload(
     Ok(())
 }
 
+/// Big rows, one to a transaction as synchronous 4 KiB inserts and updates make them: each
+/// commit's record goes into the fresh block the record before reserved (a chain of spilled
+/// records), broken now and then by a small row (whose record, in the journal, carries the
+/// reservation on), by a row of another size class or one that fits its old block (the
+/// reservation is not taken), two big rows in one transaction, a delete, a rollback every
+/// eleventh and a checkpoint every seventeenth transaction (and those the small journal
+/// forces: spilled records count towards it).
+fn spill_workload(
+    dev: &mut FaultyBlock<MemBlock<Vec<u8>>>,
+    st: &mut State,
+    mode: Mode,
+) -> Result<(), TableError> {
+    let mut db = Database::create(&mut *dev, options(mode))?;
+    st.created = true;
+    let mut model = Model::new();
+    st.commits.push(model.clone());
+    let mut rng = SplitMix64::new(3);
+    let mut next = model.clone();
+    db.begin()?;
+    db.create_table("t", schema(true))?;
+    next.insert("t".to_string(), BTreeMap::new());
+    end_step(&mut db, st, &mut model, next, mode, false, false)?;
+    for step in 0..110u64 {
+        let mut next = model.clone();
+        let rows = next.get_mut("t").unwrap();
+        db.begin()?;
+        let kind = rng.below(12);
+        for _ in 0..if kind == 0 { 2 } else { 1 } {
+            let k = rng.below(30) as i64;
+            let len = match kind {
+                1 => rng.below(200) as usize,
+                2 => 2_100 + rng.below(1_900) as usize,
+                _ => 4_096 + rng.below(200) as usize,
+            };
+            let row = vec![
+                Value::Integer(k),
+                Value::Blob((0..len).map(|_| rng.byte()).collect()),
+            ];
+            if kind == 3 && rows.contains_key(&k) {
+                db.delete("t", &[Value::Integer(k)])?;
+                rows.remove(&k);
+            } else {
+                if rows.contains_key(&k) {
+                    assert!(db.update("t", &row)?);
+                } else {
+                    db.insert("t", &row)?;
+                }
+                rows.insert(k, row);
+            }
+        }
+        end_step(
+            &mut db,
+            st,
+            &mut model,
+            next,
+            mode,
+            step % 11 == 10,
+            step % 17 == 16,
+        )?;
+    }
+    Ok(())
+}
+
 type Workload = fn(&mut FaultyBlock<MemBlock<Vec<u8>>>, &mut State, Mode) -> Result<(), TableError>;
 
 fn run(mode: Mode) {
@@ -358,4 +421,19 @@ fn metadata_mode_keeps_whole_transactions_of_updates_in_place() {
 #[test]
 fn disorder_mode_reopens_consistent_after_updates_in_place() {
     run_with(Mode::Disorder, update_workload);
+}
+
+#[test]
+fn full_mode_keeps_every_commit_of_a_spill_chain() {
+    run_with(Mode::Full, spill_workload);
+}
+
+#[test]
+fn data_mode_keeps_whole_transactions_of_a_spill_chain() {
+    run_with(Mode::Data, spill_workload);
+}
+
+#[test]
+fn metadata_mode_keeps_whole_transactions_of_a_spill_chain() {
+    run_with(Mode::Metadata, spill_workload);
 }

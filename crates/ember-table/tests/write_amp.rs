@@ -1,5 +1,6 @@
 //! Device bytes per application byte of synchronous 4 KiB inserts in full mode (issue 3's
-//! goal: at most 1.25), counted by `Accounted` over the commits and the closing checkpoint,
+//! goal: at most 1.25; issue 5's: utilization of at least 85%, at most 1.176), counted by
+//! `Accounted` over the commits and the closing checkpoint,
 //! with both index kinds.
 
 #![allow(clippy::unwrap_used)]
@@ -34,8 +35,15 @@ fn run(index: IndexKind) {
     let all = dev.stats().since(&start);
     let app = ROWS as u64 * (8 + VALUE as u64);
     let close = all.write_bytes - commits.write_bytes;
-    // A commit: the block header, slot and tuple in 9 sectors, one journal sector.
-    assert_eq!(commits.write_bytes, ROWS as u64 * 10 * 512, "{index:?}");
+    // A commit: the block header, slot, journal record and tuple in one write of 9 sectors —
+    // but the first, whose record goes to the journal (one sector) and reserves the block
+    // the next commit writes its record into, and so on.
+    assert_eq!(
+        commits.write_bytes,
+        ROWS as u64 * 9 * 512 + 512,
+        "{index:?}"
+    );
+    assert_eq!(commits.writes, ROWS as u64 + 1, "one write a commit");
     assert_eq!(commits.syncs, ROWS as u64, "one sync a commit");
     let per_row = close as f64 / ROWS as f64;
     assert!(
@@ -48,7 +56,7 @@ fn run(index: IndexKind) {
         all.writes - commits.writes
     );
     assert!(
-        ratio <= 1.25,
+        ratio <= 1.13,
         "{index:?}: {ratio:.4} device bytes per application byte"
     );
     let mut db = Database::open(dev.into_inner(), opts).unwrap();
