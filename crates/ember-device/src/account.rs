@@ -243,6 +243,9 @@ impl<D: BlockDevice> BlockDevice for Accounted<D> {
     fn resize(&mut self, new_len: u64) -> Result<()> {
         self.dev.resize(new_len)
     }
+    fn prepare(&mut self, offset: u64, len: u64) {
+        self.dev.prepare(offset, len)
+    }
 }
 
 impl<F: FlashDevice> FlashDevice for Accounted<F> {

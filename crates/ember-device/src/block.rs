@@ -47,6 +47,15 @@ pub trait BlockDevice {
     ///
     /// [`DeviceError::Unsupported`]: crate::DeviceError::Unsupported
     fn resize(&mut self, new_len: u64) -> Result<()>;
+
+    /// Tells the device that `[offset, offset + len)` is about to be written, often and with
+    /// syncs in between (a journal's ring, a table's new blocks). A device whose storage is
+    /// allocated on first write — a sparse file — may allocate it now, in bigger pieces, so
+    /// that later syncs do not also have to make an allocation durable. Never changes what
+    /// the device holds; a range past the end is ignored. The default does nothing.
+    fn prepare(&mut self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
 }
 
 /// Forwards the block-device contract through a pointer type.
@@ -70,6 +79,9 @@ macro_rules! forward_block_device {
             }
             fn resize(&mut self, new_len: u64) -> Result<()> {
                 (**self).resize(new_len)
+            }
+            fn prepare(&mut self, offset: u64, len: u64) {
+                (**self).prepare(offset, len)
             }
         }
     )*};

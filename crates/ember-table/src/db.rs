@@ -576,13 +576,15 @@ impl<D: BlockDevice> Database<D> {
             }
         }
         let mut replayed = 0;
+        let mut freed = Vec::new();
         for r in &records {
-            let (_, rest) = decode_record(r)?;
+            let (marks, rest) = decode_record(r)?;
             let ops = decode_ops(rest, r.lsn)?;
             if !db.tuples_durable(&ops)? {
                 break;
             }
             db.sm.replay(r)?;
+            freed.extend(marks.iter().filter(|m| !m.1).map(|m| m.0));
             let added: Vec<BlockRef> = ops
                 .iter()
                 .filter_map(|op| match op {
@@ -601,6 +603,15 @@ impl<D: BlockDevice> Database<D> {
         // A spill block no replayed transaction took is free again.
         if let Some(b) = db.spill.take() {
             db.sm.unreserve(&[b])?;
+        }
+        // Blocks the replayed records give back stay taken until the checkpoint that ends
+        // recovery has emptied the journal, as in normal operation: were a new index page put
+        // in one, a second cut before that would make the records replay over it.
+        for b in freed {
+            if !db.sm.allocator().is_allocated(b) {
+                db.sm.apply_marks(&[(b, true)])?;
+                db.deferred.push(b);
+            }
         }
         #[cfg(feature = "secondary-index")]
         for id in db.tables.keys().copied().collect::<Vec<_>>() {
@@ -1348,10 +1359,20 @@ impl<D: BlockDevice> Database<D> {
         } else {
             txn.ops.len()
         };
+        // A transaction that wrote a big tuple into a fresh block reserves the next spill
+        // block like it, if there is none: the next such transaction writes its record there.
+        let reserve = match (self.spill, carried, txn.big) {
+            (None, false, Some(big)) => Some(big),
+            _ => None,
+        };
         // The journal is at most half full when a transaction starts; one that does not fit
-        // the rest (and a spill block's mark and operation) is refused whole (a checkpoint now
-        // would write part of it home).
-        if !self.sm.journal_fits(txn.marks.len() + 1, ops_len + 16) {
+        // the rest (with the spill block's mark and operation) is refused whole (a
+        // checkpoint now would write part of it home).
+        let extra = usize::from(reserve.is_some());
+        if !self
+            .sm
+            .journal_fits(txn.marks.len() + extra, ops_len + 10 * extra)
+        {
             self.txn = Some(txn);
             self.explicit = true;
             self.rollback()?;
@@ -1361,20 +1382,21 @@ impl<D: BlockDevice> Database<D> {
             });
         }
         self.deferred.extend(txn.frees.iter().copied());
-        // A transaction that wrote a big tuple into a fresh block reserves the next spill
-        // block like it, if there is none: the next such transaction writes its record there.
-        if let (None, false, Some((want, hint))) = (self.spill, carried, txn.big) {
+        if let Some((want, hint)) = reserve {
             if let Ok(ext) = self.sm.reserve_after(want as u64, Some(hint)) {
+                let fit = self.sm.allocator().fit_size(want as u64);
                 match ext[..] {
-                    [e] => {
+                    // Only a block of the size such a tuple's block gets can be taken.
+                    [e] if Some(e.len) == fit => {
                         txn.marks.push((e.block, true));
                         txn.ops.push(OP_SPILL);
                         put_block(&mut txn.ops, e.block);
                         self.spill = Some(e.block);
                     }
-                    _ => self
-                        .sm
-                        .unreserve(&ext.iter().map(|e| e.block).collect::<Vec<_>>())?,
+                    _ => {
+                        let blocks: Vec<BlockRef> = ext.iter().map(|e| e.block).collect();
+                        self.sm.unreserve(&blocks)?;
+                    }
                 }
             }
         }
@@ -1410,23 +1432,31 @@ impl<D: BlockDevice> Database<D> {
     /// room: it goes to the ring then.
     fn write_spilled(&mut self, txn: &mut Txn, b: BlockRef) -> Result<bool> {
         let size = SpaceManager::<D>::spilled_size(txn.marks.len(), txn.ops.len());
-        if size > SPILL_ROOM {
+        let room = |db: &mut Self| {
+            db.cache
+                .get_mut(&b)
+                .and_then(|x| x.room_mut(size))
+                .is_some()
+        };
+        if size > SPILL_ROOM || !room(self) {
             return Ok(false);
         }
-        let Some(room) = self
-            .cache
-            .get_mut(&b)
-            .and_then(|block| block.room_mut(size))
-        else {
-            return Ok(false);
-        };
-        self.sm.append_spilled(&txn.marks, &txn.ops, room)?;
+        // The other blocks first: a failed write there leaves the journal as it was.
         for &other in txn.touched() {
             if other != b {
                 self.write_tuples(other)?;
             }
         }
-        self.write_tuples(b)?;
+        let before = self.sm.journal_position();
+        let Some(room) = self.cache.get_mut(&b).and_then(|x| x.room_mut(size)) else {
+            return Ok(false);
+        };
+        self.sm.append_spilled(&txn.marks, &txn.ops, room)?;
+        if let Err(e) = self.write_tuples(b) {
+            // The record never landed: the next one takes its place in the chain.
+            self.sm.rewind_journal(before);
+            return Err(e);
+        }
         Ok(true)
     }
 
@@ -1467,6 +1497,10 @@ impl<D: BlockDevice> Database<D> {
         };
         for r in runs {
             let bytes = block.bytes(r.clone()).to_vec();
+            // A table's blocks are written commit after commit: worth allocating ahead.
+            self.sm
+                .device()
+                .prepare(at + r.start as u64, bytes.len() as u64);
             self.sm.device().write(at + r.start as u64, &bytes)?;
         }
         Ok(())

@@ -80,7 +80,8 @@ impl Kind {
             // sector). Version 1 blocks are still read.
             Kind::Slotted => 2,
             // 2: the table engine's payloads may hold "add block" with a header length
-            // (operation 10). Version 1 records are still read.
+            // (operation 10). 3: the header names a spill block (records without one are
+            // still sealed as version 2). Versions 1 and 2 are still read.
             Kind::JournalRecord => 3,
             // 2: entries are prefix-compressed and their locations delta-coded against the
             // entry before (a few bytes an entry instead of 13 plus the key). Version 1 pages

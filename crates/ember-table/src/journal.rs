@@ -121,7 +121,17 @@ const KEEP_BUF_BYTES: usize = 64 * 1024;
 fn spill_of(rec: &[u8]) -> u64 {
     let mut b = [0u8; 8];
     b[..7].copy_from_slice(&rec[33..40]);
-    u64::from_le_bytes(b) * SECTOR
+    u64::from_le_bytes(b).checked_mul(SECTOR).unwrap_or(0)
+}
+
+/// Where the journal's chain stands: saved before a write and restored if it fails, so the
+/// next record is written where and as the failed one would have been.
+#[derive(Debug, Clone, Copy)]
+pub struct Position {
+    head: u64,
+    next_lsn: u64,
+    last_crc: u32,
+    spilled: u64,
 }
 
 /// Bytes a record with `payload` bytes occupies in the ring.
@@ -330,8 +340,10 @@ impl Journal {
         };
         let head = &first[header..header + RECORD_HEADER];
         let len = format::sealed_len(head).unwrap_or(0);
+        // The engine writes the record inside sector 0.
         if head[0..4] != Kind::JournalRecord.magic()
             || len < RECORD_HEADER
+            || header + len > 512
             || u64_at(head, 16) != self.next_lsn
             || u32_at(head, 24) != self.last_crc
             || head[32] != TYPE_PAYLOAD
@@ -339,18 +351,16 @@ impl Journal {
             return Ok(None);
         }
         let at = spill + header as u64;
-        if at
-            .checked_add(len as u64)
-            .is_none_or(|e| e > dev.capacity())
-        {
+        let rec = first[header..header + len].to_vec();
+        if let Err(e) = format::check(Kind::JournalRecord, &rec, at) {
+            // As in the ring: a newer format is refused, and a damaged record that valid
+            // records in the ring follow, saying it was synced, is corruption, not a tear.
+            if matches!(e, TableError::Version { .. })
+                || self.followed_by_valid(dev, 0, u32_at(&rec, 8))?
+            {
+                return Err(e);
+            }
             return Ok(None);
-        }
-        let mut rec = vec![0u8; len];
-        dev.read(at, &mut rec)?;
-        match format::check(Kind::JournalRecord, &rec, at) {
-            Ok(_) => {}
-            Err(e @ TableError::Version { .. }) => return Err(e),
-            Err(_) => return Ok(None),
         }
         if RECORD_HEADER + u32_at(&rec, 28) as usize != len {
             return Ok(None);
@@ -423,6 +433,25 @@ impl Journal {
     /// since the checkpoint.
     pub fn used(&self) -> u64 {
         (self.head + self.ring - self.ckpt_pos) % self.ring + self.spilled
+    }
+
+    /// Where the chain stands now (see [`rewind`](Self::rewind)).
+    pub fn position(&self) -> Position {
+        Position {
+            head: self.head,
+            next_lsn: self.next_lsn,
+            last_crc: self.last_crc,
+            spilled: self.spilled,
+        }
+    }
+
+    /// Goes back to `p`, taken before a record whose write failed: the next record takes its
+    /// place, LSN and chain value, so no record after it names one that never landed.
+    pub fn rewind(&mut self, p: Position) {
+        self.head = p.head;
+        self.next_lsn = p.next_lsn;
+        self.last_crc = p.last_crc;
+        self.spilled = p.spilled;
     }
 
     /// Sets the spill block the records appended from now on name: the device offset of a
@@ -527,7 +556,11 @@ impl Journal {
         }
         let mut buf = core::mem::take(&mut self.buf);
         buf.clear();
+        let before = self.position();
         let r = self.append_into(dev, records, &mut buf, payload_len);
+        if r.is_err() {
+            self.rewind(before);
+        }
         // A big transaction's buffer is not kept.
         if buf.capacity() <= KEEP_BUF_BYTES {
             self.buf = buf;
@@ -586,7 +619,9 @@ impl Journal {
             rec[p..p + part.len()].copy_from_slice(part);
             p += part.len();
         }
-        format::seal(Kind::JournalRecord, rec, len);
+        // A record without a spill pointer keeps format version 2, which older builds read.
+        let version = if self.spill == 0 { 2 } else { 3 };
+        format::seal_as(Kind::JournalRecord, version, rec, len);
         self.last_crc = u32_at(rec, 8);
         if kind == TYPE_PAYLOAD {
             self.next_lsn += 1;
@@ -595,7 +630,10 @@ impl Journal {
 
     fn flush<D: BlockDevice>(&self, dev: &mut D, ring_at: u64, buf: &mut Vec<u8>) -> Result<()> {
         if !buf.is_empty() {
-            dev.write(self.start + HEADERS + ring_at, buf)?;
+            let at = self.start + HEADERS + ring_at;
+            // The ring is written again and again, with syncs: worth allocating ahead.
+            dev.prepare(at, buf.len() as u64);
+            dev.write(at, buf)?;
             buf.clear();
         }
         Ok(())

@@ -43,4 +43,7 @@ impl BlockDevice for AnyDevice {
     fn resize(&mut self, len: u64) -> Result<(), DeviceError> {
         each!(self, d => d.resize(len))
     }
+    fn prepare(&mut self, offset: u64, len: u64) {
+        each!(self, d => d.prepare(offset, len))
+    }
 }
