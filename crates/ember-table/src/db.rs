@@ -188,6 +188,8 @@ struct Txn {
     in_place: bool,
     marks: Vec<Mark>,
     frees: Vec<BlockRef>,
+    /// The blocks a new tuple went into (replay reads those tuples back).
+    filled: Vec<BlockRef>,
     undo: Vec<Undo>,
     /// The blocks whose slots changed, in the order of their first change after the one
     /// before (so a block may appear more than once; see [`Txn::touched`]).
@@ -229,6 +231,7 @@ impl Txn {
             + self.tuples.capacity() * size_of::<(usize, usize)>()
             + self.marks.capacity() * size_of::<Mark>()
             + self.frees.capacity() * size_of::<BlockRef>()
+            + self.filled.capacity() * size_of::<BlockRef>()
             + self.undo.capacity() * size_of::<Undo>()
             + self.blocks.capacity() * size_of::<BlockRef>();
         if bytes > TXN_KEEP_BYTES {
@@ -240,6 +243,7 @@ impl Txn {
         self.in_place = false;
         self.marks.clear();
         self.frees.clear();
+        self.filled.clear();
         self.undo.clear();
         self.blocks.clear();
         self.record.clear();
@@ -1332,9 +1336,7 @@ impl<D: BlockDevice> Database<D> {
         let mode = self.opts.mode;
         if let Mode::None | Mode::Disorder = mode {
             if mode == Mode::Disorder {
-                for b in txn.touched() {
-                    self.write_tuples(*b)?;
-                }
+                self.write_touched(&mut txn, None)?;
                 self.buffered
                     .push((std::mem::take(&mut txn.marks), std::mem::take(&mut txn.ops)));
                 if self.buffered.iter().map(|r| r.1.len()).sum::<usize>() > 64 * 1024 {
@@ -1408,9 +1410,7 @@ impl<D: BlockDevice> Database<D> {
         };
         if !spilled {
             if !carried {
-                for b in txn.touched() {
-                    self.write_tuples(*b)?;
-                }
+                self.write_touched(&mut txn, None)?;
             }
             let ops = if carried { &txn.record } else { &txn.ops };
             self.sm.append(&txn.marks, ops)?;
@@ -1442,11 +1442,7 @@ impl<D: BlockDevice> Database<D> {
             return Ok(false);
         }
         // The other blocks first: a failed write there leaves the journal as it was.
-        for &other in txn.touched() {
-            if other != b {
-                self.write_tuples(other)?;
-            }
-        }
+        self.write_touched(txn, Some(b))?;
         let before = self.sm.journal_position();
         let Some(room) = self.cache.get_mut(&b).and_then(|x| x.room_mut(size)) else {
             return Ok(false);
@@ -1458,6 +1454,27 @@ impl<D: BlockDevice> Database<D> {
             return Err(e);
         }
         Ok(true)
+    }
+
+    /// Writes the tuples of the blocks a transaction touched, but `except`, and not those it
+    /// gave back without putting a tuple in them: nothing reads them again (replay drops a
+    /// removed block, the checkpoint frees it), so they leave the buffer unwritten — an
+    /// update that empties a block made since the checkpoint would otherwise rewrite its
+    /// header sector for nothing.
+    fn write_touched(&mut self, txn: &mut Txn, except: Option<BlockRef>) -> Result<()> {
+        txn.touched();
+        for i in 0..txn.blocks.len() {
+            let b = txn.blocks[i];
+            if Some(b) == except {
+                continue;
+            }
+            if txn.frees.contains(&b) && !txn.filled.contains(&b) {
+                self.cache.remove(&b);
+                continue;
+            }
+            self.write_tuples(b)?;
+        }
+        Ok(())
     }
 
     /// Whether the index pages the next checkpoint writes and frees come near what the
@@ -2550,6 +2567,9 @@ impl<D: BlockDevice> Database<D> {
                 txn.tuples.clear();
                 txn.tuple_data.clear();
             }
+        }
+        if txn.filled.last() != Some(&b) && !txn.filled.contains(&b) {
+            txn.filled.push(b);
         }
         txn.ops.push(OP_SLOT);
         txn.ops.extend_from_slice(&id.to_le_bytes());
