@@ -376,6 +376,9 @@ impl<D: BlockDevice> ExtentSpace for SpaceManager<D> {
         Ok(self.dev.read(offset, buf)?)
     }
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        // Other engines append to their extents (a log, sorted tables, pages), syncing as
+        // they go: worth allocating ahead (see `BlockDevice::prepare`).
+        self.dev.prepare(offset, data.len() as u64);
         Ok(self.dev.write(offset, data)?)
     }
     fn sync_space(&mut self) -> Result<()> {
