@@ -61,6 +61,18 @@ fn encode_marks(marks: &[Mark], p: &mut Vec<u8>) {
     }
 }
 
+/// Calls `f` with the start of a record's payload for `marks` ([`encode_marks`]); most
+/// commits mark no block, and their five bytes stay on the stack.
+fn with_marks<T>(marks: &[Mark], f: impl FnOnce(&[u8]) -> T) -> T {
+    if marks.is_empty() {
+        f(&[MARKS, 0, 0, 0, 0])
+    } else {
+        let mut head = Vec::new();
+        encode_marks(marks, &mut head);
+        f(&head)
+    }
+}
+
 /// A block and whether it is in use, as a journal record states it.
 pub type Mark = (BlockRef, bool);
 
@@ -256,16 +268,9 @@ impl<D: BlockDevice> SpaceManager<D> {
     /// A full journal is [`TableError::JournalFull`]: the caller checkpoints what it owns,
     /// then [`checkpoint`](Self::checkpoint)s.
     pub fn append(&mut self, marks: &[Mark], rest: &[u8]) -> Result<()> {
-        // Most commits mark no block: their marks part is five bytes on the stack.
-        let none = [MARKS, 0, 0, 0, 0];
-        let mut head = Vec::new();
-        let head: &[u8] = if marks.is_empty() {
-            &none
-        } else {
-            encode_marks(marks, &mut head);
-            &head
-        };
-        self.journal.append_parts(&mut self.dev, &[head, rest])?;
+        with_marks(marks, |head| {
+            self.journal.append_parts(&mut self.dev, &[head, rest])
+        })?;
         Ok(())
     }
 
@@ -273,15 +278,7 @@ impl<D: BlockDevice> SpaceManager<D> {
     /// `out`, for the caller to write into the spill block named by the last record (see the
     /// journal's module docs); returns its length. `Invalid` if it does not fit `out`.
     pub fn append_spilled(&mut self, marks: &[Mark], rest: &[u8], out: &mut [u8]) -> Result<usize> {
-        let none = [MARKS, 0, 0, 0, 0];
-        let mut head = Vec::new();
-        let head: &[u8] = if marks.is_empty() {
-            &none
-        } else {
-            encode_marks(marks, &mut head);
-            &head
-        };
-        self.journal.spill_record(&[head, rest], out)
+        with_marks(marks, |head| self.journal.spill_record(&[head, rest], out))
     }
 
     /// Where the journal's chain stands (to [`rewind_journal`](Self::rewind_journal) to, if
