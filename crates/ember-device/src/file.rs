@@ -41,12 +41,15 @@
 //! range touches (1 MiB, [`HOLE_FILL_GRANULE`]; set with [`FileBlock::with_hole_fill`]),
 //! once a session, found with `lseek` `SEEK_DATA`/`SEEK_HOLE`: the granule is allocated
 //! once, in one piece, and later syncs write data only. Other writes (a format's scattered
-//! metadata) fill nothing. A hole reads as zeros, so the file's content never changes (a
-//! file system that cannot find holes reports the whole file as data, and nothing is
-//! written); a failure (a full disk) turns filling off and leaves the writes to report it.
-//! The zeros go out a 4 KiB page at a time, so the page cache keeps small pages there. The price is disk space and
-//! one write of zeros per granule around what is written. Synchronous 4 KiB-row inserts ran
-//! about 1.3× as fast with it (BENCHMARKS.md, mobibench).
+//! metadata) fill nothing. A hole reads as zeros, so the file's content never changes — as
+//! long as the file system reports holes exactly: filling trusts `SEEK_HOLE`, and a hole
+//! reported over data (a bug some file systems have shipped for data still in the page
+//! cache) would zero that data. So it is on by default only on ext4, XFS, tmpfs and F2FS;
+//! elsewhere [`FileBlock::with_hole_fill`] turns it on. A failure (a full disk) turns
+//! filling off and leaves the writes to report it. The zeros go out a 4 KiB page at a time,
+//! so the page cache keeps small pages there. The price is disk space and one write of
+//! zeros per granule around what is written. Synchronous 4 KiB-row inserts ran about 1.3×
+//! as fast with it (BENCHMARKS.md, mobibench).
 //!
 //! Discovering a raw device's size and logical block size uses Linux interfaces (seeking to the
 //! end of the device, and sysfs); on other Unix systems the sector size falls back to 512.
@@ -289,10 +292,11 @@ mod unix {
             Ok(self)
         }
 
-        /// Sets the granule in which holes of the file are filled before the first write
-        /// into them ([module docs](super#holes)): a power of two of at least 4 KiB, or 0 to
-        /// leave holes alone. The default is [`HOLE_FILL_GRANULE`] where the platform can
-        /// find holes (Linux), else 0.
+        /// Sets the granule in which holes of the file are filled when a range is
+        /// [prepared](crate::BlockDevice::prepare) ([module docs](super#holes)): a power of
+        /// two of at least 4 KiB, or 0 to leave holes alone. The default is
+        /// [`HOLE_FILL_GRANULE`] on Linux file systems known to report holes exactly (ext4,
+        /// XFS, tmpfs, F2FS), else 0.
         pub fn with_hole_fill(mut self, granule: u64) -> Result<Self> {
             if granule != 0 && (!granule.is_power_of_two() || granule < 4096) {
                 return Err(DeviceError::BadGeometry {
@@ -311,12 +315,16 @@ mod unix {
 
         fn with_file(file: File, len: u64) -> Self {
             FileBlock {
+                holes: HoleFill::new(if trusts_holes(&file) {
+                    DEFAULT_GRANULE
+                } else {
+                    0
+                }),
                 inner: Positioned {
                     file,
                     len,
                     sector_size: DEFAULT_SECTOR_SIZE,
                 },
-                holes: HoleFill::new(DEFAULT_GRANULE),
             }
         }
 
@@ -364,13 +372,33 @@ mod unix {
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     const DEFAULT_GRANULE: u64 = 0;
 
+    /// Whether the file system under `file` reports holes (`SEEK_DATA` / `SEEK_HOLE`) well
+    /// enough for filling to trust: exactly, data still in the page cache included (ext4,
+    /// XFS, tmpfs, F2FS). A hole reported over data would have that data overwritten with
+    /// zeros, so on any other file system (a network one, or one that has shipped such
+    /// bugs) filling is off unless [`FileBlock::with_hole_fill`] turns it on.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn trusts_holes(file: &File) -> bool {
+        const EXT4: u32 = 0xEF53;
+        const XFS: u32 = 0x5846_5342;
+        const TMPFS: u32 = 0x0102_1994;
+        const F2FS: u32 = 0xF2F5_2010;
+        rustix::fs::fstatfs(file)
+            .is_ok_and(|s| matches!(s.f_type as u32, EXT4 | XFS | TMPFS | F2FS))
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn trusts_holes(_file: &File) -> bool {
+        false
+    }
+
     /// The zeros a hole is filled with, one page at a time: a bigger write would make the
     /// page cache hold the granule in large folios, and every later small write would then
     /// dirty a whole large folio (and be counted as that in `/proc/self/io`).
     static FILL_PIECE: [u8; 4096] = [0; 4096];
 
-    /// Fills the holes of a sparse file with zeros before the first write into each granule
-    /// (see the [module docs](super#holes)).
+    /// Fills the holes of a sparse file with zeros, a granule at a time, when a range in it
+    /// is prepared (see the [module docs](super#holes)).
     #[derive(Debug)]
     struct HoleFill {
         /// Bytes of a granule; 0 when off.
@@ -983,7 +1011,10 @@ mod tests {
     fn a_prepared_range_fills_the_holes_of_its_granule_and_only_then() {
         let dir = tempfile::tempdir().unwrap();
         let path = temp_path(&dir, "sparse");
-        let mut dev = FileBlock::create(&path, 8 << 20).unwrap();
+        let mut dev = FileBlock::create(&path, 8 << 20)
+            .unwrap()
+            .with_hole_fill(HOLE_FILL_GRANULE)
+            .unwrap();
         if allocated(&path) >= 1 << 20 {
             return; // this file system does not make sparse files: nothing to observe
         }
@@ -1044,7 +1075,10 @@ mod tests {
     fn a_file_cut_and_grown_again_has_its_new_holes_filled() {
         let dir = tempfile::tempdir().unwrap();
         let path = temp_path(&dir, "regrown");
-        let mut dev = FileBlock::create(&path, 4 << 20).unwrap();
+        let mut dev = FileBlock::create(&path, 4 << 20)
+            .unwrap()
+            .with_hole_fill(HOLE_FILL_GRANULE)
+            .unwrap();
         if allocated(&path) >= 1 << 20 {
             return;
         }

@@ -457,6 +457,17 @@ impl Allocator {
         })
     }
 
+    /// Whether `b` is free and can be taken without giving up another block: its chunk
+    /// serves `b`'s class or holds no block (a [`mark`](Self::mark) of another class than
+    /// the chunk's clears the chunk).
+    pub fn is_free_to_take(&self, b: BlockRef) -> bool {
+        self.is_valid(b)
+            && self
+                .chunks
+                .get(b.chunk as usize)
+                .is_some_and(|c| (c.class == Some(b.class) && !c.is_set(b.index)) || c.used == 0)
+    }
+
     /// The smallest class whose blocks hold `bytes`.
     fn best_class(&self, bytes: u64) -> Option<u8> {
         self.sizes

@@ -34,7 +34,11 @@
 //! catalog and the allocator's bitmaps reach home at checkpoints: tuples and new index pages,
 //! sync, block headers, the catalog (naming the new index roots and carrying their pages'
 //! allocator marks), sync, then the replaced pages and freed blocks are given back, the
-//! bitmaps written and the journal emptied.
+//! bitmaps written and the journal emptied. The blocks the replayed records free stay taken
+//! until the checkpoint that ends recovery (unless a later record gave their chunk to
+//! another size class), as in normal operation, where a table's freed blocks wait for the
+//! next checkpoint. A commit or checkpoint that fails after its first write leaves the
+//! database refusing every call with [`TableError::NeedsRecovery`] until it is opened again.
 //!
 //! A block made since the last checkpoint (*fresh*) is the exception: no durable catalog
 //! names it and replay rebuilds it from its add-block operation, never reading it, so its
@@ -188,7 +192,8 @@ struct Txn {
     in_place: bool,
     marks: Vec<Mark>,
     frees: Vec<BlockRef>,
-    /// The blocks a new tuple went into (replay reads those tuples back).
+    /// The blocks a new tuple went into (replay reads those tuples back); a block may
+    /// appear more than once.
     filled: Vec<BlockRef>,
     undo: Vec<Undo>,
     /// The blocks whose slots changed, in the order of their first change after the one
@@ -501,6 +506,10 @@ pub struct Database<D: BlockDevice> {
     spill: Option<BlockRef>,
     /// Disorder mode: records not yet written.
     buffered: Vec<(Vec<Mark>, Vec<u8>)>,
+    /// A commit or checkpoint failed after it began to write: RAM may be ahead of the
+    /// device, and every call but dropping the database is refused with
+    /// [`TableError::NeedsRecovery`] (opening it again recovers the durable state).
+    failed: bool,
     #[cfg(feature = "query-cache")]
     qcache: crate::query_cache::QueryCache,
 }
@@ -532,6 +541,7 @@ impl<D: BlockDevice> Database<D> {
             deferred: Vec::new(),
             spill: None,
             buffered: Vec::new(),
+            failed: false,
             #[cfg(feature = "query-cache")]
             qcache: Default::default(),
         })
@@ -560,6 +570,7 @@ impl<D: BlockDevice> Database<D> {
             deferred: Vec::new(),
             spill: None,
             buffered: Vec::new(),
+            failed: false,
             #[cfg(feature = "query-cache")]
             qcache: Default::default(),
         };
@@ -604,15 +615,19 @@ impl<D: BlockDevice> Database<D> {
             }
             replayed += 1;
         }
-        // A spill block no replayed transaction took is free again.
+        // A spill block no replayed transaction took is free again after recovery's
+        // checkpoint (the last record names it: until the journal is emptied, recovery reads
+        // it for a spilled record).
         if let Some(b) = db.spill.take() {
-            db.sm.unreserve(&[b])?;
+            db.deferred.push(b);
         }
         // Blocks the replayed records give back stay taken until the checkpoint that ends
         // recovery has emptied the journal, as in normal operation: were a new index page put
-        // in one, a second cut before that would make the records replay over it.
+        // in one, a second cut before that would make the records replay over it. Not one
+        // whose chunk serves another class now (another engine's extent, freed at once, and
+        // its chunk taken by a later record): taking it back would free the block there.
         for b in freed {
-            if !db.sm.allocator().is_allocated(b) {
+            if db.sm.allocator().is_free_to_take(b) {
                 db.sm.apply_marks(&[(b, true)])?;
                 db.deferred.push(b);
             }
@@ -936,6 +951,9 @@ impl<D: BlockDevice> Database<D> {
     }
 
     fn table_id(&self, name: &str) -> Result<u64> {
+        if self.failed {
+            return Err(TableError::NeedsRecovery);
+        }
         // Names are kept in lower case; most callers already pass them so.
         let id = if name.bytes().any(|b| b.is_ascii_uppercase()) {
             self.names.get(&lower(name))
@@ -1179,6 +1197,9 @@ impl<D: BlockDevice> Database<D> {
 
     /// Starts a transaction spanning several operations and tables.
     pub fn begin(&mut self) -> Result<()> {
+        if self.failed {
+            return Err(TableError::NeedsRecovery);
+        }
         if self.explicit {
             return Err(TableError::Transaction("a transaction is already open"));
         }
@@ -1324,8 +1345,17 @@ impl<D: BlockDevice> Database<D> {
         }
     }
 
-    /// Writes the transaction's tuples and its journal record, as the mode says.
+    /// Writes the transaction's tuples and its journal record, as the mode says. A failure
+    /// after the first write leaves the database [`failed`](Self::failed): the transaction's
+    /// changes are in RAM, and whether its record is durable is unknown until recovery.
     fn finish(&mut self) -> Result<()> {
+        if self.failed {
+            if self.txn.is_some() {
+                self.explicit = true;
+                self.rollback()?;
+            }
+            return Err(TableError::NeedsRecovery);
+        }
         let Some(mut txn) = self.txn.take() else {
             return Ok(());
         };
@@ -1335,21 +1365,9 @@ impl<D: BlockDevice> Database<D> {
         }
         let mode = self.opts.mode;
         if let Mode::None | Mode::Disorder = mode {
-            if mode == Mode::Disorder {
-                self.write_touched(&mut txn, None)?;
-                self.buffered
-                    .push((std::mem::take(&mut txn.marks), std::mem::take(&mut txn.ops)));
-                if self.buffered.iter().map(|r| r.1.len()).sum::<usize>() > 64 * 1024 {
-                    self.write_buffered()?;
-                }
-            }
-            self.deferred.extend(txn.frees.iter().copied());
-            self.spare = txn.recycle();
-            if self.sm.journal_half_full() || self.index_flush_due() {
-                self.checkpoint_now()?;
-            }
-            self.evict();
-            return Ok(());
+            let r = self.finish_unlogged(txn, mode);
+            self.failed = r.is_err();
+            return r;
         }
         // Small transactions carry their tuples in the record (see JOURNALED_TUPLES_MAX).
         let carried = !txn.in_place;
@@ -1383,6 +1401,39 @@ impl<D: BlockDevice> Database<D> {
                 capacity: self.sm.journal_capacity(),
             });
         }
+        let r = self.finish_logged(txn, carried, reserve);
+        self.failed = r.is_err();
+        r
+    }
+
+    /// [`finish`](Self::finish) in modes `none` and `disorder`.
+    fn finish_unlogged(&mut self, mut txn: Txn, mode: Mode) -> Result<()> {
+        if mode == Mode::Disorder {
+            self.write_touched(&mut txn, None)?;
+            self.buffered
+                .push((std::mem::take(&mut txn.marks), std::mem::take(&mut txn.ops)));
+            if self.buffered.iter().map(|r| r.1.len()).sum::<usize>() > 64 * 1024 {
+                self.write_buffered()?;
+            }
+        }
+        self.deferred.extend(txn.frees.iter().copied());
+        self.spare = txn.recycle();
+        if self.sm.journal_half_full() || self.index_flush_due() {
+            self.checkpoint_now()?;
+        }
+        self.evict();
+        Ok(())
+    }
+
+    /// [`finish`](Self::finish) in modes `metadata`, `data` and `full`, once the record is
+    /// known to fit the journal.
+    fn finish_logged(
+        &mut self,
+        mut txn: Txn,
+        carried: bool,
+        reserve: Option<(usize, BlockRef)>,
+    ) -> Result<()> {
+        let mode = self.opts.mode;
         self.deferred.extend(txn.frees.iter().copied());
         if let Some((want, hint)) = reserve {
             if let Ok(ext) = self.sm.reserve_after(want as u64, Some(hint)) {
@@ -1443,16 +1494,13 @@ impl<D: BlockDevice> Database<D> {
         }
         // The other blocks first: a failed write there leaves the journal as it was.
         self.write_touched(txn, Some(b))?;
-        let before = self.sm.journal_position();
         let Some(room) = self.cache.get_mut(&b).and_then(|x| x.room_mut(size)) else {
             return Ok(false);
         };
         self.sm.append_spilled(&txn.marks, &txn.ops, room)?;
-        if let Err(e) = self.write_tuples(b) {
-            // The record never landed: the next one takes its place in the chain.
-            self.sm.rewind_journal(before);
-            return Err(e);
-        }
+        // A failed write leaves the database failed (see `finish`): no record follows one
+        // that may not have landed.
+        self.write_tuples(b)?;
         Ok(true)
     }
 
@@ -1463,12 +1511,14 @@ impl<D: BlockDevice> Database<D> {
     /// header sector for nothing.
     fn write_touched(&mut self, txn: &mut Txn, except: Option<BlockRef>) -> Result<()> {
         txn.touched();
+        txn.filled.sort_unstable();
+        txn.frees.sort_unstable();
         for i in 0..txn.blocks.len() {
             let b = txn.blocks[i];
             if Some(b) == except {
                 continue;
             }
-            if txn.frees.contains(&b) && !txn.filled.contains(&b) {
+            if txn.frees.binary_search(&b).is_ok() && txn.filled.binary_search(&b).is_err() {
                 self.cache.remove(&b);
                 continue;
             }
@@ -1535,7 +1585,17 @@ impl<D: BlockDevice> Database<D> {
         self.checkpoint_now()
     }
 
+    /// Checkpoints; a failure leaves the database [`failed`](Self::failed).
     fn checkpoint_now(&mut self) -> Result<()> {
+        if self.failed {
+            return Err(TableError::NeedsRecovery);
+        }
+        let r = self.write_checkpoint();
+        self.failed = r.is_err();
+        r
+    }
+
+    fn write_checkpoint(&mut self) -> Result<()> {
         self.found = None;
         // Records written in disorder mode may have to wait for room: make room first.
         let pending = std::mem::take(&mut self.buffered);
@@ -1767,9 +1827,7 @@ impl<D: BlockDevice> Database<D> {
     }
 
     fn drop_index_inner(&mut self, name: &str) -> Result<()> {
-        let (id, pos) = self
-            .index_owner(name)
-            .ok_or_else(|| TableError::NoSuchTable(name.to_string()))?;
+        let (id, pos) = self.index_named(name)?;
         let Some(t) = self.tables.get_mut(&id) else {
             return Ok(());
         };
@@ -1787,6 +1845,15 @@ impl<D: BlockDevice> Database<D> {
     }
 
     /// The table and position of a secondary index, by name.
+    /// [`index_owner`](Self::index_owner), or why there is none to use.
+    fn index_named(&self, name: &str) -> Result<(u64, usize)> {
+        if self.failed {
+            return Err(TableError::NeedsRecovery);
+        }
+        self.index_owner(name)
+            .ok_or_else(|| TableError::NoSuchTable(name.to_string()))
+    }
+
     fn index_owner(&self, name: &str) -> Option<(u64, usize)> {
         self.tables.values().find_map(|t| {
             t.defs
@@ -1810,9 +1877,7 @@ impl<D: BlockDevice> Database<D> {
     /// The rows whose indexed columns equal `values`, through secondary index `name`.
     #[cfg(feature = "secondary-index")]
     pub fn find(&mut self, name: &str, values: &[Value]) -> Result<Vec<Vec<Value>>> {
-        let (id, pos) = self
-            .index_owner(name)
-            .ok_or_else(|| TableError::NoSuchTable(name.to_string()))?;
+        let (id, pos) = self.index_named(name)?;
         let pks = self.tables[&id].secondary[pos].lookup(values);
         self.rows_by_keys(id, pks)
     }
@@ -1826,9 +1891,7 @@ impl<D: BlockDevice> Database<D> {
         lo: Bound<&[Value]>,
         hi: Bound<&[Value]>,
     ) -> Result<Vec<Vec<Value>>> {
-        let (id, pos) = self
-            .index_owner(name)
-            .ok_or_else(|| TableError::NoSuchTable(name.to_string()))?;
+        let (id, pos) = self.index_named(name)?;
         let enc = |b: Bound<&[Value]>| match b {
             Bound::Included(v) => Bound::Included(key_bytes(v)),
             Bound::Excluded(v) => Bound::Excluded(key_bytes(v)),
@@ -1908,9 +1971,7 @@ impl<D: BlockDevice> Database<D> {
         hi: Bound<&[V]>,
         order: Order,
     ) -> Result<(u64, Vec<Vec<u8>>)> {
-        let (id, pos) = self
-            .index_owner(name)
-            .ok_or_else(|| TableError::NoSuchTable(name.to_string()))?;
+        let (id, pos) = self.index_named(name)?;
         // Keys that start with prefix p lie in [p, successor(p)).
         let (lo_in, hi_in) = (lo, hi);
         let lo = match lo {
@@ -2568,7 +2629,7 @@ impl<D: BlockDevice> Database<D> {
                 txn.tuple_data.clear();
             }
         }
-        if txn.filled.last() != Some(&b) && !txn.filled.contains(&b) {
+        if txn.filled.last() != Some(&b) {
             txn.filled.push(b);
         }
         txn.ops.push(OP_SLOT);
@@ -3154,6 +3215,9 @@ impl<D: BlockDevice> Database<D> {
     /// checkpointed first (the table engine's changes go home before the journal is
     /// emptied), which cannot happen in the middle of a transaction that changed tables.
     fn journal_room(&mut self, marks: usize) -> Result<()> {
+        if self.failed {
+            return Err(TableError::NeedsRecovery);
+        }
         if self.sm.journal_fits(marks, 0) {
             return Ok(());
         }
@@ -3165,17 +3229,29 @@ impl<D: BlockDevice> Database<D> {
         }
         self.checkpoint_now()
     }
+
+    /// `r`, leaving the database [`failed`](Self::failed) if the device failed: the space
+    /// manager takes back in RAM what its record did, but a record that failed may still
+    /// have landed.
+    fn device_failed<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(TableError::Device(_)) = r {
+            self.failed = true;
+        }
+        r
+    }
 }
 
 impl<D: BlockDevice> crate::space::ExtentSpace for Database<D> {
     fn allocate_extents(&mut self, bytes: u64) -> Result<Vec<crate::space::Extent>> {
         let max = u64::from(self.sm.allocator().config().max_block.max(512));
         self.journal_room(bytes.div_ceil(max) as usize + 1)?;
-        self.sm.allocate(bytes)
+        let r = self.sm.allocate(bytes);
+        self.device_failed(r)
     }
     fn free_extents(&mut self, extents: &[crate::space::Extent]) -> Result<()> {
         self.journal_room(extents.len())?;
-        self.sm.free(extents)
+        let r = self.sm.free(extents);
+        self.device_failed(r)
     }
     fn allocated_extent(&self, block: BlockRef) -> Option<crate::space::Extent> {
         self.sm.allocated_extent(block)

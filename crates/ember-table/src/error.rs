@@ -56,6 +56,10 @@ pub enum TableError {
     Transaction(&'static str),
     /// A configuration or argument is invalid.
     Invalid(&'static str),
+    /// An earlier commit or checkpoint failed after it began to write: what the database
+    /// holds in RAM may be ahead of the device, so it refuses every call until it is opened
+    /// again (recovery rebuilds the last durable state from the device).
+    NeedsRecovery,
 }
 
 impl fmt::Display for TableError {
@@ -94,6 +98,10 @@ impl fmt::Display for TableError {
             }
             TableError::Transaction(what) => write!(f, "transaction: {what}"),
             TableError::Invalid(what) => write!(f, "invalid: {what}"),
+            TableError::NeedsRecovery => write!(
+                f,
+                "an earlier commit or checkpoint failed part way: open the database again to recover it"
+            ),
         }
     }
 }

@@ -281,17 +281,6 @@ impl<D: BlockDevice> SpaceManager<D> {
         with_marks(marks, |head| self.journal.spill_record(&[head, rest], out))
     }
 
-    /// Where the journal's chain stands (to [`rewind_journal`](Self::rewind_journal) to, if
-    /// the write of a spilled record fails).
-    pub fn journal_position(&self) -> crate::journal::Position {
-        self.journal.position()
-    }
-
-    /// Takes back the records sealed since `p` (their write failed).
-    pub fn rewind_journal(&mut self, p: crate::journal::Position) {
-        self.journal.rewind(p)
-    }
-
     /// Bytes of a record with this many marks and caller bytes spilled into a block.
     pub fn spilled_size(marks: usize, rest: usize) -> usize {
         crate::journal::RECORD_OVERHEAD + 5 + MARK_BYTES * marks + rest
