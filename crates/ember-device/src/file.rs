@@ -51,6 +51,29 @@
 //! zeros per granule around what is written. Synchronous 4 KiB-row inserts ran about 1.3×
 //! as fast with it (BENCHMARKS.md, mobibench).
 //!
+//! # Mapped writes
+//!
+//! A `pwrite` costs a system call — a few microseconds on a virtual machine, more than the
+//! rest of a small commit's work. So on 64-bit Linux a [`FileBlock`] on a file system whose
+//! holes it trusts copies a write of up to 64 KiB ([`MAX_MAPPED_WRITE`]) into a shared
+//! mapping of the file instead, when every granule the write touches has had its holes
+//! filled this session (see above): a journal record, a tuple in a table block, an LSM log
+//! append. The bytes land in the same page cache a `pwrite` would put them in, so what
+//! survives is the same: a process crash loses nothing written, `sync` (`fdatasync`, which
+//! writes back pages dirtied through a mapping too) makes them durable, and reads (`pread`)
+//! see them at once. Mappings are 64 MiB windows of the file, at most eight at a time, and
+//! are dropped on [`resize`](crate::BlockDevice::resize).
+//!
+//! Why only filled granules: writing through a mapping into a hole would make the file
+//! system allocate space inside a page fault, and a full disk there is `SIGBUS`, not an
+//! error. Filled granules are allocated (or reserved) already, and lie inside the file, so
+//! the copy never asks for space or lands past the end. What a mapping cannot turn into an
+//! error is a page the kernel has dropped from its cache and then fails to read back from
+//! the disk before the copy (a failing disk): the process gets `SIGBUS` where `pwrite`
+//! would have returned `EIO`. Databases that map their files (LMDB, SQLite with
+//! `mmap_size`) carry the same risk; [`FileBlock::with_mapped_writes`] turns mapping off
+//! for a device where that matters more than the speed.
+//!
 //! Discovering a raw device's size and logical block size uses Linux interfaces (seeking to the
 //! end of the device, and sysfs); on other Unix systems the sector size falls back to 512.
 //!
@@ -63,7 +86,7 @@
 //! [`File::sync_data`]: std::fs::File::sync_data
 
 #[cfg(unix)]
-pub use unix::{FileBlock, HOLE_FILL_GRANULE, RawBlock};
+pub use unix::{FileBlock, HOLE_FILL_GRANULE, MAX_MAPPED_WRITE, RawBlock};
 
 #[cfg(unix)]
 mod unix {
@@ -224,6 +247,7 @@ mod unix {
     pub struct FileBlock {
         inner: Positioned,
         holes: HoleFill,
+        mapped: mapped::Mapped,
     }
 
     impl FileBlock {
@@ -307,6 +331,22 @@ mod unix {
             Ok(self)
         }
 
+        /// Turns [mapped writes](super#mapped-writes) on or off. They are on by default
+        /// where holes are filled by default (64-bit Linux, ext4, XFS, tmpfs, F2FS); off,
+        /// every write is a `pwrite`. Only granules filled with
+        /// [`with_hole_fill`](Self::with_hole_fill) on are written through a mapping, so
+        /// turning mapping on for another file system trusts its `SEEK_HOLE` as filling
+        /// does. On a target other than 64-bit Linux it does nothing.
+        pub fn with_mapped_writes(mut self, on: bool) -> Self {
+            self.mapped.set_on(on);
+            self
+        }
+
+        /// Writes that went through a mapping so far (see the [module docs](super#mapped-writes)).
+        pub fn mapped_writes(&self) -> u64 {
+            self.mapped.count()
+        }
+
         fn from_opened(file: File) -> Result<Self> {
             Kind::Regular.check_open(&file)?;
             let len = file.metadata().map_err(|e| open_error(&e))?.len();
@@ -314,12 +354,10 @@ mod unix {
         }
 
         fn with_file(file: File, len: u64) -> Self {
+            let trusted = trusts_holes(&file);
             FileBlock {
-                holes: HoleFill::new(if trusts_holes(&file) {
-                    DEFAULT_GRANULE
-                } else {
-                    0
-                }),
+                holes: HoleFill::new(if trusted { DEFAULT_GRANULE } else { 0 }),
+                mapped: mapped::Mapped::new(trusted),
                 inner: Positioned {
                     file,
                     len,
@@ -343,6 +381,13 @@ mod unix {
         forward_positioned!();
 
         fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+            check_bounds(Op::Write, offset, data.len() as u64, self.inner.len)?;
+            // Filled granules lie inside the file and have their space: see `Mapped::write`.
+            if self.holes.covers(offset, data.len() as u64)
+                && self.mapped.write(&self.inner.file, offset, data)
+            {
+                return Ok(());
+            }
             self.inner.write(offset, data)
         }
 
@@ -354,6 +399,8 @@ mod unix {
         }
 
         fn resize(&mut self, new_len: u64) -> Result<()> {
+            // No mapping may reach past the end, not even for a moment.
+            self.mapped.unmap_all();
             self.inner
                 .file
                 .set_len(new_len)
@@ -401,8 +448,11 @@ mod unix {
     /// is prepared (see the [module docs](super#holes)).
     #[derive(Debug)]
     struct HoleFill {
-        /// Bytes of a granule; 0 when off.
+        /// Bytes of a granule; 0 when off from the start.
         granule: u64,
+        /// Whether granules are still filled (a failure turns it off; what was filled stays
+        /// known).
+        filling: bool,
         /// Bit `i`: granule `i` has had its holes filled (or needs no filling) this session.
         done: std::vec::Vec<u64>,
     }
@@ -411,8 +461,19 @@ mod unix {
         fn new(granule: u64) -> Self {
             HoleFill {
                 granule,
+                filling: granule != 0,
                 done: std::vec::Vec::new(),
             }
+        }
+
+        /// Whether every granule `[offset, offset + len)` touches was filled this session
+        /// (and not cut off since): its space is allocated.
+        fn covers(&self, offset: u64, len: u64) -> bool {
+            if self.granule == 0 || len == 0 {
+                return false;
+            }
+            let (first, last) = (offset / self.granule, (offset + len - 1) / self.granule);
+            (first..=last).all(|g| self.is_done(g))
         }
 
         fn is_done(&self, g: u64) -> bool {
@@ -449,7 +510,7 @@ mod unix {
         /// changes the file's content (see [`fill_holes`](Self::fill_holes)), and the writes
         /// that follow report whatever is wrong with the device.
         fn fill(&mut self, file: &File, offset: u64, len: u64, file_len: u64) {
-            if self.granule == 0 || len == 0 {
+            if !self.filling || len == 0 {
                 return;
             }
             let (first, last) = (offset / self.granule, (offset + len - 1) / self.granule);
@@ -460,7 +521,7 @@ mod unix {
                 let start = g * self.granule;
                 let end = start.saturating_add(self.granule).min(file_len);
                 if self.fill_holes(file, start, end).is_err() {
-                    self.granule = 0;
+                    self.filling = false;
                     return;
                 }
                 self.set_done(g);
@@ -505,6 +566,207 @@ mod unix {
                 start += n as u64;
             }
             Ok(())
+        }
+    }
+
+    /// The largest write a [`FileBlock`] copies into a mapping of its file rather than
+    /// `pwrite` (see the [module docs](super#mapped-writes)).
+    pub const MAX_MAPPED_WRITE: usize = 64 << 10;
+
+    /// Writes through shared mappings of the file (see the [module docs](super#mapped-writes)).
+    #[cfg(all(
+        any(target_os = "linux", target_os = "android"),
+        target_pointer_width = "64"
+    ))]
+    #[allow(unsafe_code)]
+    mod mapped {
+        use core::ffi::c_void;
+        use core::ptr::{self, NonNull};
+        use std::fs::File;
+        use std::vec::Vec;
+
+        use rustix::mm::{MapFlags, ProtFlags, mmap, munmap};
+
+        use super::MAX_MAPPED_WRITE;
+
+        /// Bytes of the file one mapping covers, starting at a multiple of its size.
+        const WINDOW: u64 = 64 << 20;
+        /// Mappings kept at once; a new one replaces the least recently used.
+        const MAX_WINDOWS: usize = 8;
+
+        #[derive(Debug)]
+        struct Window {
+            /// Which `WINDOW`-sized piece of the file it maps.
+            index: u64,
+            base: NonNull<u8>,
+            last_use: u64,
+        }
+
+        /// Up to [`MAX_WINDOWS`] shared, writable mappings of one file.
+        ///
+        /// Invariant: every `Window::base` is the start of a live mapping of `WINDOW` bytes
+        /// made by [`Mapped::window`] and unmapped only by [`Mapped::unmap_all`] or
+        /// [`Mapped::window`] when it drops the window from `windows`.
+        #[derive(Debug)]
+        pub(super) struct Mapped {
+            on: bool,
+            windows: Vec<Window>,
+            clock: u64,
+            writes: u64,
+        }
+
+        // SAFETY: the mappings belong to this value alone and are written only through
+        // `&mut self`; nothing hands out a pointer into them, so moving the value to another
+        // thread, or sharing `&Mapped` (which reads only the counters), races with nothing.
+        unsafe impl Send for Mapped {}
+        // SAFETY: as above.
+        unsafe impl Sync for Mapped {}
+
+        impl Mapped {
+            pub(super) fn new(on: bool) -> Self {
+                Mapped {
+                    on,
+                    windows: Vec::new(),
+                    clock: 0,
+                    writes: 0,
+                }
+            }
+
+            pub(super) fn set_on(&mut self, on: bool) {
+                if !on {
+                    self.unmap_all();
+                }
+                self.on = on;
+            }
+
+            pub(super) fn count(&self) -> u64 {
+                self.writes
+            }
+
+            /// Copies `data` to byte `offset` of `file` through a mapping; `false` if it did
+            /// not (mapping off, `data` too big or across two windows, no mapping to be had),
+            /// and the caller must write it itself.
+            ///
+            /// The caller promises that `[offset, offset + data.len())` lies inside the file
+            /// and that its pages have their space allocated: they were written this
+            /// session and the file has not been cut since (a filled granule). Touching them
+            /// then neither faults past the end of the file nor asks the file system for
+            /// space — the two ways a write through a mapping fails with `SIGBUS` that a
+            /// device can rule out.
+            pub(super) fn write(&mut self, file: &File, offset: u64, data: &[u8]) -> bool {
+                if !self.on || data.is_empty() || data.len() > MAX_MAPPED_WRITE {
+                    return false;
+                }
+                let index = offset / WINDOW;
+                let Some(last) = offset.checked_add(data.len() as u64 - 1) else {
+                    return false;
+                };
+                if last / WINDOW != index {
+                    return false;
+                }
+                let Some(base) = self.window(file, index) else {
+                    return false;
+                };
+                let at = (offset - index * WINDOW) as usize;
+                // SAFETY: `base` starts a live mapping of `WINDOW` bytes (the invariant) and
+                // `at + data.len() <= WINDOW` (checked above), so the destination is inside
+                // it; the source is a slice of ordinary memory, which cannot overlap a
+                // mapping no one else has a pointer into. The pages are inside the file and
+                // allocated (the caller's promise), so the copy does not fault past its end.
+                unsafe {
+                    ptr::copy_nonoverlapping(data.as_ptr(), base.as_ptr().add(at), data.len());
+                }
+                self.writes += 1;
+                true
+            }
+
+            /// The mapping of window `index`, made if need be.
+            fn window(&mut self, file: &File, index: u64) -> Option<NonNull<u8>> {
+                self.clock += 1;
+                if let Some(w) = self.windows.iter_mut().find(|w| w.index == index) {
+                    w.last_use = self.clock;
+                    return Some(w.base);
+                }
+                if self.windows.len() == MAX_WINDOWS {
+                    let oldest = (0..self.windows.len())
+                        .min_by_key(|&i| self.windows[i].last_use)
+                        .unwrap_or(0);
+                    let w = self.windows.swap_remove(oldest);
+                    // SAFETY: `w.base` starts a live mapping of `WINDOW` bytes (the
+                    // invariant), now out of `windows`, so nothing uses it again.
+                    let _ = unsafe { munmap(w.base.as_ptr().cast::<c_void>(), WINDOW as usize) };
+                }
+                // SAFETY: a new mapping at an address the kernel chooses, so no memory of
+                // this process changes; mapping past the end of the file is allowed (only
+                // touching such pages is not, and `write` never does).
+                let made = unsafe {
+                    mmap(
+                        ptr::null_mut(),
+                        WINDOW as usize,
+                        ProtFlags::READ | ProtFlags::WRITE,
+                        MapFlags::SHARED,
+                        file,
+                        index * WINDOW,
+                    )
+                };
+                match made.ok().and_then(|p| NonNull::new(p.cast::<u8>())) {
+                    Some(base) => {
+                        self.windows.push(Window {
+                            index,
+                            base,
+                            last_use: self.clock,
+                        });
+                        Some(base)
+                    }
+                    None => {
+                        // Out of address space, or a file that cannot be mapped: write
+                        // with `pwrite` from now on.
+                        self.on = false;
+                        None
+                    }
+                }
+            }
+
+            /// Drops every mapping (the file is about to change length, or mapping is off).
+            pub(super) fn unmap_all(&mut self) {
+                for w in self.windows.drain(..) {
+                    // SAFETY: `w.base` starts a live mapping of `WINDOW` bytes (the
+                    // invariant), now out of `windows`, so nothing uses it again.
+                    let _ = unsafe { munmap(w.base.as_ptr().cast::<c_void>(), WINDOW as usize) };
+                }
+            }
+        }
+
+        impl Drop for Mapped {
+            fn drop(&mut self) {
+                self.unmap_all();
+            }
+        }
+    }
+
+    /// Where writes cannot go through a mapping: every write is a `pwrite`.
+    #[cfg(not(all(
+        any(target_os = "linux", target_os = "android"),
+        target_pointer_width = "64"
+    )))]
+    mod mapped {
+        use std::fs::File;
+
+        #[derive(Debug)]
+        pub(super) struct Mapped;
+
+        impl Mapped {
+            pub(super) fn new(_on: bool) -> Self {
+                Mapped
+            }
+            pub(super) fn set_on(&mut self, _on: bool) {}
+            pub(super) fn count(&self) -> u64 {
+                0
+            }
+            pub(super) fn write(&mut self, _file: &File, _offset: u64, _data: &[u8]) -> bool {
+                false
+            }
+            pub(super) fn unmap_all(&mut self) {}
         }
     }
 
@@ -1098,12 +1360,89 @@ mod tests {
         assert_eq!(&buf[..4], b"kept");
     }
 
+    #[cfg(all(
+        any(target_os = "linux", target_os = "android"),
+        target_pointer_width = "64"
+    ))]
+    #[test]
+    fn small_writes_into_filled_granules_go_through_a_mapping_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "mapped");
+        const WINDOW: u64 = 64 << 20;
+        let mut dev = FileBlock::create(&path, WINDOW + (4 << 20))
+            .unwrap()
+            .with_hole_fill(HOLE_FILL_GRANULE)
+            .unwrap()
+            .with_mapped_writes(true);
+        // Not prepared: a pwrite.
+        dev.write(4096, b"plain").unwrap();
+        assert_eq!(dev.mapped_writes(), 0);
+        // Prepared (its granule filled): through the mapping.
+        dev.prepare(1 << 20, 4096);
+        dev.write((1 << 20) + 100, b"mapped").unwrap();
+        assert_eq!(dev.mapped_writes(), 1);
+        // Anywhere else in a filled granule too, but not past MAX_MAPPED_WRITE.
+        dev.write((2 << 20) - 6, b"edge!!").unwrap();
+        assert_eq!(dev.mapped_writes(), 2);
+        let big = vec![0x5au8; MAX_MAPPED_WRITE + 1];
+        dev.write(1 << 20, &big[..MAX_MAPPED_WRITE]).unwrap();
+        assert_eq!(dev.mapped_writes(), 3);
+        dev.write((1 << 20) + 8, &big).unwrap();
+        assert_eq!(dev.mapped_writes(), 3);
+        // A write across two granules, one not filled: a pwrite.
+        dev.write((2 << 20) - 2, b"across").unwrap();
+        assert_eq!(dev.mapped_writes(), 3);
+        // Across two windows, both granules filled: a pwrite too (no mapping covers it).
+        dev.prepare(WINDOW - 1, 2);
+        dev.write(WINDOW - 3, b"window").unwrap();
+        assert_eq!(dev.mapped_writes(), 3);
+        dev.write(WINDOW + 7, b"second window").unwrap();
+        assert_eq!(dev.mapped_writes(), 4);
+        // Out of bounds is still an error, not a fault.
+        assert!(dev.write(WINDOW + (4 << 20) - 2, b"past").is_err());
+
+        // Reads, through the device and through another handle, see every write.
+        let mut buf = [0u8; 13];
+        dev.read((1 << 20) + 100, &mut buf[..6]).unwrap();
+        assert_eq!(&buf[..6], &[0x5a; 6]); // the big pwrite came after "mapped"
+        dev.read(WINDOW + 7, &mut buf).unwrap();
+        assert_eq!(&buf, b"second window");
+        let image = fs::read(&path).unwrap();
+        assert_eq!(&image[4096..4101], b"plain");
+        assert_eq!(&image[(2 << 20) - 6..(2 << 20) + 4], b"edgeacross");
+        assert_eq!(&image[WINDOW as usize - 3..WINDOW as usize + 3], b"window");
+        assert_eq!(
+            &image[WINDOW as usize + 7..WINDOW as usize + 20],
+            b"second window"
+        );
+
+        // Cut and grown again: the cut granules are holes again, so not mapped until filled.
+        dev.resize(1 << 20).unwrap();
+        dev.resize(3 << 20).unwrap();
+        dev.write((2 << 20) + 1, b"regrown").unwrap();
+        assert_eq!(dev.mapped_writes(), 4);
+        dev.prepare(2 << 20, 1);
+        dev.write((2 << 20) + 1, b"refilled").unwrap();
+        assert_eq!(dev.mapped_writes(), 5);
+        // Turned off: pwrites only.
+        let mut dev = dev.with_mapped_writes(false);
+        dev.write((2 << 20) + 9, b"off").unwrap();
+        assert_eq!(dev.mapped_writes(), 5);
+        dev.sync().unwrap();
+        drop(dev);
+        let image = fs::read(&path).unwrap();
+        assert_eq!(image.len(), 3 << 20);
+        assert_eq!(&image[(2 << 20) + 1..(2 << 20) + 12], b"refilledoff");
+        assert_eq!(&image[1 << 20..(1 << 20) + 4], &[0; 4]);
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
 
-        /// Filling holes never changes what the file holds: writes (zeros among them) at
-        /// random places, each prepared first or not, through devices reopened with filling
-        /// on at several granules and off, read back as a model of the bytes says.
+        /// Filling holes never changes what the file holds, and writes through a mapping
+        /// land as `pwrite`s do: writes (zeros among them) at random places, each prepared
+        /// first or not, through devices reopened with filling on at several granules and
+        /// off and mapping on and off, read back as a model of the bytes says.
         #[test]
         fn filling_holes_never_changes_the_content(
             writes in proptest::collection::vec(
@@ -1121,7 +1460,8 @@ mod tests {
                 let mut dev = FileBlock::open(&path)
                     .unwrap()
                     .with_hole_fill(granules[granule])
-                    .unwrap();
+                    .unwrap()
+                    .with_mapped_writes(i % 4 < 2);
                 // Zeros, a constant, or a pattern with zeros in it.
                 let data: vec::Vec<u8> = (0..len)
                     .map(|j| match fill {

@@ -17,9 +17,12 @@
 //! It must not know anything about the engines above it: no file formats, no checksums of
 //! pages, no tables. It is `#![no_std]`; the `alloc` feature adds the heap-backed devices, the
 //! simulator and fault injection, and `std` adds files.
+//!
+//! Unsafe code is denied except in one module: the shared mappings through which a file
+//! device copies small writes (`file::mapped`, see [the file module](mod@file#mapped-writes)).
 
 #![no_std]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
