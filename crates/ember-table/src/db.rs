@@ -72,7 +72,7 @@
 //! already keeps whole transactions; data mode adds nothing to it here.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 
 use ember_device::BlockDevice;
 
@@ -510,8 +510,38 @@ pub struct Database<D: BlockDevice> {
     /// device, and every call but dropping the database is refused with
     /// [`TableError::NeedsRecovery`] (opening it again recovers the durable state).
     failed: bool,
+    /// What one [`range_visit`](Database::range_visit) leaves the next (see [`ScanScratch`]).
+    scan: ScanScratch,
     #[cfg(feature = "query-cache")]
     qcache: crate::query_cache::QueryCache,
+}
+
+/// What a key-order scan keeps from one [`Database::range_visit`] call to the next, for a
+/// call that goes on where the one before stopped — as a SQL full scan reads, a chunk of rows
+/// per call: the index entries read past the last call's limit, the index cursor after them,
+/// and the read-ahead window the scan had grown to. Such a call visits the entries held
+/// first, reads the index a full [`CHUNK`] at a time, and reads blocks ahead across the
+/// whole chunk, not just the rows it returns. Any change to a primary index forgets it all
+/// ([`Database::forget_positions`]): the held entries could be stale.
+#[derive(Debug, Default)]
+struct ScanScratch {
+    chunk: Chunk,
+    /// Entries of `chunk` visited so far.
+    pos: usize,
+    cur: Option<Cursor>,
+    #[cfg(feature = "prefetch")]
+    ahead: ReadAhead,
+    resume: Option<Resume>,
+}
+
+/// Where a scan that stopped at its limit (going up) stopped.
+#[derive(Debug)]
+struct Resume {
+    table: u64,
+    /// The last key visited.
+    last: Vec<u8>,
+    /// The range's upper bound.
+    hi: Bound<Vec<u8>>,
 }
 
 fn lower(name: &str) -> String {
@@ -542,6 +572,7 @@ impl<D: BlockDevice> Database<D> {
             spill: None,
             buffered: Vec::new(),
             failed: false,
+            scan: ScanScratch::default(),
             #[cfg(feature = "query-cache")]
             qcache: Default::default(),
         })
@@ -571,6 +602,7 @@ impl<D: BlockDevice> Database<D> {
             spill: None,
             buffered: Vec::new(),
             failed: false,
+            scan: ScanScratch::default(),
             #[cfg(feature = "query-cache")]
             qcache: Default::default(),
         };
@@ -898,14 +930,16 @@ impl<D: BlockDevice> Database<D> {
     /// Reads blocks that lie one after another on the device with one read (the
     /// prefetcher's read-ahead).
     #[cfg(feature = "prefetch")]
-    fn load_run(&mut self, run: &[BlockRef]) -> Result<()> {
+    fn load_run(&mut self, run: &[BlockRef], buf: &mut Vec<u8>) -> Result<()> {
         let Some(first) = run.first() else {
             return Ok(());
         };
         let (start, size) = self.sm.allocator().extent(*first);
         let total = size as usize * run.len();
-        let mut buf = vec![0u8; total];
-        self.sm.device().read(start, &mut buf)?;
+        // A buffer kept from run to run: up to 64 blocks, which a fresh one would get
+        // from (and give back to) the kernel each time.
+        buf.resize(total, 0);
+        self.sm.device().read(start, buf)?;
         for (k, b) in run.iter().enumerate() {
             if self.cache.contains(b) {
                 continue;
@@ -915,6 +949,14 @@ impl<D: BlockDevice> Database<D> {
             self.cache.insert(*b, block);
         }
         Ok(())
+    }
+
+    /// Forgets what lookups and scans remember of primary-index entries (the entry last
+    /// found, a scan's entries read ahead): at every change to a primary index, at
+    /// rollback, at a checkpoint and when a table is dropped.
+    fn forget_positions(&mut self) {
+        self.found = None;
+        self.scan.resume = None;
     }
 
     /// Drops clean blocks from RAM as the buffer module allows.
@@ -1038,7 +1080,7 @@ impl<D: BlockDevice> Database<D> {
             None => self.index_get(id, key)?,
         };
         // (After the lookup above, which may have remembered the entry this changes.)
-        self.found = None;
+        self.forget_positions();
         let Some(t) = self.tables.get_mut(&id) else {
             return Ok((None, 0));
         };
@@ -1223,7 +1265,7 @@ impl<D: BlockDevice> Database<D> {
             return Err(TableError::Transaction("no transaction is open"));
         }
         self.explicit = false;
-        self.found = None;
+        self.forget_positions();
         #[cfg(feature = "query-cache")]
         self.qcache.clear();
         let Some(mut txn) = self.txn.take() else {
@@ -1596,7 +1638,7 @@ impl<D: BlockDevice> Database<D> {
     }
 
     fn write_checkpoint(&mut self) -> Result<()> {
-        self.found = None;
+        self.forget_positions();
         // Records written in disorder mode may have to wait for room: make room first.
         let pending = std::mem::take(&mut self.buffered);
         let blocks: Vec<BlockRef> = self.cache.keys();
@@ -1735,7 +1777,7 @@ impl<D: BlockDevice> Database<D> {
         txn.frees.extend(pages);
         #[cfg(feature = "query-cache")]
         self.qcache.invalidate_table(id);
-        self.found = None;
+        self.forget_positions();
         let t = self
             .tables
             .remove(&id)
@@ -2445,10 +2487,10 @@ impl<D: BlockDevice> Database<D> {
         let Some(t) = self.tables.get(&id) else {
             return Ok(());
         };
-        let mut chunk = Chunk::default();
-        #[cfg(feature = "prefetch")]
-        let mut ahead = ReadAhead::default();
         if all && !order.keyed && t.index.kind == IndexKind::Hash {
+            let mut chunk = Chunk::default();
+            #[cfg(feature = "prefetch")]
+            let mut ahead = ReadAhead::default();
             // Storage order, block by block, slot by slot: the whole index, sorted by
             // location (one buffer of keys, not one allocation a row).
             let mut cur = Cursor::new(Bound::Unbounded, Bound::Unbounded, false);
@@ -2470,8 +2512,11 @@ impl<D: BlockDevice> Database<D> {
             if let Some(n) = order.limit {
                 chunk.truncate(n);
             }
+            #[cfg(feature = "prefetch")]
+            ahead.start(chunk.locs());
             return self.visit_chunk(
                 &chunk,
+                0..chunk.len(),
                 #[cfg(feature = "prefetch")]
                 &mut ahead,
                 &mut visit,
@@ -2479,42 +2524,101 @@ impl<D: BlockDevice> Database<D> {
         }
         // Key order: the index a chunk at a time, each chunk's rows visited before the next
         // is read, and clean blocks given back as the buffer allows after each.
-        let mut cur = Cursor::new(lo, hi, order.desc);
-        let mut left = order.limit.unwrap_or(usize::MAX);
-        while left > 0 {
-            let Some(t) = self.tables.get(&id) else { break };
-            Pages::new(&mut self.sm, &mut self.ipages, id).next_chunk(
-                &t.index,
-                &mut cur,
-                left.min(CHUNK),
-                &mut chunk,
-            )?;
-            if chunk.is_empty() {
-                break;
+        let mut scratch = std::mem::take(&mut self.scan);
+        let resumes = match (&lo, scratch.resume.take()) {
+            (Bound::Excluded(k), Some(r)) => {
+                !order.desc && r.table == id && *k == r.last && r.hi == hi
             }
-            left -= chunk.len();
-            self.visit_chunk(
-                &chunk,
+            _ => false,
+        };
+        let cur = match scratch.cur.take() {
+            Some(c) if resumes => c,
+            _ => {
+                scratch.chunk.clear();
+                scratch.pos = 0;
                 #[cfg(feature = "prefetch")]
-                &mut ahead,
-                &mut visit,
-            )?;
+                {
+                    scratch.ahead.window = 1;
+                }
+                Cursor::new(lo, hi.clone(), order.desc)
+            }
+        };
+        let mut cur = cur;
+        let r = self.visit_keyed(id, &mut cur, order.limit, resumes, &mut scratch, &mut visit);
+        if matches!(r, Ok(true)) && !order.desc && scratch.pos > 0 {
+            let (last, _) = scratch.chunk.get(scratch.pos - 1);
+            scratch.resume = Some(Resume {
+                table: id,
+                last: last.to_vec(),
+                hi,
+            });
+            scratch.cur = Some(cur);
         }
-        Ok(())
+        self.scan = scratch;
+        r.map(|_| ())
     }
 
-    /// Visits a chunk's rows (reading ahead from its locations first), then gives clean
+    /// The key-order part of [`range_visit`](Self::range_visit): visits the rows of `cur`'s
+    /// range, at most `limit`, the entries `scratch` holds first; `true` if it stopped at
+    /// the limit. A call that `resumed` a scan reads the index a full [`CHUNK`] at a time;
+    /// a first call no more entries than its limit.
+    fn visit_keyed(
+        &mut self,
+        id: u64,
+        cur: &mut Cursor,
+        limit: Option<usize>,
+        resumed: bool,
+        scratch: &mut ScanScratch,
+        visit: &mut impl FnMut(RowValues<'_>) -> Result<()>,
+    ) -> Result<bool> {
+        let mut left = limit.unwrap_or(usize::MAX);
+        while left > 0 {
+            if scratch.pos == scratch.chunk.len() {
+                let Some(t) = self.tables.get(&id) else {
+                    return Ok(false);
+                };
+                let want = if resumed { CHUNK } else { left.min(CHUNK) };
+                Pages::new(&mut self.sm, &mut self.ipages, id).next_chunk(
+                    &t.index,
+                    cur,
+                    want,
+                    &mut scratch.chunk,
+                )?;
+                scratch.pos = 0;
+                if scratch.chunk.is_empty() {
+                    return Ok(false);
+                }
+                #[cfg(feature = "prefetch")]
+                scratch.ahead.start(scratch.chunk.locs());
+            }
+            let n = left.min(scratch.chunk.len() - scratch.pos);
+            let rows = scratch.pos..scratch.pos + n;
+            scratch.pos += n;
+            left -= n;
+            self.visit_chunk(
+                &scratch.chunk,
+                rows,
+                #[cfg(feature = "prefetch")]
+                &mut scratch.ahead,
+                visit,
+            )?;
+        }
+        Ok(limit.is_some())
+    }
+
+    /// Visits the `rows` of a chunk (reading ahead from the locations [`ReadAhead::start`]
+    /// was given), then gives clean
     /// blocks back as the buffer allows — on error too.
     fn visit_chunk(
         &mut self,
         chunk: &Chunk,
+        rows: Range<usize>,
         #[cfg(feature = "prefetch")] ahead: &mut ReadAhead,
         visit: &mut impl FnMut(RowValues<'_>) -> Result<()>,
     ) -> Result<()> {
-        #[cfg(feature = "prefetch")]
-        ahead.start(chunk.locs());
         let r = self.visit_chunk_rows(
             chunk,
+            rows,
             #[cfg(feature = "prefetch")]
             ahead,
             visit,
@@ -2529,24 +2633,25 @@ impl<D: BlockDevice> Database<D> {
     fn visit_chunk_rows(
         &mut self,
         chunk: &Chunk,
+        rows: Range<usize>,
         #[cfg(feature = "prefetch")] ahead: &mut ReadAhead,
         visit: &mut impl FnMut(RowValues<'_>) -> Result<()>,
     ) -> Result<()> {
-        let mut i = 0;
-        while i < chunk.len() {
+        let (mut i, end) = (rows.start, rows.end.min(chunk.len()));
+        while i < end {
             let (_, l) = chunk.get(i);
             let b = l.block;
             #[cfg(feature = "prefetch")]
             if !self.cache.contains(&b) {
-                let run = ahead.next_run(b);
-                self.load_run(&run)?;
+                ahead.next_run(b);
+                self.load_run(&ahead.run, &mut ahead.buf)?;
             }
             let at = self.sm.allocator().extent(b).0;
             let (block, checked) = self.block_checked(b)?;
             // The run of rows in this block; an overflow row ends it (its bytes are read
             // from other blocks, which needs the database).
             let mut overflow = false;
-            while i < chunk.len() {
+            while i < end {
                 let (k, l) = chunk.get(i);
                 if l.block != b {
                     break;
@@ -3036,10 +3141,14 @@ fn parse_overflow(body: &[u8], at: u64) -> Result<Option<(usize, u32, Vec<BlockR
 /// doubles with every read-ahead the scan uses (up to 64 blocks), so a short scan reads little
 /// and a long one reads in large sequential requests. Point lookups never read ahead.
 #[cfg(feature = "prefetch")]
+#[derive(Debug)]
 struct ReadAhead {
     order: Vec<BlockRef>,
     at: usize,
     window: usize,
+    /// The run [`next_run`](Self::next_run) chose, and the bytes it is read into.
+    run: Vec<BlockRef>,
+    buf: Vec<u8>,
 }
 
 #[cfg(feature = "prefetch")]
@@ -3049,6 +3158,8 @@ impl Default for ReadAhead {
             order: Vec::new(),
             at: 0,
             window: 1,
+            run: Vec::new(),
+            buf: Vec::new(),
         }
     }
 }
@@ -3067,25 +3178,27 @@ impl ReadAhead {
         }
     }
 
-    /// The run of blocks to read for a miss on `b`: `b` and the next blocks of the scan that
-    /// are its neighbours on the device, at most the window.
-    fn next_run(&mut self, b: BlockRef) -> Vec<BlockRef> {
+    /// Sets [`run`](Self::run) to the blocks to read for a miss on `b`: `b` and the next
+    /// blocks of the scan that are its neighbours on the device, at most the window.
+    fn next_run(&mut self, b: BlockRef) {
         while self.at < self.order.len() && self.order[self.at] != b {
             self.at += 1;
         }
-        let mut run = vec![b];
+        self.run.clear();
+        self.run.push(b);
         let mut k = self.at + 1;
-        while run.len() < self.window && k < self.order.len() {
-            let (prev, next) = (run[run.len() - 1], self.order[k]);
+        let mut prev = b;
+        while self.run.len() < self.window && k < self.order.len() {
+            let next = self.order[k];
             if next.class != prev.class || next.chunk != prev.chunk || next.index != prev.index + 1
             {
                 break;
             }
-            run.push(next);
+            self.run.push(next);
+            prev = next;
             k += 1;
         }
         self.window = (self.window * 2).min(64);
-        run
     }
 }
 

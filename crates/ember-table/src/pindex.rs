@@ -562,7 +562,8 @@ impl Chunk {
         );
     }
 
-    fn last_key(&self) -> Option<&[u8]> {
+    /// The last entry's key.
+    pub fn last_key(&self) -> Option<&[u8]> {
         self.ents.last().map(|(r, _)| &self.keys[r.clone()])
     }
 

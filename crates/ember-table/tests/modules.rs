@@ -28,6 +28,18 @@ fn db(buffer_bytes: usize) -> Database<Dev> {
     db
 }
 
+/// `db` closed and opened again: nothing of it in RAM.
+#[cfg(feature = "prefetch")]
+fn cold(db: Database<Dev>) -> Database<Dev> {
+    let opts = Options {
+        mode: Mode::Metadata,
+        buffer_bytes: db.buffer_budget(),
+        block_size: 4096,
+        ..Options::default()
+    };
+    Database::open(db.close().unwrap(), opts).unwrap()
+}
+
 #[cfg(any(feature = "buffer", feature = "query-cache", feature = "prefetch"))]
 fn reads(db: &mut Database<Dev>) -> u64 {
     db.device().stats().reads
@@ -81,11 +93,62 @@ fn the_query_cache_serves_repeats_and_forgets_writes() {
 #[cfg(feature = "prefetch")]
 #[test]
 fn the_prefetcher_reads_a_scan_in_few_large_requests() {
-    let mut db = db(4 << 20);
+    let mut db = cold(db(4 << 20));
     let blocks = db.device_bytes_in_use() / 4096;
     let before = reads(&mut db);
     let rows = db.scan("t").unwrap();
     assert_eq!(rows.len(), 2000);
     let used = reads(&mut db) - before;
     assert!(used * 4 < blocks, "{used} reads for {blocks} blocks");
+}
+
+/// A scan read a few rows a call, each call going on from the last key of the one before
+/// (as the SQL layer reads a full scan), keeps the read-ahead window it grew: the blocks
+/// still come in a few large reads, not in runs of 1, 2, 4 each call.
+#[cfg(feature = "prefetch")]
+#[test]
+fn a_scan_resumed_call_after_call_keeps_reading_ahead() {
+    use ember_table::{Order, ValueRef};
+    use std::ops::Bound;
+    // What one call reading the whole range costs.
+    let mut db = cold(db(4 << 20));
+    let before = reads(&mut db);
+    db.range_visit(
+        "t",
+        Bound::Unbounded,
+        Bound::Unbounded,
+        Order::asc(None),
+        |_| Ok(()),
+    )
+    .unwrap();
+    let whole = reads(&mut db) - before;
+    let mut db = cold(db);
+    let before = reads(&mut db);
+    let mut last: Option<i64> = None;
+    let mut seen = Vec::new();
+    loop {
+        let lo = last.map(|k| [Value::Integer(k)]);
+        let lo = match &lo {
+            Some(k) => Bound::Excluded(&k[..]),
+            None => Bound::Unbounded,
+        };
+        let n = seen.len();
+        db.range_visit("t", lo, Bound::Unbounded, Order::asc(Some(50)), |mut r| {
+            if let Some(Ok(ValueRef::Integer(k))) = r.next() {
+                seen.push(k);
+            }
+            Ok(())
+        })
+        .unwrap();
+        if seen.len() == n {
+            break;
+        }
+        last = seen.last().copied();
+    }
+    assert_eq!(seen, (0..2000).collect::<Vec<i64>>());
+    let used = reads(&mut db) - before;
+    assert!(
+        used <= whole + 2,
+        "{used} reads in calls of 50 rows, {whole} in one call"
+    );
 }
