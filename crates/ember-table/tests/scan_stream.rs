@@ -149,11 +149,7 @@ proptest! {
         ),
     ) {
         let kind = if hash { IndexKind::Hash } else { IndexKind::Tree };
-        let mut db = Database::create(MemBlock::new(64 << 20), opts()).unwrap();
-        db.create_table("t", Schema::key_value("INTEGER", "TEXT", kind)).unwrap();
-        let mut model = BTreeMap::new();
-        run(&mut db, &mut model, &before);
-        db.checkpoint().unwrap();
+        let (mut db, mut model) = checkpointed(kind, &before);
         run(&mut db, &mut model, &after);
         let full = (Bound::Unbounded, Bound::Unbounded, false, None);
         check(&mut db, &model, kind, &full);
@@ -177,28 +173,10 @@ proptest! {
         steps in proptest::collection::vec((1usize..300, ops(40), 0u8..4), 1..40),
     ) {
         let kind = if hash { IndexKind::Hash } else { IndexKind::Tree };
-        let mut db = Database::create(MemBlock::new(64 << 20), opts()).unwrap();
-        db.create_table("t", Schema::key_value("INTEGER", "TEXT", kind)).unwrap();
-        let mut model = BTreeMap::new();
-        run(&mut db, &mut model, &before);
-        db.checkpoint().unwrap();
+        let (mut db, mut model) = checkpointed(kind, &before);
         let mut last: Option<i64> = None;
         for (limit, change, how) in &steps {
-            let lo = last.map(|k| vec![Value::Integer(k)]);
-            let lo = match &lo {
-                Some(k) => Bound::Excluded(k.as_slice()),
-                None => Bound::Unbounded,
-            };
-            let got = db
-                .range_with("t", lo, Bound::Unbounded, Order::asc(Some(*limit)))
-                .unwrap();
-            let from = last.map_or(Bound::Unbounded, Bound::Excluded);
-            let keys = model.range((from, Bound::Unbounded)).map(|(k, _)| *k).take(*limit);
-            prop_assert_eq!(&got, &rows(&model, keys));
-            match got.last().map(|r| &r[0]) {
-                Some(Value::Integer(k)) => last = Some(*k),
-                _ => last = None, // the end: start over
-            }
+            last = next_rows(&mut db, &model, last, *limit)?;
             match how {
                 0 => run(&mut db, &mut model, change),
                 1 => {
@@ -211,23 +189,56 @@ proptest! {
                     for op in change {
                         apply(&mut db, &mut model, op);
                     }
-                    let lo = last.map(|k| vec![Value::Integer(k)]);
-                    let lo = match &lo {
-                        Some(k) => Bound::Excluded(k.as_slice()),
-                        None => Bound::Unbounded,
-                    };
-                    let got = db
-                        .range_with("t", lo, Bound::Unbounded, Order::asc(Some(*limit)))
-                        .unwrap();
-                    let from = last.map_or(Bound::Unbounded, Bound::Excluded);
-                    let keys = model.range((from, Bound::Unbounded)).map(|(k, _)| *k).take(*limit);
-                    prop_assert_eq!(&got, &rows(&model, keys));
+                    last = next_rows(&mut db, &model, last, *limit)?;
                     db.commit().unwrap();
                 }
                 _ => {} // no change
             }
         }
     }
+}
+
+/// A database of one table `t` with `ops` applied and checkpointed, and its model.
+fn checkpointed(
+    kind: IndexKind,
+    ops: &[Op],
+) -> (Database<MemBlock<Vec<u8>>>, BTreeMap<i64, String>) {
+    let mut db = Database::create(MemBlock::new(64 << 20), opts()).unwrap();
+    db.create_table("t", Schema::key_value("INTEGER", "TEXT", kind))
+        .unwrap();
+    let mut model = BTreeMap::new();
+    run(&mut db, &mut model, ops);
+    db.checkpoint().unwrap();
+    (db, model)
+}
+
+/// One call of a scan read a few rows a call: the (at most) `limit` rows after key `last`
+/// (from the start if `None`), checked against the model; the last key returned, or `None`
+/// at the end of the table (the next call starts over).
+fn next_rows(
+    db: &mut Database<MemBlock<Vec<u8>>>,
+    model: &BTreeMap<i64, String>,
+    last: Option<i64>,
+    limit: usize,
+) -> Result<Option<i64>, TestCaseError> {
+    let lo = last.map(|k| vec![Value::Integer(k)]);
+    let lo = match &lo {
+        Some(k) => Bound::Excluded(k.as_slice()),
+        None => Bound::Unbounded,
+    };
+    let got = db
+        .range_with("t", lo, Bound::Unbounded, Order::asc(Some(limit)))
+        .unwrap();
+    let from = last.map_or(Bound::Unbounded, Bound::Excluded);
+    let keys = model
+        .range((from, Bound::Unbounded))
+        .map(|(k, _)| *k)
+        .take(limit);
+    prop_assert_eq!(&got, &rows(model, keys));
+    Ok(match got.last().map(|r| &r[0]) {
+        Some(Value::Integer(k)) => Some(*k),
+        _ => None,
+    })
 }
 
 /// Applies one operation inside the open transaction.
