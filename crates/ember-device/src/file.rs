@@ -28,7 +28,8 @@
 //! * **No one else writes the file.** Another process or handle that writes, truncates or
 //!   extends the file behind the device's back breaks every promise above; a read that finds
 //!   the file shorter than the cached length fails with [`DeviceError::Io`] ("unexpected end
-//!   of file") rather than returning made-up bytes.
+//!   of file") rather than returning made-up bytes, and a [mapped write](#mapped-writes)
+//!   past the new end kills the process with `SIGBUS`.
 //!
 //! # Holes
 //!
@@ -54,25 +55,36 @@
 //! # Mapped writes
 //!
 //! A `pwrite` costs a system call — a few microseconds on a virtual machine, more than the
-//! rest of a small commit's work. So on 64-bit Linux a [`FileBlock`] on a file system whose
-//! holes it trusts copies a write of up to 64 KiB ([`MAX_MAPPED_WRITE`]) into a shared
-//! mapping of the file instead, when every granule the write touches has had its holes
-//! filled this session (see above): a journal record, a tuple in a table block, an LSM log
-//! append. The bytes land in the same page cache a `pwrite` would put them in, so what
+//! rest of a small commit's work. So on 64-bit Linux a [`FileBlock`] on ext4 or tmpfs
+//! copies a write of up to 64 KiB ([`MAX_MAPPED_WRITE`]) into a shared mapping of the file
+//! instead, when every granule the write touches has had its holes filled this session (see
+//! above; granules of at least 64 KiB): a journal record, a tuple in a table block, an LSM
+//! log append. The bytes land in the same page cache a `pwrite` would put them in, so what
 //! survives is the same: a process crash loses nothing written, `sync` (`fdatasync`, which
 //! writes back pages dirtied through a mapping too) makes them durable, and reads (`pread`)
 //! see them at once. Mappings are 64 MiB windows of the file, at most eight at a time, and
 //! are dropped on [`resize`](crate::BlockDevice::resize).
 //!
-//! Why only filled granules: writing through a mapping into a hole would make the file
-//! system allocate space inside a page fault, and a full disk there is `SIGBUS`, not an
-//! error. Filled granules are allocated (or reserved) already, and lie inside the file, so
-//! the copy never asks for space or lands past the end. What a mapping cannot turn into an
-//! error is a page the kernel has dropped from its cache and then fails to read back from
-//! the disk before the copy (a failing disk): the process gets `SIGBUS` where `pwrite`
-//! would have returned `EIO`. Databases that map their files (LMDB, SQLite with
-//! `mmap_size`) carry the same risk; [`FileBlock::with_mapped_writes`] turns mapping off
-//! for a device where that matters more than the speed.
+//! Why only filled granules, and only on ext4 and tmpfs: writing through a mapping into a
+//! hole would make the file system allocate space inside a page fault, and a full disk
+//! there is `SIGBUS`, not an error. Filled granules are allocated (or reserved) already, and
+//! lie inside the file, so the copy never asks for space or lands past the end — on file
+//! systems whose blocks belong to one file; XFS shares blocks between reflinked copies and
+//! F2FS can compress them, and writing such a block needs new space. What a mapping cannot
+//! turn into an error:
+//!
+//! * a page the kernel has dropped from its cache and then fails to read back from the disk
+//!   before the copy (a failing disk): the process gets `SIGBUS` where `pwrite` would have
+//!   returned `EIO`;
+//! * the file cut short behind the device's back (see "No one else writes the file"
+//!   above): a copy past the new end is `SIGBUS` where `pwrite` would have grown the file.
+//!
+//! Databases that map their files (LMDB, SQLite with `mmap_size`) carry the same risks;
+//! [`FileBlock::with_mapped_writes`] turns mapping off for a device where they matter more
+//! than the speed. Sector atomicity stays as it was: a page the kernel is writing back can
+//! change under the write-back on a device without stable pages whether a `pwrite` or a
+//! copy changes it, and either way the sector reaches the disk again, whole, at the next
+//! write-back or `sync`; the engines' records carry checksums for the crash in between.
 //!
 //! Discovering a raw device's size and logical block size uses Linux interfaces (seeking to the
 //! end of the device, and sysfs); on other Unix systems the sector size falls back to 512.
@@ -331,12 +343,13 @@ mod unix {
             Ok(self)
         }
 
-        /// Turns [mapped writes](super#mapped-writes) on or off. They are on by default
-        /// where holes are filled by default (64-bit Linux, ext4, XFS, tmpfs, F2FS); off,
-        /// every write is a `pwrite`. Only granules filled with
-        /// [`with_hole_fill`](Self::with_hole_fill) on are written through a mapping, so
-        /// turning mapping on for another file system trusts its `SEEK_HOLE` as filling
-        /// does. On a target other than 64-bit Linux it does nothing.
+        /// Turns [mapped writes](super#mapped-writes) on or off. They are on by default on
+        /// 64-bit Linux on ext4 and tmpfs; off, every write is a `pwrite`. Only granules
+        /// filled with [`with_hole_fill`](Self::with_hole_fill) on are written through a
+        /// mapping, so turning mapping on for another file system trusts its `SEEK_HOLE` as
+        /// filling does, and that its filled blocks need no new space when written (no
+        /// reflinked or compressed blocks). On a target other than 64-bit Linux it does
+        /// nothing.
         pub fn with_mapped_writes(mut self, on: bool) -> Self {
             self.mapped.set_on(on);
             self
@@ -354,10 +367,13 @@ mod unix {
         }
 
         fn with_file(file: File, len: u64) -> Self {
-            let trusted = trusts_holes(&file);
             FileBlock {
-                holes: HoleFill::new(if trusted { DEFAULT_GRANULE } else { 0 }),
-                mapped: mapped::Mapped::new(trusted),
+                holes: HoleFill::new(if trusts_holes(&file) {
+                    DEFAULT_GRANULE
+                } else {
+                    0
+                }),
+                mapped: mapped::Mapped::new(maps_safely(&file)),
                 inner: Positioned {
                     file,
                     len,
@@ -439,6 +455,22 @@ mod unix {
         false
     }
 
+    /// Whether writes into filled granules may go through a mapping of `file` by default:
+    /// on ext4 and tmpfs, where a filled granule's blocks are the file's own. XFS (reflink)
+    /// and F2FS (compression) can share or compress blocks a file holds, and writing such a
+    /// block needs new space — inside a page fault, where a full disk is `SIGBUS`.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn maps_safely(file: &File) -> bool {
+        const EXT4: u32 = 0xEF53;
+        const TMPFS: u32 = 0x0102_1994;
+        rustix::fs::fstatfs(file).is_ok_and(|s| matches!(s.f_type as u32, EXT4 | TMPFS))
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn maps_safely(_file: &File) -> bool {
+        false
+    }
+
     /// The zeros a hole is filled with, one page at a time: a bigger write would make the
     /// page cache hold the granule in large folios, and every later small write would then
     /// dirty a whole large folio (and be counted as that in `/proc/self/io`).
@@ -469,7 +501,9 @@ mod unix {
         /// Whether every granule `[offset, offset + len)` touches was filled this session
         /// (and not cut off since): its space is allocated.
         fn covers(&self, offset: u64, len: u64) -> bool {
-            if self.granule == 0 || len == 0 {
+            // A granule smaller than a page (16 KiB or 64 KiB on some kernels) could share
+            // its page with a hole.
+            if self.granule < MIN_MAPPED_GRANULE || len == 0 {
                 return false;
             }
             let (first, last) = (offset / self.granule, (offset + len - 1) / self.granule);
@@ -568,6 +602,10 @@ mod unix {
             Ok(())
         }
     }
+
+    /// The smallest hole-fill granule whose filled granules writes go through a mapping in:
+    /// the largest page size Linux uses, so no page of a filled granule is partly a hole.
+    const MIN_MAPPED_GRANULE: u64 = 64 << 10;
 
     /// The largest write a [`FileBlock`] copies into a mapping of its file rather than
     /// `pwrite` (see the [module docs](super#mapped-writes)).
@@ -1424,6 +1462,15 @@ mod tests {
         dev.prepare(2 << 20, 1);
         dev.write((2 << 20) + 1, b"refilled").unwrap();
         assert_eq!(dev.mapped_writes(), 5);
+        // Granules smaller than the largest page: pwrites only.
+        let mut small = FileBlock::create(temp_path(&dir, "small"), 1 << 20)
+            .unwrap()
+            .with_hole_fill(4096)
+            .unwrap()
+            .with_mapped_writes(true);
+        small.prepare(8192, 100);
+        small.write(8192, b"small granule").unwrap();
+        assert_eq!(small.mapped_writes(), 0);
         // Turned off: pwrites only.
         let mut dev = dev.with_mapped_writes(false);
         dev.write((2 << 20) + 9, b"off").unwrap();
