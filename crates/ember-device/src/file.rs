@@ -442,12 +442,22 @@ mod unix {
     /// bugs) filling is off unless [`FileBlock::with_hole_fill`] turns it on.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     fn trusts_holes(file: &File) -> bool {
-        const EXT4: u32 = 0xEF53;
-        const XFS: u32 = 0x5846_5342;
-        const TMPFS: u32 = 0x0102_1994;
-        const F2FS: u32 = 0xF2F5_2010;
-        rustix::fs::fstatfs(file)
-            .is_ok_and(|s| matches!(s.f_type as u32, EXT4 | XFS | TMPFS | F2FS))
+        use fs_magic::*;
+        fs_magic::of(file).is_some_and(|t| matches!(t, EXT4 | XFS | TMPFS | F2FS))
+    }
+
+    /// The file systems [`trusts_holes`] and [`maps_safely`] know, by `statfs` type.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    mod fs_magic {
+        pub(super) const EXT4: u32 = 0xEF53;
+        pub(super) const XFS: u32 = 0x5846_5342;
+        pub(super) const TMPFS: u32 = 0x0102_1994;
+        pub(super) const F2FS: u32 = 0xF2F5_2010;
+
+        /// The type of the file system `file` is on.
+        pub(super) fn of(file: &std::fs::File) -> Option<u32> {
+            rustix::fs::fstatfs(file).ok().map(|s| s.f_type as u32)
+        }
     }
 
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -461,9 +471,8 @@ mod unix {
     /// block needs new space — inside a page fault, where a full disk is `SIGBUS`.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     fn maps_safely(file: &File) -> bool {
-        const EXT4: u32 = 0xEF53;
-        const TMPFS: u32 = 0x0102_1994;
-        rustix::fs::fstatfs(file).is_ok_and(|s| matches!(s.f_type as u32, EXT4 | TMPFS))
+        use fs_magic::*;
+        fs_magic::of(file).is_some_and(|t| matches!(t, EXT4 | TMPFS))
     }
 
     #[cfg(not(any(target_os = "linux", target_os = "android")))]

@@ -2531,7 +2531,7 @@ impl<D: BlockDevice> Database<D> {
             }
             _ => false,
         };
-        let cur = match scratch.cur.take() {
+        let mut cur = match scratch.cur.take() {
             Some(c) if resumes => c,
             _ => {
                 scratch.chunk.clear();
@@ -2543,7 +2543,6 @@ impl<D: BlockDevice> Database<D> {
                 Cursor::new(lo, hi.clone(), order.desc)
             }
         };
-        let mut cur = cur;
         let r = self.visit_keyed(id, &mut cur, order.limit, resumes, &mut scratch, &mut visit);
         if matches!(r, Ok(true)) && !order.desc && scratch.pos > 0 {
             let (last, _) = scratch.chunk.get(scratch.pos - 1);
@@ -2607,8 +2606,7 @@ impl<D: BlockDevice> Database<D> {
     }
 
     /// Visits the `rows` of a chunk (reading ahead from the locations [`ReadAhead::start`]
-    /// was given), then gives clean
-    /// blocks back as the buffer allows — on error too.
+    /// was given), then gives clean blocks back as the buffer allows — on error too.
     fn visit_chunk(
         &mut self,
         chunk: &Chunk,
