@@ -528,7 +528,6 @@ struct ScanScratch {
     chunk: Chunk,
     /// Entries of `chunk` visited so far.
     pos: usize,
-    cur: Option<Cursor>,
     #[cfg(feature = "prefetch")]
     ahead: ReadAhead,
     resume: Option<Resume>,
@@ -542,6 +541,8 @@ struct Resume {
     last: Vec<u8>,
     /// The range's upper bound.
     hi: Bound<Vec<u8>>,
+    /// The index cursor, past the entries of the chunk.
+    cur: Cursor,
 }
 
 fn lower(name: &str) -> String {
@@ -2525,15 +2526,18 @@ impl<D: BlockDevice> Database<D> {
         // Key order: the index a chunk at a time, each chunk's rows visited before the next
         // is read, and clean blocks given back as the buffer allows after each.
         let mut scratch = std::mem::take(&mut self.scan);
-        let resumes = match (&lo, scratch.resume.take()) {
-            (Bound::Excluded(k), Some(r)) => {
-                !order.desc && r.table == id && *k == r.last && r.hi == hi
+        let resumed = match (&lo, scratch.resume.take()) {
+            (Bound::Excluded(k), Some(r))
+                if !order.desc && r.table == id && *k == r.last && r.hi == hi =>
+            {
+                Some(r.cur)
             }
-            _ => false,
+            _ => None,
         };
-        let mut cur = match scratch.cur.take() {
-            Some(c) if resumes => c,
-            _ => {
+        let resumes = resumed.is_some();
+        let mut cur = match resumed {
+            Some(c) => c,
+            None => {
                 scratch.chunk.clear();
                 scratch.pos = 0;
                 #[cfg(feature = "prefetch")]
@@ -2550,8 +2554,8 @@ impl<D: BlockDevice> Database<D> {
                 table: id,
                 last: last.to_vec(),
                 hi,
+                cur,
             });
-            scratch.cur = Some(cur);
         }
         self.scan = scratch;
         r.map(|_| ())
