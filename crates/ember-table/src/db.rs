@@ -31,10 +31,14 @@
 //! have made its tuples durable with it), and nothing after it was either. Replay also
 //! updates the primary indexes' overlays (a set slot adds its tuple's key, a freed slot
 //! removes its key if the index still names that slot). Block headers, index pages, the
-//! catalog and the allocator's bitmaps reach home at checkpoints: tuples and new index pages,
-//! sync, block headers, the catalog (naming the new index roots and carrying their pages'
-//! allocator marks), sync, then the replaced pages and freed blocks are given back, the
-//! bitmaps written and the journal emptied. The blocks the replayed records free stay taken
+//! catalog and the allocator's bitmaps reach home at checkpoints: new index pages (and
+//! disorder mode's buffered records), sync, each changed block's tuples and header in one
+//! write, the catalog (naming the new index roots and carrying their pages' allocator
+//! marks), sync, then the replaced pages and freed blocks are given back, the bitmaps
+//! written and the journal emptied. A header may land before its tuples there: every record
+//! up to the checkpoint is durable by then, and replay from the previous one rewrites the
+//! tuples records carry and checks those written home before their records. (Mode none has
+//! no records: its tuples are synced before the headers.) The blocks the replayed records free stay taken
 //! until the checkpoint that ends recovery (unless a later record gave their chunk to
 //! another size class), as in normal operation, where a table's freed blocks wait for the
 //! next checkpoint. A commit or checkpoint that fails after its first write leaves the
@@ -1596,12 +1600,19 @@ impl<D: BlockDevice> Database<D> {
     /// Writes a block's changed tuple sectors — and its header with them if the block is
     /// fresh (see the module docs), else never its header.
     fn write_tuples(&mut self, b: BlockRef) -> Result<()> {
+        self.write_block(b, false)
+    }
+
+    /// Writes a block's changed sectors: its tuples, and its header with them if the block
+    /// is fresh or `header` is set (a checkpoint whose records are durable, see
+    /// [`write_checkpoint`](Self::write_checkpoint)).
+    fn write_block(&mut self, b: BlockRef, header: bool) -> Result<()> {
         let at = self.sm.allocator().extent(b).0;
         let Some(block) = self.cache.get_mut(&b) else {
             return Ok(());
         };
-        let runs = if block.is_fresh() {
-            block.take_dirty_fresh()
+        let runs = if header || block.is_fresh() {
+            block.take_dirty()
         } else {
             block.take_dirty_tuples()
         };
@@ -1643,10 +1654,21 @@ impl<D: BlockDevice> Database<D> {
         // Records written in disorder mode may have to wait for room: make room first.
         let pending = std::mem::take(&mut self.buffered);
         let blocks: Vec<BlockRef> = self.cache.keys();
-        for b in &blocks {
-            self.write_tuples(*b)?;
+        // With a journal, the records go first and each block's tuples and header follow
+        // in one write: every record since the last checkpoint is durable by then, so if
+        // the cut comes before the catalog and the journal header, replay from the last
+        // checkpoint puts back every tuple a header written here may name (a record carries
+        // it, or its transaction wrote it home before the record), whatever mix of old and
+        // new sectors the block was left with. Without one, the tuples are made durable
+        // before the headers that point at them. (A block of 4 KiB is one page: written
+        // twice, it went to the disk twice.)
+        let journaled = self.opts.mode != Mode::None;
+        if !journaled {
+            for b in &blocks {
+                self.write_tuples(*b)?;
+            }
         }
-        // The primary indexes' changes go into new pages, synced with the tuples; the
+        // The primary indexes' changes go into new pages, synced with the records; the
         // catalog below names their roots and carries the pages' allocator marks.
         let mut marks = Vec::new();
         let mut replaced = Vec::new();
@@ -1662,21 +1684,14 @@ impl<D: BlockDevice> Database<D> {
             }
             self.sm.append(marks, ops)?;
         }
-        // Tuples and records first, then the headers that point at them (fresh blocks'
-        // headers went with their tuples).
         self.sm.sync()?;
         for b in &blocks {
-            let at = self.sm.allocator().extent(*b).0;
-            let Some(block) = self.cache.get_mut(b) else {
-                continue;
-            };
-            if block.header_dirty() {
-                let header = block.seal()[..HEADER_SECTOR].to_vec();
-                self.sm.device().write(at, &header)?;
-                block.clean();
+            self.write_block(*b, true)?;
+            // The catalog written next names it: from now on its header waits for its
+            // tuples between checkpoints.
+            if let Some(block) = self.cache.get_mut(b) {
+                block.settle();
             }
-            // The catalog written next names it: from now on its header waits for its tuples.
-            block.settle();
         }
         let catalog = Catalog {
             next_id: self.next_id,

@@ -23,7 +23,9 @@
 //!
 //! A tuple is written into free space first and becomes live only when the header sector
 //! that points at it is written, so a crash at any moment leaves each block's header either
-//! old or new and every tuple it names intact. While a block is *fresh* — made since the last
+//! old or new and every tuple it names intact — or, when a checkpoint writes header and
+//! tuples together, every tuple it names in a journal record that recovery replays (see
+//! `db`). While a block is *fresh* — made since the last
 //! checkpoint, so that no durable catalog names it and recovery rebuilds it from the journal
 //! instead of reading it — its header may go out with its tuples in one write (see `db`).
 //! Once it is not, tuples are appended from byte 512 on only: sector 0, rewritten whole with
@@ -247,10 +249,12 @@ impl SlottedBlock {
         self.gaps = None;
     }
 
-    /// A fresh block's changed sectors, header sealed and included, as byte ranges (runs
-    /// of consecutive sectors merged), and forgets them. Only for a fresh block: its header
-    /// may reach the device before the tuples and the record (see the module docs).
-    pub fn take_dirty_fresh(&mut self) -> Vec<core::ops::Range<usize>> {
+    /// The changed sectors, header sealed and included, as byte ranges (runs of
+    /// consecutive sectors merged), and forgets them. For a fresh block, whose header may
+    /// reach the device before its tuples and the record, and for a checkpoint that made
+    /// the records durable first, whose replay rewrites every tuple the header names (see
+    /// `db`); otherwise the header waits for its tuples ([`take_dirty_tuples`](Self::take_dirty_tuples)).
+    pub fn take_dirty(&mut self) -> Vec<core::ops::Range<usize>> {
         if self.header_dirty() {
             format::seal(Kind::Slotted, &mut self.buf[..HEADER_SECTOR], self.start);
         }
@@ -793,7 +797,7 @@ mod tests {
         assert_eq!(b.slot_capacity(), 55);
         let s = b.insert(&tuple).unwrap();
         assert_eq!(b.slot(s).offset as usize, b.start());
-        assert_eq!(b.take_dirty_fresh(), vec![(0..9 * 512)]);
+        assert_eq!(b.take_dirty(), vec![(0..9 * 512)]);
         assert!(b.is_clean());
         // Small rows keep most of the slots; a block for one sector's worth of tuple fits
         // it in sector 0.
