@@ -86,6 +86,21 @@
 //! copy changes it, and either way the sector reaches the disk again, whole, at the next
 //! write-back or `sync`; the engines' records carry checksums for the crash in between.
 //!
+//! # Write-behind
+//!
+//! An engine that does not sync every commit (the table engine's asynchronous modes, an LSM
+//! tree's log) leaves the page cache to gather everything it wrote since its last sync, and
+//! its next sync — a checkpoint's — then waits for all of it: tens of megabytes, hundreds of
+//! milliseconds in one call. So once 4 MiB ([`WRITE_BEHIND_BYTES`]) were written since the
+//! last sync, a [`FileBlock`] asks a thread of its own (started then, one per device) to
+//! `fdatasync` the file, and goes on; the caller's own sync then finds little left. A sync
+//! only ever makes more durable, sooner, so this changes no ordering a caller relies on. The
+//! two syncs take one lock: the caller's waits for the thread's and sees its outcome. A
+//! failed background sync fails every later sync of the device — the kernel reports a lost
+//! write-back once per open file, and it may have told the thread. A device that is synced
+//! more often than that (a commit that syncs) never starts the thread.
+//! [`FileBlock::with_write_behind`] sets the amount, or turns it off.
+//!
 //! Discovering a raw device's size and logical block size uses Linux interfaces (seeking to the
 //! end of the device, and sysfs); on other Unix systems the sector size falls back to 512.
 //!
@@ -98,7 +113,7 @@
 //! [`File::sync_data`]: std::fs::File::sync_data
 
 #[cfg(unix)]
-pub use unix::{FileBlock, HOLE_FILL_GRANULE, MAX_MAPPED_WRITE, RawBlock};
+pub use unix::{FileBlock, HOLE_FILL_GRANULE, MAX_MAPPED_WRITE, RawBlock, WRITE_BEHIND_BYTES};
 
 #[cfg(unix)]
 mod unix {
@@ -106,6 +121,9 @@ mod unix {
     use std::io::{self, Seek, SeekFrom};
     use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
     use std::path::Path;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex, mpsc};
+    use std::thread;
 
     use crate::block::{BlockDevice, DEFAULT_SECTOR_SIZE};
     use crate::error::{DeviceError, Op, Result, check_bounds};
@@ -260,6 +278,7 @@ mod unix {
         inner: Positioned,
         holes: HoleFill,
         mapped: mapped::Mapped,
+        behind: WriteBehind,
     }
 
     impl FileBlock {
@@ -360,6 +379,19 @@ mod unix {
             self.mapped.count()
         }
 
+        /// Sets how many bytes may be written between syncs before a thread of the
+        /// device's own syncs the file ([module docs](super#write-behind)), or 0 for never.
+        /// The default is [`WRITE_BEHIND_BYTES`]. The thread is started on first need.
+        pub fn with_write_behind(mut self, bytes: u64) -> Self {
+            self.behind.set_threshold(bytes);
+            self
+        }
+
+        /// Syncs the write-behind thread has made so far.
+        pub fn background_syncs(&self) -> u64 {
+            self.behind.syncs()
+        }
+
         fn from_opened(file: File) -> Result<Self> {
             Kind::Regular.check_open(&file)?;
             let len = file.metadata().map_err(|e| open_error(&e))?.len();
@@ -374,6 +406,7 @@ mod unix {
                     0
                 }),
                 mapped: mapped::Mapped::new(maps_safely(&file)),
+                behind: WriteBehind::new(WRITE_BEHIND_BYTES),
                 inner: Positioned {
                     file,
                     len,
@@ -394,17 +427,30 @@ mod unix {
     }
 
     impl BlockDevice for FileBlock {
-        forward_positioned!();
+        fn sector_size(&self) -> u32 {
+            self.inner.sector_size
+        }
+        fn capacity(&self) -> u64 {
+            self.inner.len
+        }
+        fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+            self.inner.read(offset, buf)
+        }
+
+        fn sync(&mut self) -> Result<()> {
+            self.behind.sync(&self.inner.file)
+        }
 
         fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
             check_bounds(Op::Write, offset, data.len() as u64, self.inner.len)?;
             // Filled granules lie inside the file and have their space: see `Mapped::write`.
-            if self.holes.covers(offset, data.len() as u64)
-                && self.mapped.write(&self.inner.file, offset, data)
+            if !(self.holes.covers(offset, data.len() as u64)
+                && self.mapped.write(&self.inner.file, offset, data))
             {
-                return Ok(());
+                self.inner.write(offset, data)?;
             }
-            self.inner.write(offset, data)
+            self.behind.wrote(&self.inner.file, data.len() as u64);
+            Ok(())
         }
 
         fn prepare(&mut self, offset: u64, len: u64) {
@@ -478,6 +524,150 @@ mod unix {
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     fn maps_safely(_file: &File) -> bool {
         false
+    }
+
+    /// Bytes a [`FileBlock`] lets be written between syncs before its write-behind thread
+    /// syncs the file (see [`FileBlock::with_write_behind`]).
+    pub const WRITE_BEHIND_BYTES: u64 = 4 << 20;
+
+    /// Write-behind: once `threshold` bytes were written since the last sync, a thread of
+    /// the device's own syncs the file, so the caller's next [`sync`](BlockDevice::sync)
+    /// finds little left to write back. The thread holds a duplicate of the file's
+    /// descriptor; both syncs take one lock, so the caller's waits for one in flight and
+    /// then sees its outcome.
+    #[derive(Debug)]
+    struct WriteBehind {
+        threshold: u64,
+        /// Bytes written since the last sync or request.
+        pending: u64,
+        worker: Option<Worker>,
+        /// The thread could not be started: syncs stay the caller's.
+        refused: bool,
+    }
+
+    #[derive(Debug)]
+    struct Worker {
+        /// `None` only while dropping.
+        wake: Option<mpsc::SyncSender<()>>,
+        shared: Arc<Shared>,
+        thread: Option<thread::JoinHandle<()>>,
+    }
+
+    #[derive(Debug, Default)]
+    struct Shared {
+        /// Held for every sync of the file. Holds the first error a background sync got:
+        /// the kernel reports a failed write-back once per open file, and the thread's
+        /// sync may be the one that hears it, so every later sync of the device fails too.
+        state: Mutex<Option<(io::ErrorKind, Option<i32>)>>,
+        syncs: AtomicU64,
+    }
+
+    impl Shared {
+        fn lock(&self) -> std::sync::MutexGuard<'_, Option<(io::ErrorKind, Option<i32>)>> {
+            // Nothing panics while holding it; a poisoned lock still guards its value.
+            self.state.lock().unwrap_or_else(|p| p.into_inner())
+        }
+    }
+
+    impl WriteBehind {
+        fn new(threshold: u64) -> Self {
+            WriteBehind {
+                threshold,
+                pending: 0,
+                worker: None,
+                refused: false,
+            }
+        }
+
+        fn set_threshold(&mut self, threshold: u64) {
+            self.threshold = threshold;
+        }
+
+        fn syncs(&self) -> u64 {
+            self.worker
+                .as_ref()
+                .map_or(0, |w| w.shared.syncs.load(Ordering::Relaxed))
+        }
+
+        /// Counts `len` bytes written; wakes the thread (starting it if need be) past the
+        /// threshold.
+        fn wrote(&mut self, file: &File, len: u64) {
+            self.pending = self.pending.saturating_add(len);
+            if self.threshold == 0 || self.pending < self.threshold || self.refused {
+                return;
+            }
+            self.pending = 0;
+            if self.worker.is_none() {
+                self.worker = Worker::start(file);
+                self.refused = self.worker.is_none();
+            }
+            if let Some(wake) = self.worker.as_ref().and_then(|w| w.wake.as_ref()) {
+                // Full: a sync is asked for already, and it covers this write too.
+                let _ = wake.try_send(());
+            }
+        }
+
+        /// The caller's sync: after any background sync in flight, failing if one failed.
+        fn sync(&mut self, file: &File) -> Result<()> {
+            self.pending = 0;
+            let Some(w) = &self.worker else {
+                return file.sync_data().map_err(|e| io_error(Op::Sync, 0, &e));
+            };
+            let mut state = w.shared.lock();
+            if let Some((kind, errno)) = *state {
+                return Err(io_error(Op::Sync, 0, &rebuild(kind, errno)));
+            }
+            file.sync_data().map_err(|e| {
+                *state = Some((e.kind(), e.raw_os_error()));
+                io_error(Op::Sync, 0, &e)
+            })
+        }
+    }
+
+    fn rebuild(kind: io::ErrorKind, errno: Option<i32>) -> io::Error {
+        match errno {
+            Some(n) => io::Error::from_raw_os_error(n),
+            None => io::Error::new(kind, "an earlier background sync failed"),
+        }
+    }
+
+    impl Worker {
+        fn start(file: &File) -> Option<Worker> {
+            let file = file.try_clone().ok()?;
+            let shared = Arc::new(Shared::default());
+            let (wake, asked) = mpsc::sync_channel::<()>(1);
+            let theirs = Arc::clone(&shared);
+            let thread = thread::Builder::new()
+                .name("ember-write-behind".into())
+                .spawn(move || {
+                    while asked.recv().is_ok() {
+                        let mut state = theirs.lock();
+                        if state.is_some() {
+                            continue;
+                        }
+                        if let Err(e) = file.sync_data() {
+                            *state = Some((e.kind(), e.raw_os_error()));
+                        }
+                        theirs.syncs.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+                .ok()?;
+            Some(Worker {
+                wake: Some(wake),
+                shared,
+                thread: Some(thread),
+            })
+        }
+    }
+
+    impl Drop for Worker {
+        fn drop(&mut self) {
+            // Closing the channel ends the thread after the sync in flight, if any.
+            self.wake = None;
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
     }
 
     /// The zeros a hole is filled with, one page at a time: a bigger write would make the
@@ -1411,6 +1601,50 @@ mod tests {
         any(target_os = "linux", target_os = "android"),
         target_pointer_width = "64"
     ))]
+    #[test]
+    fn writes_past_the_write_behind_amount_are_synced_by_a_thread_of_the_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "behind");
+        let mut dev = FileBlock::create(&path, 4 << 20)
+            .unwrap()
+            .with_write_behind(256 << 10);
+        let chunk = vec![0xa5u8; 64 << 10];
+        // Below the amount: no thread, no background sync.
+        for i in 0..3u64 {
+            dev.write(i * (64 << 10), &chunk).unwrap();
+        }
+        dev.sync().unwrap();
+        assert_eq!(dev.background_syncs(), 0);
+        // A sync starts the count again; past it, the thread syncs while writes go on.
+        for i in 0..3u64 {
+            dev.write(i * (64 << 10), &chunk).unwrap();
+        }
+        assert_eq!(dev.background_syncs(), 0);
+        for i in 3..32u64 {
+            dev.write(i * (64 << 10), &chunk).unwrap();
+        }
+        let waited = std::time::Instant::now();
+        while dev.background_syncs() == 0 {
+            assert!(
+                waited.elapsed() < std::time::Duration::from_secs(30),
+                "no background sync"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // The caller's sync still works after it, and the bytes are all there.
+        dev.sync().unwrap();
+        drop(dev);
+        let mut dev = FileBlock::open(&path).unwrap().with_write_behind(0);
+        let mut buf = vec![0u8; 2 << 20];
+        dev.read(0, &mut buf).unwrap();
+        assert!(buf.iter().all(|b| *b == 0xa5));
+        // Off: never a thread, however much is written.
+        for i in 0..64u64 {
+            dev.write(i * (64 << 10), &chunk).unwrap();
+        }
+        assert_eq!(dev.background_syncs(), 0);
+    }
+
     #[test]
     fn small_writes_into_filled_granules_go_through_a_mapping_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
