@@ -272,6 +272,26 @@ impl SlottedBlock {
         runs
     }
 
+    /// The changed sectors as one byte range, header sealed and included — from the first
+    /// changed sector to the last, widened to whole `page`s (a power of two) inside the
+    /// block — and forgets them; `None` if nothing changed. The unchanged sectors inside it
+    /// hold what the device holds, so writing them again changes nothing; a file's page
+    /// cache writes whole pages back anyway. For the same writers as
+    /// [`take_dirty`](Self::take_dirty).
+    pub fn take_dirty_span(&mut self, page: usize) -> Option<core::ops::Range<usize>> {
+        let sectors = self.buf.len() / 512;
+        let first = (0..sectors).find(|s| self.dirty & (1 << s) != 0)?;
+        let last = (0..sectors).rev().find(|s| self.dirty & (1 << s) != 0)?;
+        if self.header_dirty() {
+            format::seal(Kind::Slotted, &mut self.buf[..HEADER_SECTOR], self.start);
+        }
+        self.dirty = 0;
+        let page = page.max(512);
+        let start = first * 512 / page * page;
+        let end = ((last + 1) * 512).div_ceil(page) * page;
+        Some(start..end.min(self.buf.len()))
+    }
+
     /// Size of the block in bytes.
     pub fn size(&self) -> usize {
         self.buf.len()
