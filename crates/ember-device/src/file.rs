@@ -235,8 +235,8 @@ mod unix {
         }
     }
 
-    /// Forwards the shared part of [`BlockDevice`] (all but `write` and `resize`) to the
-    /// `inner` [`Positioned`].
+    /// Forwards the shared part of [`BlockDevice`] (all but `write`, `sync` and `resize`) to
+    /// the `inner` [`Positioned`].
     macro_rules! forward_positioned {
         () => {
             fn sector_size(&self) -> u32 {
@@ -247,9 +247,6 @@ mod unix {
             }
             fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
                 self.inner.read(offset, buf)
-            }
-            fn sync(&mut self) -> Result<()> {
-                self.inner.sync()
             }
         };
     }
@@ -427,15 +424,7 @@ mod unix {
     }
 
     impl BlockDevice for FileBlock {
-        fn sector_size(&self) -> u32 {
-            self.inner.sector_size
-        }
-        fn capacity(&self) -> u64 {
-            self.inner.len
-        }
-        fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
-            self.inner.read(offset, buf)
-        }
+        forward_positioned!();
 
         fn sync(&mut self) -> Result<()> {
             self.behind.sync(&self.inner.file)
@@ -1051,6 +1040,10 @@ mod unix {
 
     impl BlockDevice for RawBlock {
         forward_positioned!();
+
+        fn sync(&mut self) -> Result<()> {
+            self.inner.sync()
+        }
 
         fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
             self.inner.write(offset, data)
