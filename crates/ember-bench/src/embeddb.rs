@@ -513,8 +513,10 @@ fn index_pages(data: u32, bm: usize, page: usize) -> u32 {
 }
 
 fn open_store(path: &Path, pages: u32, page: usize) -> Result<Store> {
+    // Never synced, as SQLite with synchronous=OFF: no write-behind either.
     let f = FileBlock::create(path, u64::from(pages) * page as u64)
-        .map_err(|e| format!("{}: {e:?}", path.display()))?;
+        .map_err(|e| format!("{}: {e:?}", path.display()))?
+        .with_write_behind(0);
     Ok(BlockStore(Accounted::new(SyncOff(f))))
 }
 

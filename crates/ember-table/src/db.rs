@@ -1632,12 +1632,12 @@ impl<D: BlockDevice> Database<D> {
     }
 
     /// A checkpoint's writes of the changed `blocks`, tuples and header together (see
-    /// [`write_checkpoint`](Self::write_checkpoint)): each block from its first changed
-    /// sector to its last, widened to whole pages, in device order, adjacent blocks in one
-    /// write of up to [`HOME_WRITE_MAX`] bytes — a system call, not a page fault, for each
-    /// megabyte. Each block is settled: the catalog written next names it, and from then on
-    /// its header waits for its tuples between checkpoints.
-    fn write_blocks_home(&mut self, blocks: &[BlockRef]) -> Result<()> {
+    /// [`write_checkpoint`](Self::write_checkpoint)): each block's changed sectors widened
+    /// to the whole `page`s they lie in, in device order, adjacent ones in one write of up
+    /// to [`HOME_WRITE_MAX`] bytes — a system call, not a page fault, for each megabyte.
+    /// Each block is settled: the catalog written next names it, and from then on its header
+    /// waits for its tuples between checkpoints.
+    fn write_blocks_home(&mut self, blocks: &[BlockRef], page: usize) -> Result<()> {
         let mut order: Vec<(u64, BlockRef)> = blocks
             .iter()
             .map(|b| (self.sm.allocator().extent(*b).0, *b))
@@ -1649,7 +1649,7 @@ impl<D: BlockDevice> Database<D> {
             let Some(block) = self.cache.get_mut(&b) else {
                 continue;
             };
-            if let Some(span) = block.take_dirty_span(PAGE) {
+            for span in block.take_dirty_pages(page) {
                 let from = at + span.start as u64;
                 if run_at + run.len() as u64 != from || run.len() + span.len() > HOME_WRITE_MAX {
                     write_run(self.sm.device(), run_at, &run)?;
@@ -1692,7 +1692,7 @@ impl<D: BlockDevice> Database<D> {
         let blocks: Vec<BlockRef> = self.cache.keys();
         // With a journal, the records go first and each block's tuples and header follow
         // in one write: every record since the last checkpoint is durable by then, so if
-        // the cut comes before the catalog and the journal header, replay from the last
+        // the cut comes before the journal header, replay from the last
         // checkpoint puts back every tuple a header written here may name (a record carries
         // it, or its transaction wrote it home before the record), whatever mix of old and
         // new sectors the block was left with. Without one, the tuples are made durable
@@ -1721,7 +1721,8 @@ impl<D: BlockDevice> Database<D> {
             self.sm.append(marks, ops)?;
         }
         self.sm.sync()?;
-        self.write_blocks_home(&blocks)?;
+        // Without a journal only the headers are left to write: sector by sector.
+        self.write_blocks_home(&blocks, if journaled { PAGE } else { 512 })?;
         let catalog = Catalog {
             next_id: self.next_id,
             tables: self

@@ -272,24 +272,31 @@ impl SlottedBlock {
         runs
     }
 
-    /// The changed sectors as one byte range, header sealed and included — from the first
-    /// changed sector to the last, widened to whole `page`s (a power of two) inside the
-    /// block — and forgets them; `None` if nothing changed. The unchanged sectors inside it
-    /// hold what the device holds, so writing them again changes nothing; a file's page
-    /// cache writes whole pages back anyway. For the same writers as
-    /// [`take_dirty`](Self::take_dirty).
-    pub fn take_dirty_span(&mut self, page: usize) -> Option<core::ops::Range<usize>> {
-        let sectors = self.buf.len() / 512;
-        let first = (0..sectors).find(|s| self.dirty & (1 << s) != 0)?;
-        let last = (0..sectors).rev().find(|s| self.dirty & (1 << s) != 0)?;
+    /// The changed sectors, header sealed and included, widened to the whole `page`s (a
+    /// power of two, counted from the block's start) they lie in, as byte ranges (runs of
+    /// consecutive pages merged), and forgets them. An unchanged sector written again
+    /// holds what the device holds — or, in a fresh block, a sector no one wrote yet,
+    /// whose old bytes nothing names — and a file's page cache writes whole pages back
+    /// anyway. For the same writers as [`take_dirty`](Self::take_dirty).
+    pub fn take_dirty_pages(&mut self, page: usize) -> Vec<core::ops::Range<usize>> {
         if self.header_dirty() {
             format::seal(Kind::Slotted, &mut self.buf[..HEADER_SECTOR], self.start);
         }
+        let per = (page / 512).max(1);
+        let sectors = self.buf.len() / 512;
+        let mut runs: Vec<core::ops::Range<usize>> = Vec::new();
+        for p in 0..sectors.div_ceil(per) {
+            let (first, last) = (p * per, ((p + 1) * per).min(sectors));
+            if (first..last).all(|s| self.dirty & (1 << s) == 0) {
+                continue;
+            }
+            match runs.last_mut() {
+                Some(r) if r.end == first * 512 => r.end = last * 512,
+                _ => runs.push(first * 512..last * 512),
+            }
+        }
         self.dirty = 0;
-        let page = page.max(512);
-        let start = first * 512 / page * page;
-        let end = ((last + 1) * 512).div_ceil(page) * page;
-        Some(start..end.min(self.buf.len()))
+        runs
     }
 
     /// Size of the block in bytes.
@@ -700,6 +707,34 @@ mod tests {
         assert_eq!(b.get(a, 0).unwrap().unwrap(), &[2; 50][..]);
         let dirty: Vec<usize> = b.dirty_sectors().collect();
         assert_eq!(dirty, [1, 0], "the tuple's sector, then the header sector");
+    }
+
+    #[test]
+    fn changed_sectors_widen_to_the_pages_they_lie_in() {
+        let mut b = SlottedBlock::new(16 * 1024, 7).unwrap();
+        b.insert(&[1; 100]).unwrap();
+        // Header and the tuple's sector: the first 4 KiB page, sealed.
+        assert_eq!(b.take_dirty_pages(4096), vec![0..4096]);
+        assert!(b.is_clean());
+        assert!(SlottedBlock::from_bytes(b.buf.clone(), 0).is_ok());
+        assert_eq!(
+            b.take_dirty_pages(4096),
+            Vec::<core::ops::Range<usize>>::new()
+        );
+        // A tuple running into the third page: one run of three pages, not the fourth.
+        b.insert(&[2; 9000]).unwrap();
+        assert_eq!(b.take_dirty_pages(4096), vec![0..12 * 1024]);
+        // Sector by sector: the changed sectors only, as `take_dirty` gives them.
+        b.put(0, &[3; 30]).unwrap();
+        let mut c = b.clone();
+        assert_eq!(b.take_dirty_pages(512), c.take_dirty());
+        // Header and a tuple two pages apart: two runs, the clean page between left out.
+        b.put(0, &[5; 30]).unwrap();
+        assert_eq!(b.take_dirty_pages(4096), vec![0..4096, 8192..12 * 1024]);
+        // A block smaller than a page is written whole.
+        let mut small = SlottedBlock::new(2048, 7).unwrap();
+        small.insert(&[4; 10]).unwrap();
+        assert_eq!(small.take_dirty_pages(4096), vec![0..2048]);
     }
 
     #[test]
