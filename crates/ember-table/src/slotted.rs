@@ -255,21 +255,7 @@ impl SlottedBlock {
     /// the records durable first, whose replay rewrites every tuple the header names (see
     /// `db`); otherwise the header waits for its tuples ([`take_dirty_tuples`](Self::take_dirty_tuples)).
     pub fn take_dirty(&mut self) -> Vec<core::ops::Range<usize>> {
-        if self.header_dirty() {
-            format::seal(Kind::Slotted, &mut self.buf[..HEADER_SECTOR], self.start);
-        }
-        let mut runs: Vec<core::ops::Range<usize>> = Vec::new();
-        for s in 0..self.buf.len() / 512 {
-            if self.dirty & (1 << s) == 0 {
-                continue;
-            }
-            match runs.last_mut() {
-                Some(r) if r.end == s * 512 => r.end += 512,
-                _ => runs.push(s * 512..(s + 1) * 512),
-            }
-        }
-        self.dirty = 0;
-        runs
+        self.take_dirty_pages(512)
     }
 
     /// The changed sectors, header sealed and included, widened to the whole `page`s (a
@@ -724,10 +710,14 @@ mod tests {
         // A tuple running into the third page: one run of three pages, not the fourth.
         b.insert(&[2; 9000]).unwrap();
         assert_eq!(b.take_dirty_pages(4096), vec![0..12 * 1024]);
-        // Sector by sector: the changed sectors only, as `take_dirty` gives them.
+        // Sector by sector: the changed sectors only, header first.
         b.put(0, &[3; 30]).unwrap();
         let mut c = b.clone();
-        assert_eq!(b.take_dirty_pages(512), c.take_dirty());
+        assert_eq!(
+            b.take_dirty_pages(512),
+            vec![0..512, 9 * 1024..9 * 1024 + 512]
+        );
+        assert_eq!(c.take_dirty(), vec![0..512, 9 * 1024..9 * 1024 + 512]);
         // Header and a tuple two pages apart: two runs, the clean page between left out.
         b.put(0, &[5; 30]).unwrap();
         assert_eq!(b.take_dirty_pages(4096), vec![0..4096, 8192..12 * 1024]);
