@@ -70,12 +70,33 @@ enum Kind {
 /// any byte range the caller names). Regions may overlap; each counts the part of an access
 /// that falls inside it. The cost per operation is a scan of at most [`MAX_REGIONS`] ranges,
 /// cheap enough to leave on.
+///
+/// Writes and syncs made through a [`writer`](BlockDevice::writer) handle of the device
+/// (with `std`) are counted too, in the order they happened relative to each other, once
+/// the device is next used or its counts are read.
 #[derive(Debug)]
 pub struct Accounted<D> {
     dev: D,
+    counts: Counts,
+    /// Operations of the writer handles given out, not yet counted.
+    #[cfg(feature = "std")]
+    side: Option<std::sync::Arc<std::sync::Mutex<std::vec::Vec<SideOp>>>>,
+}
+
+/// What an [`Accounted`] device has counted.
+#[derive(Debug, Clone, Copy)]
+struct Counts {
     total: IoStats,
     unsynced: u64,
     regions: [Option<Region>; MAX_REGIONS],
+}
+
+/// An operation made through a writer handle.
+#[cfg(feature = "std")]
+#[derive(Debug, Clone, Copy)]
+enum SideOp {
+    Write(u64, u64),
+    Sync,
 }
 
 impl<D> Accounted<D> {
@@ -83,22 +104,49 @@ impl<D> Accounted<D> {
     pub fn new(dev: D) -> Self {
         Accounted {
             dev,
-            total: IoStats::default(),
-            unsynced: 0,
-            regions: [None; MAX_REGIONS],
+            counts: Counts {
+                total: IoStats::default(),
+                unsynced: 0,
+                regions: [None; MAX_REGIONS],
+            },
+            #[cfg(feature = "std")]
+            side: None,
+        }
+    }
+
+    /// The counts with the writer handles' operations not yet folded in.
+    fn view(&self) -> Counts {
+        #[allow(unused_mut)]
+        let mut c = self.counts;
+        #[cfg(feature = "std")]
+        if let Some(side) = &self.side {
+            for op in side.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                c.side(*op);
+            }
+        }
+        c
+    }
+
+    /// Folds the writer handles' operations into the counts.
+    fn drain(&mut self) {
+        #[cfg(feature = "std")]
+        if let Some(side) = &self.side {
+            let ops = core::mem::take(&mut *side.lock().unwrap_or_else(|p| p.into_inner()));
+            for op in ops {
+                self.counts.side(op);
+            }
         }
     }
 
     /// Tracks the bytes `[start, start + len)` under `name` from now on.
     pub fn add_region(&mut self, name: &'static str, start: u64, len: u64) -> Result<RegionId> {
-        let slot =
-            self.regions
-                .iter()
-                .position(Option::is_none)
-                .ok_or(DeviceError::BadGeometry {
-                    reason: "too many accounting regions",
-                })?;
-        self.regions[slot] = Some(Region {
+        self.drain();
+        let slot = self.counts.regions.iter().position(Option::is_none).ok_or(
+            DeviceError::BadGeometry {
+                reason: "too many accounting regions",
+            },
+        )?;
+        self.counts.regions[slot] = Some(Region {
             name,
             start,
             end: start.saturating_add(len),
@@ -110,19 +158,21 @@ impl<D> Accounted<D> {
 
     /// Stops tracking a region.
     pub fn remove_region(&mut self, id: RegionId) {
-        if let Some(slot) = self.regions.get_mut(usize::from(id.0)) {
+        self.drain();
+        if let Some(slot) = self.counts.regions.get_mut(usize::from(id.0)) {
             *slot = None;
         }
     }
 
     /// Counts over the whole device.
     pub fn stats(&self) -> IoStats {
-        self.total
+        self.view().total
     }
 
     /// The name and counts of one region.
     pub fn region(&self, id: RegionId) -> Option<(&'static str, IoStats)> {
-        self.regions
+        self.view()
+            .regions
             .get(usize::from(id.0))
             .copied()
             .flatten()
@@ -131,13 +181,18 @@ impl<D> Accounted<D> {
 
     /// The name and counts of every region.
     pub fn regions(&self) -> impl Iterator<Item = (&'static str, IoStats)> + '_ {
-        self.regions.iter().flatten().map(|r| (r.name, r.stats))
+        self.view()
+            .regions
+            .into_iter()
+            .flatten()
+            .map(|r| (r.name, r.stats))
     }
 
     /// Sets every counter to zero (regions stay).
     pub fn reset(&mut self) {
-        self.total = IoStats::default();
-        for r in self.regions.iter_mut().flatten() {
+        self.drain();
+        self.counts.total = IoStats::default();
+        for r in self.counts.regions.iter_mut().flatten() {
             r.stats = IoStats::default();
         }
     }
@@ -160,17 +215,19 @@ impl<D> Accounted<D> {
     /// Counts an operation that succeeded and passes its result on.
     fn counted(&mut self, done: Result<()>, kind: Kind, offset: u64, len: u64) -> Result<()> {
         done?;
-        self.count(kind, offset, len);
+        self.counts.count(kind, offset, len);
         Ok(())
     }
 
     /// Counts a sync that succeeded and passes its result on.
     fn counted_sync(&mut self, done: Result<()>) -> Result<()> {
         done?;
-        self.count_sync();
+        self.counts.count_sync();
         Ok(())
     }
+}
 
+impl Counts {
     fn count(&mut self, kind: Kind, offset: u64, len: u64) {
         bump(&mut self.total, kind, len);
         // An erase changes the medium too; a sync makes it durable like a write.
@@ -202,6 +259,14 @@ impl<D> Accounted<D> {
             }
         }
     }
+
+    #[cfg(feature = "std")]
+    fn side(&mut self, op: SideOp) {
+        match op {
+            SideOp::Write(offset, len) => self.count(Kind::Write, offset, len),
+            SideOp::Sync => self.count_sync(),
+        }
+    }
 }
 
 fn bump(s: &mut IoStats, kind: Kind, len: u64) {
@@ -229,14 +294,17 @@ impl<D: BlockDevice> BlockDevice for Accounted<D> {
         self.dev.capacity()
     }
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.drain();
         let done = self.dev.read(offset, buf);
         self.counted(done, Kind::Read, offset, buf.len() as u64)
     }
     fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        self.drain();
         let done = self.dev.write(offset, data);
         self.counted(done, Kind::Write, offset, data.len() as u64)
     }
     fn sync(&mut self) -> Result<()> {
+        self.drain();
         let done = self.dev.sync();
         self.counted_sync(done)
     }
@@ -245,6 +313,40 @@ impl<D: BlockDevice> BlockDevice for Accounted<D> {
     }
     fn prepare(&mut self, offset: u64, len: u64) {
         self.dev.prepare(offset, len)
+    }
+    #[cfg(feature = "std")]
+    fn writer(&mut self) -> Option<alloc::boxed::Box<dyn crate::block::DeviceWriter>> {
+        let inner = self.dev.writer()?;
+        let side = self.side.get_or_insert_with(Default::default).clone();
+        Some(alloc::boxed::Box::new(CountedWriter { inner, side }))
+    }
+}
+
+/// A writer handle of an [`Accounted`] device: logs what succeeded for the device to count.
+#[cfg(feature = "std")]
+struct CountedWriter {
+    inner: alloc::boxed::Box<dyn crate::block::DeviceWriter>,
+    side: std::sync::Arc<std::sync::Mutex<std::vec::Vec<SideOp>>>,
+}
+
+#[cfg(feature = "std")]
+impl CountedWriter {
+    fn log(&self, op: SideOp) {
+        self.side.lock().unwrap_or_else(|p| p.into_inner()).push(op);
+    }
+}
+
+#[cfg(feature = "std")]
+impl crate::block::DeviceWriter for CountedWriter {
+    fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        self.inner.write(offset, data)?;
+        self.log(SideOp::Write(offset, data.len() as u64));
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.inner.sync()?;
+        self.log(SideOp::Sync);
+        Ok(())
     }
 }
 

@@ -56,6 +56,32 @@ pub trait BlockDevice {
     fn prepare(&mut self, offset: u64, len: u64) {
         let _ = (offset, len);
     }
+
+    /// A second handle on this device that writes and syncs from another thread while the
+    /// caller goes on using the device, or `None` (the default) where the device cannot be
+    /// shared that way. See [`DeviceWriter`] for what the two may do at once.
+    #[cfg(feature = "alloc")]
+    fn writer(&mut self) -> Option<alloc::boxed::Box<dyn DeviceWriter>> {
+        None
+    }
+}
+
+/// A handle that writes to a device from another thread (see [`BlockDevice::writer`]).
+///
+/// While a handle is in use, the caller and the handle write disjoint byte ranges, and the
+/// caller does not read a range the handle may still be writing; the caller does not
+/// [`resize`](BlockDevice::resize) the device. A `sync` through either the device or the
+/// handle is a barrier for every write that returned, through either, before it began; the
+/// contract of the module docs holds for the writes of both together. A handle outliving
+/// the device it came from writes to what the device was (the same file); callers do not
+/// let it.
+#[cfg(feature = "alloc")]
+pub trait DeviceWriter: Send {
+    /// Writes `data` starting at `offset`; not durable until a sync.
+    fn write(&mut self, offset: u64, data: &[u8]) -> Result<()>;
+
+    /// Makes every write issued so far, through the handle and through the device, durable.
+    fn sync(&mut self) -> Result<()>;
 }
 
 /// Forwards the block-device contract through a pointer type.
@@ -82,6 +108,10 @@ macro_rules! forward_block_device {
             }
             fn prepare(&mut self, offset: u64, len: u64) {
                 (**self).prepare(offset, len)
+            }
+            #[cfg(feature = "alloc")]
+            fn writer(&mut self) -> Option<alloc::boxed::Box<dyn DeviceWriter>> {
+                (**self).writer()
             }
         }
     )*};

@@ -449,6 +449,15 @@ mod unix {
             }
         }
 
+        fn writer(&mut self) -> Option<std::boxed::Box<dyn crate::block::DeviceWriter>> {
+            let file = self.inner.file.try_clone().ok()?;
+            Some(std::boxed::Box::new(FileWriter {
+                file,
+                len: self.inner.len,
+                shared: Arc::clone(&self.behind.shared),
+            }))
+        }
+
         fn resize(&mut self, new_len: u64) -> Result<()> {
             // No mapping may reach past the end, not even for a moment.
             self.mapped.unmap_all();
@@ -529,6 +538,9 @@ mod unix {
         threshold: u64,
         /// Bytes written since the last sync or request.
         pending: u64,
+        /// The lock every sync of the file takes (the caller's, the thread's, a
+        /// [`FileWriter`]'s) and the error that stays.
+        shared: Arc<Shared>,
         worker: Option<Worker>,
         /// The thread could not be started: syncs stay the caller's.
         refused: bool,
@@ -538,7 +550,6 @@ mod unix {
     struct Worker {
         /// `None` only while dropping.
         wake: Option<mpsc::SyncSender<()>>,
-        shared: Arc<Shared>,
         thread: Option<thread::JoinHandle<()>>,
     }
 
@@ -559,6 +570,44 @@ mod unix {
             // Nothing panics while holding it; a poisoned lock still guards its value.
             self.state.lock().unwrap_or_else(|p| p.into_inner())
         }
+
+        /// A sync asked for by a caller (the device's owner or a [`FileWriter`]): after any
+        /// sync in flight, failing if one failed.
+        fn sync(&self, file: &File) -> Result<()> {
+            let mut state = self.lock();
+            if let Some((kind, errno)) = *state {
+                return Err(io_error(Op::Sync, 0, &rebuild(kind, errno)));
+            }
+            self.wanted.store(false, Ordering::Release);
+            file.sync_data().map_err(|e| {
+                *state = Some((e.kind(), e.raw_os_error()));
+                io_error(Op::Sync, 0, &e)
+            })
+        }
+    }
+
+    /// A [`FileBlock`]'s second handle ([`BlockDevice::writer`]): a duplicate of its
+    /// descriptor, bounded by the length the device had when the handle was made, syncing
+    /// under the device's sync lock (a failed write-back one of them hears fails the other's
+    /// later syncs too).
+    #[derive(Debug)]
+    struct FileWriter {
+        file: File,
+        len: u64,
+        shared: Arc<Shared>,
+    }
+
+    impl crate::block::DeviceWriter for FileWriter {
+        fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+            check_bounds(Op::Write, offset, data.len() as u64, self.len)?;
+            self.file
+                .write_all_at(data, offset)
+                .map_err(|e| io_error(Op::Write, offset, &e))
+        }
+
+        fn sync(&mut self) -> Result<()> {
+            self.shared.sync(&self.file)
+        }
     }
 
     impl WriteBehind {
@@ -566,6 +615,7 @@ mod unix {
             WriteBehind {
                 threshold,
                 pending: 0,
+                shared: Arc::new(Shared::default()),
                 worker: None,
                 refused: false,
             }
@@ -576,9 +626,7 @@ mod unix {
         }
 
         fn syncs(&self) -> u64 {
-            self.worker
-                .as_ref()
-                .map_or(0, |w| w.shared.syncs.load(Ordering::Relaxed))
+            self.shared.syncs.load(Ordering::Relaxed)
         }
 
         /// Counts `len` bytes written; wakes the thread (starting it if need be) past the
@@ -590,11 +638,11 @@ mod unix {
             }
             self.pending = 0;
             if self.worker.is_none() {
-                self.worker = Worker::start(file);
+                self.worker = Worker::start(file, &self.shared);
                 self.refused = self.worker.is_none();
             }
             if let Some(w) = &self.worker {
-                w.shared.wanted.store(true, Ordering::Release);
+                self.shared.wanted.store(true, Ordering::Release);
                 if let Some(wake) = &w.wake {
                     // Full: a sync is asked for already, and it covers this write too.
                     let _ = wake.try_send(());
@@ -605,18 +653,7 @@ mod unix {
         /// The caller's sync: after any background sync in flight, failing if one failed.
         fn sync(&mut self, file: &File) -> Result<()> {
             self.pending = 0;
-            let Some(w) = &self.worker else {
-                return file.sync_data().map_err(|e| io_error(Op::Sync, 0, &e));
-            };
-            let mut state = w.shared.lock();
-            if let Some((kind, errno)) = *state {
-                return Err(io_error(Op::Sync, 0, &rebuild(kind, errno)));
-            }
-            w.shared.wanted.store(false, Ordering::Release);
-            file.sync_data().map_err(|e| {
-                *state = Some((e.kind(), e.raw_os_error()));
-                io_error(Op::Sync, 0, &e)
-            })
+            self.shared.sync(file)
         }
     }
 
@@ -628,11 +665,10 @@ mod unix {
     }
 
     impl Worker {
-        fn start(file: &File) -> Option<Worker> {
+        fn start(file: &File, shared: &Arc<Shared>) -> Option<Worker> {
             let file = file.try_clone().ok()?;
-            let shared = Arc::new(Shared::default());
             let (wake, asked) = mpsc::sync_channel::<()>(1);
-            let theirs = Arc::clone(&shared);
+            let theirs = Arc::clone(shared);
             let thread = thread::Builder::new()
                 .name("ember-write-behind".into())
                 .spawn(move || {
@@ -650,7 +686,6 @@ mod unix {
                 .ok()?;
             Some(Worker {
                 wake: Some(wake),
-                shared,
                 thread: Some(thread),
             })
         }
@@ -1595,6 +1630,68 @@ mod tests {
         assert_eq!(&buf, b"new\0\0\0\0\0");
         dev.read(4096, &mut buf[..4]).unwrap();
         assert_eq!(&buf[..4], b"kept");
+    }
+
+    #[test]
+    fn a_writer_handle_writes_from_another_thread_beside_the_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "writer");
+        let mut dev = FileBlock::create(&path, 1 << 20).unwrap();
+        dev.prepare(0, 1 << 20);
+        let mut w = dev.writer().expect("a file device gives a writer handle");
+        let t = std::thread::spawn(move || {
+            for i in 0..64u64 {
+                w.write(512 * 1024 + i * 4096, &[0x5a; 4096]).unwrap();
+            }
+            w.sync().unwrap();
+            // Bounded by the device's length when the handle was made.
+            assert!(matches!(
+                w.write((1 << 20) - 100, &[0; 200]),
+                Err(DeviceError::OutOfBounds { .. })
+            ));
+        });
+        for i in 0..64u64 {
+            dev.write(i * 4096, &[0xa5; 4096]).unwrap();
+        }
+        t.join().unwrap();
+        // The device reads what the handle wrote, and a sync of either covers both.
+        let mut buf = vec![0u8; 1 << 20];
+        dev.read(0, &mut buf).unwrap();
+        assert!(buf[..256 << 10].iter().all(|b| *b == 0xa5));
+        assert!(buf[512 << 10..768 << 10].iter().all(|b| *b == 0x5a));
+        dev.sync().unwrap();
+        drop(dev);
+        let mut dev = FileBlock::open(&path).unwrap();
+        dev.read(0, &mut buf).unwrap();
+        assert!(buf[512 << 10..768 << 10].iter().all(|b| *b == 0x5a));
+    }
+
+    #[test]
+    fn an_accounted_devices_writer_handle_is_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "counted");
+        let mut dev = crate::Accounted::new(FileBlock::create(&path, 1 << 20).unwrap());
+        let region = dev.add_region("top", 512 << 10, 512 << 10).unwrap();
+        let mut w = dev.writer().unwrap();
+        std::thread::spawn(move || {
+            w.write(512 << 10, &[1; 4096]).unwrap();
+            w.write(0, &[1; 512]).unwrap();
+            w.sync().unwrap();
+        })
+        .join()
+        .unwrap();
+        // Read before the device is used again, and after.
+        let s = dev.stats();
+        assert_eq!((s.writes, s.write_bytes, s.syncs), (2, 4608, 1));
+        assert_eq!(dev.region(region).unwrap().1.write_bytes, 4096);
+        dev.write(4096, &[2; 512]).unwrap();
+        dev.sync().unwrap();
+        let s = dev.stats();
+        assert_eq!(
+            (s.writes, s.write_bytes, s.syncs, s.synced_bytes),
+            (3, 5120, 2, 5120)
+        );
+        assert_eq!(dev.region(region).unwrap().1.write_bytes, 4096);
     }
 
     #[test]

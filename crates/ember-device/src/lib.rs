@@ -46,6 +46,8 @@ mod rng;
 mod sim;
 
 pub use account::{Accounted, IoStats, MAX_REGIONS, RegionId};
+#[cfg(feature = "alloc")]
+pub use block::DeviceWriter;
 pub use block::{BlockDevice, DEFAULT_SECTOR_SIZE};
 pub use error::{DeviceError, Op, Result};
 pub use extent::Extent;

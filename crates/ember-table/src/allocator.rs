@@ -654,6 +654,25 @@ impl Allocator {
         Ok(())
     }
 
+    /// [`flush`](Self::flush) with the blocks `open` (allocated in RAM, for records not
+    /// yet written) written as free; they stay allocated in RAM, and the next flush writes
+    /// them.
+    pub fn flush_without<D: BlockDevice>(&mut self, dev: &mut D, open: &[BlockRef]) -> Result<()> {
+        let mut held: Vec<BlockRef> = open
+            .iter()
+            .copied()
+            .filter(|b| self.is_allocated(*b))
+            .collect();
+        held.sort_unstable();
+        held.dedup();
+        self.free(&held)?;
+        let r = self.flush(dev);
+        for b in held {
+            self.mark(b, true)?;
+        }
+        r
+    }
+
     /// Whether some change is not yet durable.
     pub fn is_dirty(&self) -> bool {
         self.chunks.iter().any(|c| c.dirty)

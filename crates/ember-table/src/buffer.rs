@@ -188,7 +188,7 @@ impl Buffer {
         }
     }
 
-    /// The block has changes not yet written home: it stays until [`all_clean`](Self::all_clean).
+    /// The block has changes not yet written home: it stays until [`clean_where`](Self::clean_where) finds it written.
     pub(crate) fn mark_dirty(&mut self, b: BlockRef) {
         let Some(&i) = self.map.get(&b) else { return };
         let Some(e) = self.entry(i) else { return };
@@ -201,16 +201,18 @@ impl Buffer {
         self.unlink(i);
     }
 
-    /// A checkpoint wrote every block home.
-    pub(crate) fn all_clean(&mut self) {
+    /// A checkpoint wrote home every block with no change left in it (`written`): they
+    /// become clean, free to leave RAM.
+    pub(crate) fn clean_where(&mut self, written: impl Fn(&SlottedBlock) -> bool) {
         for i in 0..self.slots.len() {
             let Some(e) = self.entry(i) else { continue };
-            if e.dirty {
+            if e.dirty && written(&e.block) {
                 e.dirty = false;
+                let size = e.block.size();
+                self.dirty_bytes -= size;
                 self.push_front(i);
             }
         }
-        self.dirty_bytes = 0;
     }
 
     pub(crate) fn remove(&mut self, b: &BlockRef) {
@@ -331,7 +333,12 @@ mod tests {
         buf.evict(0);
         assert_eq!(buf.keys(), vec![r(0)]);
         assert_eq!(buf.bytes(), 1024);
-        buf.all_clean();
+        // A block with changes not yet written stays dirty.
+        buf.get_mut(&r(0)).unwrap().insert(b"changed").unwrap();
+        buf.clean_where(SlottedBlock::is_clean);
+        buf.evict(0);
+        assert_eq!(buf.keys(), vec![r(0)]);
+        buf.clean_where(|_| true);
         buf.evict(0);
         assert!(buf.keys().is_empty());
         assert_eq!(buf.bytes(), 0);

@@ -410,6 +410,16 @@ impl CatalogStore {
     /// Writes `catalog` as the next generation into the other half: payload, then header.
     /// Not synced; durable (and current after a crash) once the caller syncs.
     pub fn write<D: BlockDevice>(&mut self, dev: &mut D, catalog: &Catalog) -> Result<()> {
+        for (at, bytes) in self.next_writes(catalog)? {
+            dev.write(at, &bytes)?;
+        }
+        Ok(())
+    }
+
+    /// The writes that store `catalog` as the next snapshot, in the order they must be
+    /// issued (body, then the header naming its CRC); the store counts it written. The
+    /// caller issues them before it writes the store again.
+    pub fn next_writes(&mut self, catalog: &Catalog) -> Result<[(u64, Vec<u8>); 2]> {
         let p = catalog.encode();
         let half = self.half(self.generation + 1);
         if p.len() as u64 > half.len - SECTOR {
@@ -417,17 +427,15 @@ impl CatalogStore {
                 "the catalog does not fit the META_ZONE",
             ));
         }
-        let mut padded = p.clone();
-        padded.resize(p.len().div_ceil(512) * 512, 0);
-        dev.write(half.start + SECTOR, &padded)?;
-        let mut h = [0u8; 512];
+        let mut h = vec![0u8; 512];
         h[16..24].copy_from_slice(&(self.generation + 1).to_le_bytes());
         h[24..32].copy_from_slice(&(p.len() as u64).to_le_bytes());
         h[32..36].copy_from_slice(&crc32fast::hash(&p).to_le_bytes());
         format::seal(Kind::Catalog, &mut h, 36);
-        dev.write(half.start, &h)?;
+        let mut padded = p;
+        padded.resize(padded.len().div_ceil(512) * 512, 0);
         self.generation += 1;
-        Ok(())
+        Ok([(half.start + SECTOR, padded), (half.start, h)])
     }
 }
 

@@ -83,6 +83,7 @@ use ember_device::BlockDevice;
 use crate::allocator::BlockRef;
 use crate::buffer::{Buffer, Checked};
 use crate::catalog::{Catalog, CatalogStore, TableEntry};
+use crate::checkpoint::{Flight, HomeWrites, Job};
 use crate::error::{Result, TableError};
 use crate::format::{u32_at, u64_at};
 use crate::ikey::Key;
@@ -333,9 +334,6 @@ const JOURNALED_TUPLES_MAX: usize = 2048;
 /// The page a file system's cache keeps: a checkpoint writes blocks in whole ones.
 const PAGE: usize = 4096;
 
-/// The most a checkpoint writes home in one device write.
-const HOME_WRITE_MAX: usize = 1 << 20;
-
 /// Writes `bytes` at `at` (nothing if empty), allocating ahead (see `BlockDevice::prepare`).
 fn write_run<D: BlockDevice>(dev: &mut D, at: u64, bytes: &[u8]) -> Result<()> {
     if bytes.is_empty() {
@@ -525,6 +523,11 @@ pub struct Database<D: BlockDevice> {
     spill: Option<BlockRef>,
     /// Disorder mode: records not yet written.
     buffered: Vec<(Vec<Mark>, Vec<u8>)>,
+    /// A checkpoint whose writes home may still be going on (see
+    /// [`start_checkpoint`](Database::start_checkpoint)).
+    flight: Option<Flight>,
+    /// Checkpoints whose writes home ran on a thread of their own.
+    background_checkpoints: u64,
     /// A commit or checkpoint failed after it began to write: RAM may be ahead of the
     /// device, and every call but dropping the database is refused with
     /// [`TableError::NeedsRecovery`] (opening it again recovers the durable state).
@@ -591,6 +594,8 @@ impl<D: BlockDevice> Database<D> {
             deferred: Vec::new(),
             spill: None,
             buffered: Vec::new(),
+            flight: None,
+            background_checkpoints: 0,
             failed: false,
             scan: ScanScratch::default(),
             #[cfg(feature = "query-cache")]
@@ -621,6 +626,8 @@ impl<D: BlockDevice> Database<D> {
             deferred: Vec::new(),
             spill: None,
             buffered: Vec::new(),
+            flight: None,
+            background_checkpoints: 0,
             failed: false,
             scan: ScanScratch::default(),
             #[cfg(feature = "query-cache")]
@@ -984,6 +991,12 @@ impl<D: BlockDevice> Database<D> {
         self.cache.evict(self.opts.buffer_bytes);
     }
 
+    /// Checkpoints so far whose writes home ran on a thread while transactions went on
+    /// (the device gave a [`writer`](BlockDevice::writer) handle).
+    pub fn background_checkpoints(&self) -> u64 {
+        self.background_checkpoints
+    }
+
     /// Query-cache hits and misses so far (the `query-cache` feature; zeros without it).
     pub fn query_cache_stats(&self) -> (u64, u64) {
         #[cfg(feature = "query-cache")]
@@ -1028,8 +1041,25 @@ impl<D: BlockDevice> Database<D> {
 
     /// The device (for inspection and statistics; writing to it behind the engine's back
     /// breaks every promise).
+    ///
+    /// A checkpoint still writing home is waited for first (a failure there leaves the
+    /// database [`failed`](Self::failed)).
     pub fn device(&mut self) -> &mut D {
+        let _ = self.land_all();
         self.sm.device()
+    }
+
+    /// Lands the checkpoint in flight, if any, waiting for its writes.
+    fn land_all(&mut self) -> Result<()> {
+        if self.flight.is_none() {
+            return Ok(());
+        }
+        let open = self
+            .txn
+            .as_ref()
+            .map(|t| t.marks.clone())
+            .unwrap_or_default();
+        self.land(true, &open).map(drop)
     }
 
     /// Every entry of a table's primary index, in key order.
@@ -1135,6 +1165,7 @@ impl<D: BlockDevice> Database<D> {
     /// names a live tuple with its key, every live tuple is indexed, and the row counts
     /// agree. Reads every block and every index page.
     pub fn verify(&mut self) -> Result<()> {
+        self.land_all()?;
         let bad = |reason| TableError::Corrupt {
             structure: "database",
             offset: 0,
@@ -1441,6 +1472,16 @@ impl<D: BlockDevice> Database<D> {
         } else {
             txn.ops.len()
         };
+        // A checkpoint in flight lands first if this transaction writes blocks home (they
+        // could be among the ones it writes) or needs the journal room it still holds.
+        if self.flight.is_some()
+            && (!carried || !self.sm.journal_fits(txn.marks.len() + 1, ops_len + 10))
+        {
+            if let Err(e) = self.land(true, &txn.marks) {
+                self.txn = Some(txn);
+                return Err(e);
+            }
+        }
         // A transaction that wrote a big tuple into a fresh block reserves the next spill
         // block like it, if there is none: the next such transaction writes its record there.
         let reserve = match (self.spill, carried, txn.big) {
@@ -1532,8 +1573,12 @@ impl<D: BlockDevice> Database<D> {
         if mode == Mode::Full {
             self.sm.sync()?;
         }
-        if self.sm.journal_half_full() || self.index_flush_due() {
-            self.checkpoint_now()?;
+        // A checkpoint started here goes on while the next transactions run; the one in
+        // flight lands once its writes are done.
+        if self.flight.is_some() {
+            self.land(false, &[])?;
+        } else if self.sm.journal_half_full() || self.index_flush_due() {
+            self.start_checkpoint(true)?;
         }
         self.evict();
         Ok(())
@@ -1632,35 +1677,30 @@ impl<D: BlockDevice> Database<D> {
     }
 
     /// A checkpoint's writes of the changed `blocks`, tuples and header together (see
-    /// [`write_checkpoint`](Self::write_checkpoint)): each block's changed sectors widened
-    /// to the whole `page`s they lie in, in device order, adjacent ones in one write of up
-    /// to [`HOME_WRITE_MAX`] bytes — a system call, not a page fault, for each megabyte.
-    /// Each block is settled: the catalog written next names it, and from then on its header
-    /// waits for its tuples between checkpoints.
-    fn write_blocks_home(&mut self, blocks: &[BlockRef], page: usize) -> Result<()> {
+    /// [`start_checkpoint`](Self::start_checkpoint)), copied as they are now: each block's
+    /// changed sectors widened to the whole `page`s they lie in, in device order (the
+    /// device told to expect them). Each block is settled: the catalog written after them
+    /// names it, and from then on its header waits for its tuples between checkpoints.
+    fn home_writes(&mut self, blocks: &[BlockRef], page: usize) -> HomeWrites {
         let mut order: Vec<(u64, BlockRef)> = blocks
             .iter()
             .map(|b| (self.sm.allocator().extent(*b).0, *b))
             .collect();
         order.sort_unstable();
-        let mut run = Vec::new();
-        let mut run_at = 0;
+        let mut home = HomeWrites::default();
         for (at, b) in order {
             let Some(block) = self.cache.get_mut(&b) else {
                 continue;
             };
             for span in block.take_dirty_pages(page) {
-                let from = at + span.start as u64;
-                if run_at + run.len() as u64 != from || run.len() + span.len() > HOME_WRITE_MAX {
-                    write_run(self.sm.device(), run_at, &run)?;
-                    run.clear();
-                    run_at = from;
-                }
-                run.extend_from_slice(block.bytes(span));
+                home.push(at + span.start as u64, block.bytes(span));
             }
             block.settle();
         }
-        write_run(self.sm.device(), run_at, &run)
+        for (at, len) in home.runs() {
+            self.sm.device().prepare(at, len as u64);
+        }
+        home
     }
 
     // ----- checkpoints --------------------------------------------------------------------
@@ -1680,24 +1720,49 @@ impl<D: BlockDevice> Database<D> {
         if self.failed {
             return Err(TableError::NeedsRecovery);
         }
-        let r = self.write_checkpoint();
+        let r = self
+            .land_checkpoint(true, &[])
+            .and_then(|_| self.start_checkpoint(false))
+            .and_then(|_| self.land_checkpoint(true, &[]).map(drop));
         self.failed = r.is_err();
         r
     }
 
-    fn write_checkpoint(&mut self) -> Result<()> {
+    /// Finishes the checkpoint in flight, if any, waiting for it if `wait` (else only if
+    /// its job runs on this thread); whether none is left in flight. `open`: the marks of a
+    /// transaction whose record is not written yet. A failure leaves the database
+    /// [`failed`](Self::failed).
+    fn land(&mut self, wait: bool, open: &[Mark]) -> Result<bool> {
+        if self.failed {
+            return Err(TableError::NeedsRecovery);
+        }
+        let r = self.land_checkpoint(wait, open);
+        self.failed = r.is_err();
+        r
+    }
+
+    /// Takes a checkpoint's snapshot and starts its writes home: on a thread of the
+    /// device's if `background` and the device gives a [`writer`](BlockDevice::writer),
+    /// else when [`land_checkpoint`](Self::land_checkpoint) is next called. None may be in
+    /// flight.
+    ///
+    /// Here, on the caller's thread: new index pages (and disorder mode's buffered
+    /// records), a sync that makes every record so far durable, and a copy of each changed
+    /// block's pages and of the catalog. Then, in the job: those pages, the catalog, a sync.
+    /// A block's tuples and header go in one write once every record is durable: if the cut
+    /// comes before the journal's tail moves, replay from the last checkpoint puts back
+    /// every tuple a header written here may name (a record carries it, or its transaction
+    /// wrote it home before the record), whatever mix of old and new sectors the block was
+    /// left with. Commits made meanwhile only append records after the snapshot and change
+    /// blocks in RAM; one that would write a block home lands the checkpoint first. Without
+    /// a journal the tuples are made durable before the headers that point at them (a
+    /// block of 4 KiB is one page: written twice, it went to the disk twice).
+    fn start_checkpoint(&mut self, background: bool) -> Result<()> {
+        debug_assert!(self.flight.is_none());
         self.forget_positions();
         // Records written in disorder mode may have to wait for room: make room first.
         let pending = std::mem::take(&mut self.buffered);
         let blocks: Vec<BlockRef> = self.cache.keys();
-        // With a journal, the records go first and each block's tuples and header follow
-        // in one write: every record since the last checkpoint is durable by then, so if
-        // the cut comes before the journal header, replay from the last
-        // checkpoint puts back every tuple a header written here may name (a record carries
-        // it, or its transaction wrote it home before the record), whatever mix of old and
-        // new sectors the block was left with. Without one, the tuples are made durable
-        // before the headers that point at them. (A block of 4 KiB is one page: written
-        // twice, it went to the disk twice.)
         let journaled = self.opts.mode != Mode::None;
         if !journaled {
             for b in &blocks {
@@ -1722,7 +1787,7 @@ impl<D: BlockDevice> Database<D> {
         }
         self.sm.sync()?;
         // Without a journal only the headers are left to write: sector by sector.
-        self.write_blocks_home(&blocks, if journaled { PAGE } else { 512 })?;
+        let home = self.home_writes(&blocks, if journaled { PAGE } else { 512 });
         let catalog = Catalog {
             next_id: self.next_id,
             tables: self
@@ -1743,23 +1808,52 @@ impl<D: BlockDevice> Database<D> {
                 .collect(),
             marks,
         };
-        self.store.write(self.sm.device(), &catalog)?;
-        self.sm.device().sync()?;
-        // The old index pages and the blocks of committed transactions are free now that
-        // the catalog that no longer names them is durable.
+        let catalog = self.store.next_writes(&catalog)?;
+        // The old index pages and the blocks of committed transactions are free once the
+        // catalog that no longer names them is durable and the journal's tail has moved
+        // past the records that do; so is the spill block, which no record after this
+        // one names.
         let mut freed = std::mem::take(&mut self.deferred);
         freed.extend(replaced);
-        // The records that name the spill block are gone with this checkpoint.
         freed.extend(self.spill.take());
         self.sm.set_spill(None)?;
-        for b in &freed {
+        let at = self.sm.journal_position();
+        let writer = if background {
+            self.sm.device().writer()
+        } else {
+            None
+        };
+        let flight = Flight::start(at, freed, Job { home, catalog }, writer);
+        self.background_checkpoints += u64::from(flight.on_thread());
+        self.flight = Some(flight);
+        Ok(())
+    }
+
+    /// [`land`](Self::land) without marking the database failed: once the job is done,
+    /// gives back the blocks it freed, writes the bitmaps and moves the journal's tail to
+    /// the snapshot (the records after it stay), and lets the blocks written home leave RAM.
+    fn land_checkpoint(&mut self, wait: bool, open: &[Mark]) -> Result<bool> {
+        let Some(flight) = self.flight.as_mut() else {
+            return Ok(true);
+        };
+        if !wait && !flight.ready() {
+            return Ok(false);
+        }
+        let done = flight.finish(self.sm.device());
+        let Some(flight) = self.flight.take() else {
+            return Ok(true);
+        };
+        done?;
+        for b in &flight.freed {
             self.ipages.remove(b);
         }
-        self.sm.unreserve(&freed)?;
-        self.sm.checkpoint()?;
-        self.cache.all_clean();
+        self.sm.unreserve(&flight.freed)?;
+        // A transaction in the middle of committing has blocks reserved for its record.
+        let open: Vec<BlockRef> = open.iter().filter(|m| m.1).map(|m| m.0).collect();
+        self.sm.checkpoint_to(flight.at, &open)?;
+        self.cache.clean_where(SlottedBlock::is_clean);
         self.evict();
-        Ok(())
+        Ok(true)
     }
 
     /// Checkpoints and returns the device.
@@ -3380,6 +3474,12 @@ impl<D: BlockDevice> Database<D> {
         }
         if self.sm.journal_fits(marks, 0) {
             return Ok(());
+        }
+        if self.flight.is_some() {
+            self.land_all()?;
+            if self.sm.journal_fits(marks, 0) {
+                return Ok(());
+            }
         }
         if !self.txn_is_empty() {
             return Err(TableError::JournalFull {

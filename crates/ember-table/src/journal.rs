@@ -134,6 +134,13 @@ pub struct Position {
     spilled: u64,
 }
 
+impl Position {
+    /// The LSN of the first record appended after this position.
+    pub fn next_lsn(&self) -> u64 {
+        self.next_lsn
+    }
+}
+
 /// Bytes a record with `payload` bytes occupies in the ring.
 pub fn record_size(payload: usize) -> u64 {
     ((RECORD_HEADER + payload) as u64).div_ceil(SECTOR) * SECTOR
@@ -642,13 +649,22 @@ impl Journal {
     /// Declares every record appended so far applied to its home locations (the caller has
     /// written and synced them) and frees their space: writes the header and syncs.
     pub fn checkpoint<D: BlockDevice>(&mut self, dev: &mut D) -> Result<()> {
+        self.checkpoint_at(dev, self.position())
+    }
+
+    /// Declares the records appended before `p` (a [`position`](Self::position) taken
+    /// earlier) applied to their home locations and frees their space; the records after it
+    /// stay. Writes the header and syncs; the caller has made the records after `p` durable
+    /// first if it wants them to survive with it.
+    pub fn checkpoint_at<D: BlockDevice>(&mut self, dev: &mut D, p: Position) -> Result<()> {
         if self.head == self.ring {
             self.head = 0;
         }
-        self.ckpt_pos = self.head;
-        self.ckpt_lsn = self.next_lsn;
-        self.ckpt_crc = self.last_crc;
-        self.spilled = 0;
+        // A lap that ended exactly at the ring's end goes on at its start.
+        self.ckpt_pos = if p.head == self.ring { 0 } else { p.head };
+        self.ckpt_lsn = p.next_lsn;
+        self.ckpt_crc = p.last_crc;
+        self.spilled = self.spilled.saturating_sub(p.spilled);
         self.write_header(dev)?;
         dev.sync()?;
         self.note_synced();

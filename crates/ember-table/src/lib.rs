@@ -21,6 +21,7 @@
 pub mod allocator;
 mod buffer;
 pub mod catalog;
+mod checkpoint;
 pub mod db;
 pub mod error;
 pub mod format;

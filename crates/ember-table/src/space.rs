@@ -21,7 +21,7 @@ use ember_device::BlockDevice;
 use crate::allocator::{Allocator, BlockRef};
 use crate::error::{Result, TableError};
 use crate::format::u32_at;
-use crate::journal::{Journal, Record};
+use crate::journal::{Journal, Position, Record};
 use crate::superblock::{FormatOptions, Superblock};
 
 const MARKS: u8 = 1;
@@ -313,8 +313,25 @@ impl<D: BlockDevice> SpaceManager<D> {
     /// Writes the allocator's bitmaps home and empties the journal. The caller must have
     /// written everything else the journal's records describe (and synced it) first.
     pub fn checkpoint(&mut self) -> Result<()> {
-        self.alloc.flush(&mut self.dev)?;
-        self.journal.checkpoint(&mut self.dev)
+        self.checkpoint_to(self.journal.position(), &[])
+    }
+
+    /// Where the journal stands now: the end of the records appended so far.
+    pub fn journal_position(&self) -> Position {
+        self.journal.position()
+    }
+
+    /// [`checkpoint`](Self::checkpoint) of the records before `p` only: the caller wrote
+    /// home what they describe (and synced it); the records after `p` stay in the journal.
+    /// They are synced first, since the bitmaps written now count the blocks they mark;
+    /// `open` are blocks reserved for records not yet written, and the bitmaps count them
+    /// free.
+    pub fn checkpoint_to(&mut self, p: Position, open: &[BlockRef]) -> Result<()> {
+        if self.journal.next_lsn() != p.next_lsn() {
+            self.sync()?;
+        }
+        self.alloc.flush_without(&mut self.dev, open)?;
+        self.journal.checkpoint_at(&mut self.dev, p)
     }
 
     /// Checkpoints and returns the device.

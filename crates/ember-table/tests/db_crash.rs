@@ -315,6 +315,68 @@ fn spill_workload(
     Ok(())
 }
 
+/// Transactions whose records carry 1–2 KiB of rows, and no explicit checkpoint: the
+/// engine starts a checkpoint every dozen or so commits, whose writes home run (on a device
+/// without a writer handle) at the next commit, after that commit's record — or at once,
+/// before a transaction that writes rows in place (two rows of 1.2–1.9 KiB, often into a
+/// new block) writes them. Now
+/// and then a row long enough for overflow blocks, a delete, and a rollback every ninth
+/// transaction. Blocks of 4 KiB, so rows written in place can land in blocks the
+/// checkpoint took; a buffer of 4 KiB, so clean blocks leave RAM at once.
+fn flight_workload(
+    dev: &mut FaultyBlock<MemBlock<Vec<u8>>>,
+    st: &mut State,
+    mode: Mode,
+) -> Result<(), TableError> {
+    // A small buffer: a block the checkpoint took must stay in RAM until it is home.
+    let opts = Options {
+        buffer_bytes: 4096,
+        block_size: 4096,
+        ..options(mode)
+    };
+    let mut db = Database::create(&mut *dev, opts)?;
+    st.created = true;
+    let mut model = Model::new();
+    st.commits.push(model.clone());
+    let mut rng = SplitMix64::new(11);
+    let mut next = model.clone();
+    db.begin()?;
+    db.create_table("t", schema(true))?;
+    next.insert("t".to_string(), BTreeMap::new());
+    end_step(&mut db, st, &mut model, next, mode, false, false)?;
+    for step in 0..150u64 {
+        let mut next = model.clone();
+        let rows = next.get_mut("t").unwrap();
+        db.begin()?;
+        let kind = rng.below(16);
+        for _ in 0..if kind == 0 { 2 } else { 3 } {
+            let k = rng.below(60) as i64;
+            let len = match kind {
+                0 => 1_200 + rng.below(700) as usize,
+                1 if rng.below(2) == 0 => 17_000,
+                _ => 300 + rng.below(300) as usize,
+            };
+            let row = vec![
+                Value::Integer(k),
+                Value::Blob((0..len).map(|_| rng.byte()).collect()),
+            ];
+            if kind == 15 && rows.contains_key(&k) {
+                db.delete("t", &[Value::Integer(k)])?;
+                rows.remove(&k);
+            } else {
+                if rows.contains_key(&k) {
+                    assert!(db.update("t", &row)?);
+                } else {
+                    db.insert("t", &row)?;
+                }
+                rows.insert(k, row);
+            }
+        }
+        end_step(&mut db, st, &mut model, next, mode, step % 9 == 8, false)?;
+    }
+    Ok(())
+}
+
 type Workload = fn(&mut FaultyBlock<MemBlock<Vec<u8>>>, &mut State, Mode) -> Result<(), TableError>;
 
 fn run(mode: Mode) {
@@ -436,4 +498,14 @@ fn data_mode_keeps_whole_transactions_of_a_spill_chain() {
 #[test]
 fn metadata_mode_keeps_whole_transactions_of_a_spill_chain() {
     run_with(Mode::Metadata, spill_workload);
+}
+
+#[test]
+fn full_mode_keeps_every_commit_made_while_a_checkpoint_writes_home() {
+    run_with(Mode::Full, flight_workload);
+}
+
+#[test]
+fn metadata_mode_keeps_whole_transactions_made_while_a_checkpoint_writes_home() {
+    run_with(Mode::Metadata, flight_workload);
 }

@@ -46,4 +46,7 @@ impl BlockDevice for AnyDevice {
     fn prepare(&mut self, offset: u64, len: u64) {
         each!(self, d => d.prepare(offset, len))
     }
+    fn writer(&mut self) -> Option<Box<dyn ember_device::DeviceWriter>> {
+        each!(self, d => d.writer())
+    }
 }
