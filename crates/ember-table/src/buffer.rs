@@ -1,7 +1,7 @@
 //! The block buffer (LUNAR §3.3, "Buffer" module): data blocks in RAM.
 //!
 //! Blocks with changes not yet written home always stay in RAM (the engine says which, with
-//! [`Buffer::mark_dirty`], and when a checkpoint has written them all). The basic engine keeps
+//! [`Buffer::mark_dirty`], and when a checkpoint has written them home and landed). The basic engine keeps
 //! nothing else: a clean block is dropped as soon as the operation that read it ends, so the
 //! engine's RAM is its dirty blocks and indexes. With the `buffer` feature, clean blocks stay
 //! too, least recently used out first, within a byte budget ([`Options::buffer_bytes`]).

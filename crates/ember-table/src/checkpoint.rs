@@ -1,7 +1,7 @@
 //! A checkpoint's writes home, taken from the engine's RAM at one instant and issued after
 //! the writer has gone on: on a thread of their own where the device gives a
 //! [`writer`](ember_device::BlockDevice::writer) handle, else by the writer a few commits
-//! later (see [`Database`](crate::Database)'s module docs, "Checkpoints").
+//! later (see the module docs of [`db`](crate::db) and ARCHITECTURE.md, "Checkpoint").
 //!
 //! A [`Job`] owns copies of what it writes — the pages of the changed blocks as they were at
 //! the snapshot and the catalog naming them — so the writer may change its blocks meanwhile.

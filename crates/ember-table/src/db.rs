@@ -31,14 +31,21 @@
 //! have made its tuples durable with it), and nothing after it was either. Replay also
 //! updates the primary indexes' overlays (a set slot adds its tuple's key, a freed slot
 //! removes its key if the index still names that slot). Block headers, index pages, the
-//! catalog and the allocator's bitmaps reach home at checkpoints: new index pages (and
-//! disorder mode's buffered records), sync, each changed block's tuples and header in one
-//! write, the catalog (naming the new index roots and carrying their pages' allocator
-//! marks), sync, then the replaced pages and freed blocks are given back, the bitmaps
-//! written and the journal emptied. A header may land before its tuples there: every record
-//! up to the checkpoint is durable by then, and replay from the previous one rewrites the
-//! tuples records carry and checks those written home before their records. (Mode none has
-//! no records: its tuples are synced before the headers.) The blocks the replayed records free stay taken
+//! catalog and the allocator's bitmaps reach home at checkpoints, in two halves. The
+//! snapshot: new index pages (and disorder mode's buffered records), sync, and a copy of
+//! each changed block's pages and of the catalog (naming the new index roots and carrying
+//! their pages' allocator marks). The writes home (module `checkpoint`): the
+//! pages, tuples and header in one write, the catalog, sync — on a thread through the
+//! device's [`writer`](BlockDevice::writer) handle while transactions go on, appending records
+//! after the snapshot and changing blocks in RAM only. Then the checkpoint lands, at a later
+//! commit: the records after the snapshot are synced, the replaced pages and freed blocks
+//! given back, the bitmaps written and the journal's tail moved to the snapshot. A
+//! transaction that would write rows home, or needs the room the checkpoint holds, lands it
+//! first. A header may land before its tuples: every record up to the snapshot is durable by
+//! then, and replay from the previous checkpoint rewrites the tuples records carry and checks
+//! those written home before their records. (Mode none has no records: its tuples are synced
+//! before the headers; it and disorder mode, which writes rows home at every commit,
+//! checkpoint in one piece on the writer's thread.) The blocks the replayed records free stay taken
 //! until the checkpoint that ends recovery (unless a later record gave their chunk to
 //! another size class), as in normal operation, where a table's freed blocks wait for the
 //! next checkpoint. A commit or checkpoint that fails after its first write leaves the
@@ -497,6 +504,10 @@ fn decode_ops(p: &[u8], lsn: u64) -> Result<Vec<Op>> {
 /// An EmberDB database on one device, seen through its table engine.
 #[derive(Debug)]
 pub struct Database<D: BlockDevice> {
+    /// A checkpoint whose writes home may still be going on (see
+    /// [`start_checkpoint`](Database::start_checkpoint)). Declared first: dropped (its
+    /// thread joined) before the device.
+    flight: Option<Flight>,
     sm: SpaceManager<D>,
     opts: Options,
     store: CatalogStore,
@@ -515,7 +526,8 @@ pub struct Database<D: BlockDevice> {
     /// rollback, checkpoint and when a table is dropped.
     found: Option<(u64, Key, Loc)>,
     explicit: bool,
-    /// Blocks freed by committed transactions, given back at the next checkpoint.
+    /// Blocks freed by committed transactions (and extents other engines gave back), given
+    /// back when the next checkpoint lands.
     deferred: Vec<BlockRef>,
     /// The spill block: a block of a size fresh blocks for big tuples get, reserved and
     /// marked allocated by the last record, which names it; the next transaction that makes
@@ -523,9 +535,6 @@ pub struct Database<D: BlockDevice> {
     spill: Option<BlockRef>,
     /// Disorder mode: records not yet written.
     buffered: Vec<(Vec<Mark>, Vec<u8>)>,
-    /// A checkpoint whose writes home may still be going on (see
-    /// [`start_checkpoint`](Database::start_checkpoint)).
-    flight: Option<Flight>,
     /// Checkpoints whose writes home ran on a thread of their own.
     background_checkpoints: u64,
     /// A commit or checkpoint failed after it began to write: RAM may be ahead of the
@@ -995,6 +1004,12 @@ impl<D: BlockDevice> Database<D> {
     /// (the device gave a [`writer`](BlockDevice::writer) handle).
     pub fn background_checkpoints(&self) -> u64 {
         self.background_checkpoints
+    }
+
+    /// Whether a checkpoint's writes home are still going on (or waiting for a later commit
+    /// to run them): it has not landed yet.
+    pub fn checkpoint_in_flight(&self) -> bool {
+        self.flight.is_some()
     }
 
     /// Query-cache hits and misses so far (the `query-cache` feature; zeros without it).
@@ -1488,7 +1503,7 @@ impl<D: BlockDevice> Database<D> {
             (None, false, Some(big)) => Some(big),
             _ => None,
         };
-        // The journal is at most half full when a transaction starts; one that does not fit
+        // The journal is at most half full once the last checkpoint landed; one that does not fit
         // the rest (with the spill block's mark and operation) is refused whole (a
         // checkpoint now would write part of it home).
         let extra = usize::from(reserve.is_some());
@@ -1809,6 +1824,10 @@ impl<D: BlockDevice> Database<D> {
             marks,
         };
         let catalog = self.store.next_writes(&catalog)?;
+        for (at, bytes) in &catalog {
+            // Filled now, never while the job writes there.
+            self.sm.device().prepare(*at, bytes.len() as u64);
+        }
         // The old index pages and the blocks of committed transactions are free once the
         // catalog that no longer names them is durable and the journal's tail has moved
         // past the records that do; so is the spill block, which no record after this
@@ -1910,7 +1929,9 @@ impl<D: BlockDevice> Database<D> {
             self.free_overflow(loc)?;
         }
         // The index pages go with the table (they change only at checkpoints, so these are
-        // the pages the last catalog names).
+        // the pages the last catalog names — once the checkpoint in flight, whose catalog
+        // names new ones, has landed: before, a cut would leave the old ones taken).
+        self.land_all()?;
         let pages = self.index_pages(id)?;
         let txn = self.txn();
         txn.marks.extend(pages.iter().map(|b| (*b, false)));
@@ -3508,12 +3529,24 @@ impl<D: BlockDevice> crate::space::ExtentSpace for Database<D> {
         let r = self.sm.allocate(bytes);
         self.device_failed(r)
     }
+    /// The extents are given back durably, and taken by nothing until the next checkpoint
+    /// has landed, as a table's blocks are: were one made an index page by a checkpoint
+    /// whose journal tail had not moved past this record, a cut would replay the free over
+    /// the catalog that names the page.
     fn free_extents(&mut self, extents: &[crate::space::Extent]) -> Result<()> {
+        if extents.iter().any(|e| self.deferred.contains(&e.block)) {
+            return Err(TableError::Invalid("freeing a block that is not allocated"));
+        }
         self.journal_room(extents.len())?;
-        let r = self.sm.free(extents);
-        self.device_failed(r)
+        let r = self.sm.log_free(extents);
+        let blocks = self.device_failed(r)?;
+        self.deferred.extend(blocks);
+        Ok(())
     }
     fn allocated_extent(&self, block: BlockRef) -> Option<crate::space::Extent> {
+        if self.deferred.contains(&block) {
+            return None;
+        }
         self.sm.allocated_extent(block)
     }
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {

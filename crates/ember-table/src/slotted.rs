@@ -83,8 +83,8 @@ pub struct SlottedBlock {
     /// never are.
     fresh: bool,
     /// Dead space a new tuple may take (`[start, end)` ranges past sector 0, ascending):
-    /// bytes no slot named when the block was last durable — at the last checkpoint, or
-    /// as read — and none written since. Taken from the block as it is before its first
+    /// bytes no slot named when the block was last durable — at the last checkpoint's
+    /// snapshot, or as read — and none written since. Taken from the block as it is before its first
     /// slot change after that (`None`: not yet); see [`put`](Self::put).
     gaps: Option<Vec<(u32, u32)>>,
 }
@@ -241,9 +241,11 @@ impl SlottedBlock {
         self.fresh
     }
 
-    /// The block is named by a durable catalog now and its image is durable (a checkpoint
-    /// wrote it): its header may only be written after the tuples it points at are durable,
-    /// new tuples go after sector 0, and the space its slots do not name is free to reuse.
+    /// A checkpoint took the block's image to write home: once it lands, a durable catalog
+    /// names the block and that image is durable. Its header may only be written after the
+    /// tuples it points at are durable, new tuples go after sector 0, and the space its
+    /// slots do not name is free to reuse — in RAM at once; on the device only once the
+    /// checkpoint has landed, which the engine waits for before it writes any tuple home.
     pub fn settle(&mut self) {
         self.fresh = false;
         self.gaps = None;

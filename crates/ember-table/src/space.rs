@@ -226,7 +226,22 @@ impl<D: BlockDevice> SpaceManager<D> {
         Ok(())
     }
 
+    /// Records extents given back, durably, but leaves them taken in RAM: the caller
+    /// [`unreserve`](Self::unreserve)s them once nothing can replay the record over a new
+    /// owner of theirs. Their blocks.
+    pub fn log_free(&mut self, extents: &[Extent]) -> Result<Vec<BlockRef>> {
+        let blocks: Vec<BlockRef> = extents.iter().map(|e| e.block).collect();
+        if blocks.iter().any(|b| !self.alloc.is_allocated(*b)) {
+            return Err(TableError::Invalid("freeing a block that is not allocated"));
+        }
+        let marks: Vec<Mark> = blocks.iter().map(|&b| (b, false)).collect();
+        self.log_marks(&marks)?;
+        Ok(blocks)
+    }
+
     fn log_marks(&mut self, marks: &[Mark]) -> Result<()> {
+        // The table engine makes room first (`Database::journal_room`): this checkpoint is
+        // for a space manager used on its own, whose journal holds only marks.
         if !self.journal_fits(marks.len(), 0) {
             self.checkpoint()?;
         }
@@ -299,8 +314,8 @@ impl<D: BlockDevice> SpaceManager<D> {
     }
 
     /// Whether more than half of the journal holds records not yet checkpointed (the table
-    /// engine checkpoints between transactions then, so a transaction starts with at least
-    /// half the journal free).
+    /// engine starts a checkpoint between transactions then, so once it lands the journal
+    /// has at least half its room free).
     pub fn journal_half_full(&self) -> bool {
         self.journal.used() * 2 > self.journal.capacity()
     }

@@ -8,7 +8,10 @@ use std::collections::BTreeMap;
 
 use ember_crashtest::CrashTest;
 use ember_device::{FaultyBlock, MemBlock, SplitMix64};
-use ember_table::{Database, FormatOptions, IndexKind, Mode, Options, Schema, TableError, Value};
+use ember_table::{
+    Database, Extent, ExtentSpace, FormatOptions, IndexKind, Mode, Options, Schema, TableError,
+    Value,
+};
 
 const DEV: usize = 12 << 20;
 
@@ -23,6 +26,9 @@ struct State {
     commits: Vec<Model>,
     /// Commits known durable: those before the last completed checkpoint or full-mode commit.
     durable: usize,
+    /// Another engine's extents, and whether giving each back returned: until then a cut
+    /// may leave it taken, and that engine would give it back when it recovers.
+    extents: Vec<(Extent, bool)>,
 }
 
 fn options(mode: Mode) -> Options {
@@ -320,8 +326,8 @@ fn spill_workload(
 /// without a writer handle) at the next commit, after that commit's record — or at once,
 /// before a transaction that writes rows in place (two rows of 1.2–1.9 KiB, often into a
 /// new block) writes them. Now
-/// and then a row long enough for overflow blocks, a delete, and a rollback every ninth
-/// transaction. Blocks of 4 KiB, so rows written in place can land in blocks the
+/// and then a row long enough for overflow blocks, a delete, a second table made or dropped,
+/// and a rollback every ninth transaction. Blocks of 4 KiB, so rows written in place can land in blocks the
 /// checkpoint took; a buffer of 4 KiB, so clean blocks leave RAM at once.
 fn flight_workload(
     dev: &mut FaultyBlock<MemBlock<Vec<u8>>>,
@@ -344,6 +350,7 @@ fn flight_workload(
     db.create_table("t", schema(true))?;
     next.insert("t".to_string(), BTreeMap::new());
     end_step(&mut db, st, &mut model, next, mode, false, false)?;
+    let mut born = 0;
     for step in 0..150u64 {
         let mut next = model.clone();
         let rows = next.get_mut("t").unwrap();
@@ -372,7 +379,83 @@ fn flight_workload(
                 rows.insert(k, row);
             }
         }
+        // A second table, changed at every step, made and dropped now and then: a drop
+        // gives back the index pages of the catalog in flight, not of the last durable one.
+        if let Some(u) = next.get_mut("u") {
+            let k = 100 + step as i64;
+            let row = vec![Value::Integer(k), Value::Blob(vec![7; 30])];
+            db.insert("u", &row)?;
+            u.insert(k, row);
+        }
+        // Dropped while a checkpoint is in flight, once it lived through a few.
+        let old_enough = step >= born + 30;
+        if (old_enough && db.checkpoint_in_flight())
+            || (!next.contains_key("u") && step >= born + 10)
+        {
+            born = step;
+            if next.remove("u").is_some() {
+                db.drop_table("u")?;
+            } else {
+                db.create_table("u", schema(step % 2 == 0))?;
+                let mut u = BTreeMap::new();
+                for k in 0..30 {
+                    let row = vec![Value::Integer(k), Value::Blob(vec![k as u8; 20])];
+                    db.insert("u", &row)?;
+                    u.insert(k, row);
+                }
+                next.insert("u".to_string(), u);
+            }
+        }
         end_step(&mut db, st, &mut model, next, mode, step % 9 == 8, false)?;
+    }
+    Ok(())
+}
+
+/// Another engine's extents (an index page's size) taken and given back between
+/// checkpoints, so that the next checkpoint may make one of them an index page while the
+/// record that freed it is still in the journal: a cut between the catalog and the
+/// journal's tail replays that free over the catalog. Rows in transactions of ten.
+fn extent_workload(
+    dev: &mut FaultyBlock<MemBlock<Vec<u8>>>,
+    st: &mut State,
+    mode: Mode,
+) -> Result<(), TableError> {
+    let mut db = Database::create(&mut *dev, options(mode))?;
+    let mut model = Model::new();
+    st.commits.push(model.clone());
+    let mut rng = SplitMix64::new(17);
+    let mut next = model.clone();
+    db.begin()?;
+    db.create_table("t", schema(true))?;
+    next.insert("t".to_string(), BTreeMap::new());
+    end_step(&mut db, st, &mut model, next, mode, false, true)?;
+    // Taken before the cuts are checked: a cut while taking one would leave a block the
+    // test cannot name.
+    for _ in 0..20 {
+        st.extents.push((db.allocate_extents(1024)?[0], false));
+    }
+    st.created = true;
+    for step in 0..20usize {
+        let e = st.extents[step].0;
+        db.free_extents(&[e])?;
+        st.extents[step].1 = true;
+        let mut next = model.clone();
+        let rows = next.get_mut("t").unwrap();
+        db.begin()?;
+        for _ in 0..10 {
+            let k = rng.below(400) as i64;
+            let row = vec![
+                Value::Integer(k),
+                Value::Blob((0..40).map(|_| rng.byte()).collect()),
+            ];
+            if rows.contains_key(&k) {
+                assert!(db.update("t", &row)?);
+            } else {
+                db.insert("t", &row)?;
+            }
+            rows.insert(k, row);
+        }
+        end_step(&mut db, st, &mut model, next, mode, false, step % 2 == 1)?;
     }
     Ok(())
 }
@@ -400,6 +483,12 @@ fn run_with(mode: Mode, work: Workload) {
                 };
                 if mode == Mode::None {
                     return Ok(());
+                }
+                for (e, _) in st.extents.iter().filter(|x| !x.1) {
+                    if db.allocated_extent(e.block).is_some() {
+                        db.free_extents(&[*e])
+                            .map_err(|e| format!("giving back an extent: {e}"))?;
+                    }
                 }
                 db.verify().map_err(|e| format!("verify failed: {e}"))?;
                 let got = contents(&mut db)?;
@@ -508,4 +597,9 @@ fn full_mode_keeps_every_commit_made_while_a_checkpoint_writes_home() {
 #[test]
 fn metadata_mode_keeps_whole_transactions_made_while_a_checkpoint_writes_home() {
     run_with(Mode::Metadata, flight_workload);
+}
+
+#[test]
+fn metadata_mode_keeps_index_pages_made_of_another_engines_freed_extents() {
+    run_with(Mode::Metadata, extent_workload);
 }
