@@ -3,13 +3,15 @@
 //! [`writer`](ember_device::BlockDevice::writer) handle, else by the writer a few commits
 //! later (see the module docs of [`db`](crate::db) and ARCHITECTURE.md, "Checkpoint").
 //!
-//! A [`Job`] owns copies of what it writes — the pages of the changed blocks as they were at
-//! the snapshot and the catalog naming them — so the writer may change its blocks meanwhile.
+//! A [`Job`] holds what it writes as it was at the snapshot — the pages of the changed
+//! blocks, shared with the blocks (which copy their bytes before they next change), and the
+//! catalog naming them — so the writer may change its blocks meanwhile.
 //! It writes the pages in device order (adjacent ones in one write of up to
 //! [`HOME_WRITE_MAX`] bytes), then the catalog, then syncs. What happens before (the
 //! records up to the snapshot made durable) and after (the journal's tail moved to the
 //! snapshot, the freed blocks given back) is the engine's, on the writer's thread.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::thread;
 
@@ -55,43 +57,68 @@ impl Sink for Box<dyn DeviceWriter> {
     }
 }
 
-/// Bytes to write home, as runs of adjacent device bytes in ascending order.
+/// Bytes to write home: pieces of block images, in ascending device order, shared with the
+/// blocks (a block copies its bytes before it next changes, so these stay as they were at
+/// the snapshot). Adjacent pieces go out in one write of up to [`HOME_WRITE_MAX`] bytes,
+/// assembled where the job runs.
 #[derive(Debug, Default)]
 pub(crate) struct HomeWrites {
-    data: Vec<u8>,
-    /// Each run's device offset and length; the lengths add up to `data.len()`.
-    runs: Vec<(u64, usize)>,
+    pieces: Vec<Piece>,
+}
+
+#[derive(Debug)]
+struct Piece {
+    /// Device offset of `bytes[range]`.
+    at: u64,
+    bytes: Arc<Vec<u8>>,
+    range: Range<usize>,
 }
 
 impl HomeWrites {
-    /// Adds `bytes` for device offset `at`, after (and above) everything pushed so far;
-    /// joined to the last run if it continues it and the run stays within
-    /// [`HOME_WRITE_MAX`].
-    pub(crate) fn push(&mut self, at: u64, bytes: &[u8]) {
-        if bytes.is_empty() {
-            return;
+    /// Adds `bytes[range]` for device offset `at`, above everything pushed so far.
+    pub(crate) fn push(&mut self, at: u64, bytes: &Arc<Vec<u8>>, range: Range<usize>) {
+        if !range.is_empty() {
+            self.pieces.push(Piece {
+                at,
+                bytes: Arc::clone(bytes),
+                range,
+            });
         }
-        match self.runs.last_mut() {
-            Some((start, len))
-                if *start + *len as u64 == at && *len + bytes.len() <= HOME_WRITE_MAX =>
-            {
-                *len += bytes.len();
-            }
-            _ => self.runs.push((at, bytes.len())),
-        }
-        self.data.extend_from_slice(bytes);
     }
 
-    /// The runs, by device offset and length.
-    pub(crate) fn runs(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
-        self.runs.iter().copied()
+    /// The writes, by device offset and length: adjacent pieces joined up to
+    /// [`HOME_WRITE_MAX`] bytes.
+    pub(crate) fn runs(&self) -> Vec<(u64, usize)> {
+        let mut runs: Vec<(u64, usize)> = Vec::new();
+        for p in &self.pieces {
+            match runs.last_mut() {
+                Some((start, len))
+                    if *start + *len as u64 == p.at && *len + p.range.len() <= HOME_WRITE_MAX =>
+                {
+                    *len += p.range.len();
+                }
+                _ => runs.push((p.at, p.range.len())),
+            }
+        }
+        runs
     }
 
     fn write_to(&self, sink: &mut dyn Sink) -> Result<()> {
-        let mut from = 0;
-        for &(at, len) in &self.runs {
-            sink.write(at, &self.data[from..from + len])?;
-            from += len;
+        let mut run = Vec::new();
+        let mut run_at = 0;
+        for p in &self.pieces {
+            let part = &p.bytes[p.range.clone()];
+            if run_at + run.len() as u64 != p.at || run.len() + part.len() > HOME_WRITE_MAX {
+                if !run.is_empty() {
+                    sink.write(run_at, &run)?;
+                }
+                run.clear();
+                run_at = p.at;
+            }
+            run.extend_from_slice(part);
+        }
+        if !run.is_empty() {
+            sink.write(run_at, &run)?;
         }
         Ok(())
     }

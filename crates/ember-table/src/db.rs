@@ -1692,7 +1692,8 @@ impl<D: BlockDevice> Database<D> {
     }
 
     /// A checkpoint's writes of the changed `blocks`, tuples and header together (see
-    /// [`start_checkpoint`](Self::start_checkpoint)), copied as they are now: each block's
+    /// [`start_checkpoint`](Self::start_checkpoint)), as they are now (shared with the
+    /// blocks, which copy their bytes before they next change): each block's
     /// changed sectors widened to the whole `page`s they lie in, in device order (the
     /// device told to expect them). Each block is settled: the catalog written after them
     /// names it, and from then on its header waits for its tuples between checkpoints.
@@ -1707,8 +1708,9 @@ impl<D: BlockDevice> Database<D> {
             let Some(block) = self.cache.get_mut(&b) else {
                 continue;
             };
-            for span in block.take_dirty_pages(page) {
-                home.push(at + span.start as u64, block.bytes(span));
+            let (bytes, spans) = block.share_dirty_pages(page);
+            for span in spans {
+                home.push(at + span.start as u64, &bytes, span);
             }
             block.settle();
         }

@@ -35,6 +35,8 @@
 //! copying the live tuples into a fresh block ([`SlottedBlock::compacted`]) with the same slot
 //! numbers, so the primary index's (block, slot) locations only change block.
 
+use std::sync::Arc;
+
 use crate::allocator::BlockRef;
 use crate::error::{Result, TableError};
 use crate::format::{self, Kind, u32_at, u64_at};
@@ -74,7 +76,9 @@ enum Spot {
 /// A slotted block in RAM, with the sectors changed since it was read or last written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlottedBlock {
-    buf: Vec<u8>,
+    /// The block's bytes, shared with a checkpoint that took them to write home (see
+    /// [`share_dirty_pages`](Self::share_dirty_pages)) until the block next changes.
+    buf: Arc<Vec<u8>>,
     /// Sector `i` changed: bit `i` (blocks have at most 128 sectors).
     dirty: u128,
     /// Where the tuple area starts: the header's length, 40 + 8 × slot capacity.
@@ -114,7 +118,7 @@ impl SlottedBlock {
         let mut buf = vec![0u8; size];
         buf[16..24].copy_from_slice(&owner.to_le_bytes());
         let mut b = SlottedBlock {
-            buf,
+            buf: Arc::new(buf),
             dirty: 1,
             start,
             fresh: true,
@@ -122,6 +126,11 @@ impl SlottedBlock {
         };
         b.set_free_at(start);
         Ok(b)
+    }
+
+    /// The bytes to change: copied first if a checkpoint still holds them.
+    fn bytes_mut(&mut self) -> &mut Vec<u8> {
+        Arc::make_mut(&mut self.buf)
     }
 
     /// An empty, fresh block of `size` bytes for a first tuple of `tuple` bytes: as many
@@ -171,7 +180,8 @@ impl SlottedBlock {
             return None;
         }
         self.dirty |= 1;
-        Some(&mut self.buf[self.start..end])
+        let start = self.start;
+        Some(&mut self.bytes_mut()[start..end])
     }
 
     /// Bytes a block needs to hold one tuple of `tuple` bytes (see [`for_tuple`](Self::for_tuple)).
@@ -198,7 +208,7 @@ impl SlottedBlock {
             ));
         }
         let b = SlottedBlock {
-            buf,
+            buf: Arc::new(buf),
             dirty: 0,
             start: len,
             fresh: false,
@@ -222,7 +232,8 @@ impl SlottedBlock {
 
     /// The block's bytes, with the header sealed, for writing.
     pub fn seal(&mut self) -> &[u8] {
-        format::seal(Kind::Slotted, &mut self.buf[..HEADER_SECTOR], self.start);
+        let start = self.start;
+        format::seal(Kind::Slotted, &mut self.bytes_mut()[..HEADER_SECTOR], start);
         &self.buf
     }
 
@@ -268,7 +279,8 @@ impl SlottedBlock {
     /// anyway. For the same writers as [`take_dirty`](Self::take_dirty).
     pub fn take_dirty_pages(&mut self, page: usize) -> Vec<core::ops::Range<usize>> {
         if self.header_dirty() {
-            format::seal(Kind::Slotted, &mut self.buf[..HEADER_SECTOR], self.start);
+            let start = self.start;
+            format::seal(Kind::Slotted, &mut self.bytes_mut()[..HEADER_SECTOR], start);
         }
         let per = (page / 512).max(1);
         let sectors = self.buf.len() / 512;
@@ -285,6 +297,17 @@ impl SlottedBlock {
         }
         self.dirty = 0;
         runs
+    }
+
+    /// [`take_dirty_pages`](Self::take_dirty_pages), with the block's bytes as they are now,
+    /// shared: the block copies them before its next change, so a checkpoint can write
+    /// them home while the engine goes on.
+    pub fn share_dirty_pages(
+        &mut self,
+        page: usize,
+    ) -> (Arc<Vec<u8>>, Vec<core::ops::Range<usize>>) {
+        let runs = self.take_dirty_pages(page);
+        (Arc::clone(&self.buf), runs)
     }
 
     /// Size of the block in bytes.
@@ -358,7 +381,7 @@ impl SlottedBlock {
             .checked_add(bytes.len())
             .filter(|&e| at >= self.start && e <= self.buf.len())
             .ok_or(TableError::Invalid("tuple outside its block"))?;
-        self.buf[at..end].copy_from_slice(bytes);
+        self.bytes_mut()[at..end].copy_from_slice(bytes);
         Ok(())
     }
 
@@ -398,10 +421,11 @@ impl SlottedBlock {
             chunk: 0,
             index: 0,
         });
-        self.buf[24] = u8::from(next.is_some());
-        self.buf[25] = b.class;
-        self.buf[26..30].copy_from_slice(&b.chunk.to_le_bytes());
-        self.buf[30..34].copy_from_slice(&b.index.to_le_bytes());
+        let buf = self.bytes_mut();
+        buf[24] = u8::from(next.is_some());
+        buf[25] = b.class;
+        buf[26..30].copy_from_slice(&b.chunk.to_le_bytes());
+        buf[30..34].copy_from_slice(&b.index.to_le_bytes());
         self.dirty |= 1;
     }
 
@@ -411,7 +435,7 @@ impl SlottedBlock {
     }
 
     fn set_slot_count(&mut self, n: usize) {
-        self.buf[34..36].copy_from_slice(&(n as u16).to_le_bytes());
+        self.bytes_mut()[34..36].copy_from_slice(&(n as u16).to_le_bytes());
         self.dirty |= 1;
     }
 
@@ -424,7 +448,7 @@ impl SlottedBlock {
 
     fn set_free_at(&mut self, at: usize) {
         let v = if at >= 65536 { 0 } else { at as u16 };
-        self.buf[36..38].copy_from_slice(&v.to_le_bytes());
+        self.bytes_mut()[36..38].copy_from_slice(&v.to_le_bytes());
         self.dirty |= 1;
     }
 
@@ -447,9 +471,10 @@ impl SlottedBlock {
         }
         self.snapshot_gaps();
         let at = SLOTS_AT + i * SLOT;
-        self.buf[at..at + 2].copy_from_slice(&s.offset.to_le_bytes());
-        self.buf[at + 2..at + 4].copy_from_slice(&s.len.to_le_bytes());
-        self.buf[at + 4..at + 8].copy_from_slice(&s.crc.to_le_bytes());
+        let buf = self.bytes_mut();
+        buf[at..at + 2].copy_from_slice(&s.offset.to_le_bytes());
+        buf[at + 2..at + 4].copy_from_slice(&s.len.to_le_bytes());
+        buf[at + 4..at + 8].copy_from_slice(&s.crc.to_le_bytes());
         if i >= self.slot_count() {
             self.set_slot_count(i + 1);
         }
@@ -604,7 +629,7 @@ impl SlottedBlock {
                 s as usize
             }
         };
-        self.buf[at..at + tuple.len()].copy_from_slice(tuple);
+        self.bytes_mut()[at..at + tuple.len()].copy_from_slice(tuple);
         self.touch(at, at + tuple.len());
         if at + tuple.len() > self.free_at() {
             self.set_free_at(at + tuple.len());
@@ -698,13 +723,29 @@ mod tests {
     }
 
     #[test]
+    fn shared_pages_keep_the_bytes_they_had_when_the_block_changes() {
+        let mut b = SlottedBlock::new(4096, 1).unwrap();
+        b.insert(b"before").unwrap();
+        let (bytes, runs) = b.share_dirty_pages(4096);
+        assert_eq!(runs, vec![0..4096]);
+        let then = bytes.to_vec();
+        assert_eq!(&then[..], b.bytes(0..4096));
+        // A change copies the block's bytes: the shared ones stay as they were.
+        let i = b.insert(b"after").unwrap();
+        assert_eq!(&bytes[..], &then[..]);
+        assert_ne!(&then[..], b.bytes(0..4096));
+        assert_eq!(b.get(i, 0).unwrap(), Some(&b"after"[..]));
+        assert!(!b.is_clean());
+    }
+
+    #[test]
     fn changed_sectors_widen_to_the_pages_they_lie_in() {
         let mut b = SlottedBlock::new(16 * 1024, 7).unwrap();
         b.insert(&[1; 100]).unwrap();
         // Header and the tuple's sector: the first 4 KiB page, sealed.
         assert_eq!(b.take_dirty_pages(4096), vec![0..4096]);
         assert!(b.is_clean());
-        assert!(SlottedBlock::from_bytes(b.buf.clone(), 0).is_ok());
+        assert!(SlottedBlock::from_bytes(b.buf.to_vec(), 0).is_ok());
         assert_eq!(
             b.take_dirty_pages(4096),
             Vec::<core::ops::Range<usize>>::new()
