@@ -52,6 +52,7 @@
 
 use ember_device::BlockDevice;
 
+use crate::checkpoint::{OnDevice, Sink};
 use crate::error::{Result, TableError};
 use crate::format::{self, Kind, u32_at, u64_at};
 
@@ -237,8 +238,8 @@ impl Allocator {
             }
         }
         dev.write(start + 2 * SECTOR, &buf)?;
-        a.write_dir(dev)?;
-        a.write_dir(dev)?;
+        a.write_dir(&mut OnDevice(dev))?;
+        a.write_dir(&mut OnDevice(dev))?;
         dev.sync()?;
         Ok(a)
     }
@@ -654,23 +655,20 @@ impl Allocator {
         Ok(())
     }
 
-    /// [`flush`](Self::flush) with the blocks `open` (allocated in RAM, for records not
-    /// yet written) written as free; they stay allocated in RAM, and the next flush writes
-    /// them.
-    pub fn flush_without<D: BlockDevice>(&mut self, dev: &mut D, open: &[BlockRef]) -> Result<()> {
-        let mut held: Vec<BlockRef> = open
-            .iter()
-            .copied()
-            .filter(|b| self.is_allocated(*b))
-            .collect();
-        held.sort_unstable();
-        held.dedup();
-        self.free(&held)?;
-        let r = self.flush(dev);
-        for b in held {
-            self.mark(b, true)?;
+    /// Takes over what `flushed` — a copy of this allocator taken earlier and flushed since
+    /// (a checkpoint's, see [`checkpoint`](crate::checkpoint)) — knows of the device: its
+    /// slots, generations and directory. A chunk whose blocks differ from what was flushed
+    /// stays dirty. Nothing else may have flushed this allocator since the copy.
+    pub(crate) fn adopt_flushed(&mut self, flushed: &Allocator) {
+        for (c, f) in self.chunks.iter_mut().zip(&flushed.chunks) {
+            c.slots = f.slots;
+            c.generation = f.generation;
+            c.durable_used = f.used;
+            c.dirty = c.dirty && (c.class != f.class || c.bits != f.bits) || f.dirty;
         }
-        r
+        self.active.clone_from(&flushed.active);
+        self.dir_gen = flushed.dir_gen;
+        self.next_gen = self.next_gen.max(flushed.next_gen);
     }
 
     /// Whether some change is not yet durable.
@@ -684,6 +682,12 @@ impl Allocator {
     /// middle leaves each class in its old or its new state; across classes the caller's
     /// journal makes the whole change atomic (case 3).
     pub fn flush<D: BlockDevice>(&mut self, dev: &mut D) -> Result<()> {
+        self.flush_to(&mut OnDevice(dev))
+    }
+
+    /// [`flush`](Self::flush) through a checkpoint's sink (the device, or a handle of it
+    /// on another thread).
+    pub(crate) fn flush_to(&mut self, dev: &mut dyn Sink) -> Result<()> {
         if !self.is_dirty() {
             return Ok(());
         }
@@ -730,7 +734,7 @@ impl Allocator {
         Ok(())
     }
 
-    fn write_slot<D: BlockDevice>(&mut self, dev: &mut D, c: usize, g: u8) -> Result<()> {
+    fn write_slot(&mut self, dev: &mut dyn Sink, c: usize, g: u8) -> Result<()> {
         let generation = self.next_gen;
         self.next_gen += 1;
         self.chunks[c].generation = generation;
@@ -742,7 +746,7 @@ impl Allocator {
     }
 
     /// Writes slot `g` of chunk `c` as naming no class.
-    fn write_free_slot<D: BlockDevice>(&mut self, dev: &mut D, c: usize, g: u8) -> Result<()> {
+    fn write_free_slot(&mut self, dev: &mut dyn Sink, c: usize, g: u8) -> Result<()> {
         let generation = self.next_gen;
         self.next_gen += 1;
         let mut s = [0u8; 512];
@@ -768,7 +772,7 @@ impl Allocator {
         format::seal(Kind::Bitmap, s, 512);
     }
 
-    fn write_dir<D: BlockDevice>(&mut self, dev: &mut D) -> Result<()> {
+    fn write_dir(&mut self, dev: &mut dyn Sink) -> Result<()> {
         // The copies alternate, so the previous directory survives a torn or corrupt write.
         self.dir_gen += 1;
         let mut d = [0u8; 512];
@@ -980,6 +984,38 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_flushed_elsewhere_is_taken_over_and_later_changes_stay_dirty() {
+        let (mut dev, mut a) = fresh(AllocConfig::default());
+        let cfg = a.config();
+        let before = a.allocate(512).unwrap();
+        let freed = a.allocate(512).unwrap();
+        a.flush(&mut dev).unwrap();
+        // A checkpoint's copy gives `freed` back and is flushed (on another thread); the
+        // allocator meanwhile takes blocks of another class.
+        let mut copy = a.clone();
+        copy.free(&freed).unwrap();
+        let during = a.allocate(65536).unwrap();
+        copy.flush(&mut dev).unwrap();
+        let on_device = Allocator::open(&mut dev, 4096, ZONE, cfg).unwrap();
+        assert!(on_device.is_allocated(before[0]) && !on_device.is_allocated(freed[0]));
+        assert!(!on_device.is_allocated(during[0]));
+        a.free(&freed).unwrap();
+        a.adopt_flushed(&copy);
+        // What changed since the copy is still to be written; the next flush writes it.
+        assert!(a.is_dirty());
+        a.flush(&mut dev).unwrap();
+        let b = Allocator::open(&mut dev, 4096, ZONE, cfg).unwrap();
+        assert_eq!(b.allocated(), a.allocated());
+        assert!(b.is_allocated(during[0]) && !b.is_allocated(freed[0]));
+        // Nothing changed since a copy: nothing left to write.
+        let copy = a.clone();
+        let mut flushed = copy.clone();
+        flushed.flush(&mut dev).unwrap();
+        a.adopt_flushed(&flushed);
+        assert!(!a.is_dirty());
+    }
+
+    #[test]
     fn flushed_state_reopens_through_both_update_paths() {
         let (mut dev, mut a) = fresh(AllocConfig::default());
         let cfg = a.config();
@@ -1089,8 +1125,8 @@ mod tests {
             }
         }
         dev.write(4096 + 1024, &buf).unwrap();
-        a.write_dir(&mut dev).unwrap();
-        a.write_dir(&mut dev).unwrap();
+        a.write_dir(&mut OnDevice(&mut dev)).unwrap();
+        a.write_dir(&mut OnDevice(&mut dev)).unwrap();
         a.allocate(65536).unwrap();
         a.flush(&mut dev).unwrap();
         for copy in 0..2u64 {

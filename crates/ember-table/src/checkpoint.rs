@@ -7,22 +7,30 @@
 //! blocks, shared with the blocks (which copy their bytes before they next change), and the
 //! catalog naming them — so the writer may change its blocks meanwhile.
 //! It writes the pages in device order (adjacent ones in one write of up to
-//! [`HOME_WRITE_MAX`] bytes), then the catalog, then syncs. What happens before (the
-//! records up to the snapshot made durable) and after (the journal's tail moved to the
-//! snapshot, the freed blocks given back) is the engine's, on the writer's thread.
+//! [`HOME_WRITE_MAX`] bytes), then the catalog, syncs, then the allocator's bitmaps as of
+//! the snapshot with the checkpoint's freed blocks given back, and the journal header that
+//! moves the tail to the snapshot, and syncs. Before it, on the writer's thread, the
+//! records up to the snapshot are made durable; after it, the engine takes over in RAM
+//! what the job wrote (the freed blocks, the allocator's slots, the journal's tail): the
+//! writer's thread does no device work to land a checkpoint.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 
 use ember_device::{BlockDevice, DeviceWriter};
 
-use crate::allocator::BlockRef;
+use crate::allocator::{Allocator, BlockRef};
 use crate::error::{Result, TableError};
 use crate::journal::Position;
 
 /// The most a checkpoint writes home in one device write.
 pub(crate) const HOME_WRITE_MAX: usize = 1 << 20;
+
+/// The job in `slot`, taken out.
+fn take(slot: &Mutex<Option<Job>>) -> Option<Job> {
+    slot.lock().unwrap_or_else(|p| p.into_inner()).take()
+}
 
 /// Commits a job that runs on the writer's thread waits for: on a device without a writer
 /// handle the writes home come a few commits after the snapshot, as they would from a
@@ -130,16 +138,26 @@ pub(crate) struct Job {
     pub(crate) home: HomeWrites,
     /// The catalog's writes, in order ([`CatalogStore::next_writes`](crate::catalog::CatalogStore::next_writes)).
     pub(crate) catalog: [(u64, Vec<u8>); 2],
+    /// The allocator as of the snapshot with the checkpoint's freed blocks given back
+    /// ([`SpaceManager::checkpoint_parts`](crate::space::SpaceManager::checkpoint_parts)).
+    pub(crate) alloc: Allocator,
+    /// The journal header that moves the tail to the snapshot: where, and its bytes.
+    pub(crate) header: (u64, [u8; 512]),
 }
 
 impl Job {
-    /// The blocks, then the catalog that names them, then a sync.
-    pub(crate) fn run(&self, sink: &mut dyn Sink) -> Result<()> {
+    /// The blocks, then the catalog that names them, sync; the allocator's bitmaps (synced
+    /// by its flush), then the journal header, sync. Returns the flushed allocator.
+    pub(crate) fn run(mut self, sink: &mut dyn Sink) -> Result<Allocator> {
         self.home.write_to(sink)?;
         for (at, bytes) in &self.catalog {
             sink.write(*at, bytes)?;
         }
-        sink.sync()
+        sink.sync()?;
+        self.alloc.flush_to(sink)?;
+        sink.write(self.header.0, &self.header.1)?;
+        sink.sync()?;
+        Ok(self.alloc)
     }
 }
 
@@ -148,45 +166,64 @@ impl Job {
 enum Work {
     /// On the writer's thread, once it has looked this many more times
     /// ([`Flight::ready`]).
-    Inline(Arc<Job>, u32),
+    Inline(Box<Job>, u32),
     /// On a thread of its own, through a handle of the device.
-    Thread(thread::JoinHandle<Result<()>>),
+    Thread(thread::JoinHandle<Result<Allocator>>),
+    /// Neither: a thread that could not start took the job with it (cannot happen; the
+    /// checkpoint fails if it does).
+    Lost,
 }
 
-/// A checkpoint whose snapshot was taken and whose journal tail has not moved yet.
+/// A checkpoint whose snapshot was taken and whose writes have not all been taken over by
+/// the engine yet.
 #[derive(Debug)]
 pub(crate) struct Flight {
     /// Where the journal stood at the snapshot: the new tail once the job is durable.
     pub(crate) at: Position,
-    /// Blocks to give back then: replaced index pages, blocks freed by transactions before
-    /// the snapshot, the spill block.
+    /// The generation of the journal header the job writes.
+    pub(crate) generation: u64,
+    /// Blocks given back once it lands: replaced index pages, blocks freed by transactions
+    /// before the snapshot, the spill block.
     pub(crate) freed: Vec<BlockRef>,
     work: Option<Work>,
 }
 
 impl Flight {
-    /// A checkpoint whose job runs on a thread through `writer` if there is one, else on
-    /// the writer's thread later.
+    /// A checkpoint whose job runs on a thread through `writer` if there is one (and a
+    /// thread to be had), else on the writer's thread later.
     pub(crate) fn start(
         at: Position,
+        generation: u64,
         freed: Vec<BlockRef>,
         job: Job,
         writer: Option<Box<dyn DeviceWriter>>,
     ) -> Self {
-        let job = Arc::new(job);
         let work = match writer {
-            None => Work::Inline(job, INLINE_DELAY),
+            None => Work::Inline(Box::new(job), INLINE_DELAY),
             Some(mut w) => {
-                let theirs = Arc::clone(&job);
-                thread::Builder::new()
+                // Handed over through a slot, so a thread that cannot be started leaves the
+                // job behind.
+                let slot = Arc::new(Mutex::new(Some(job)));
+                let theirs = Arc::clone(&slot);
+                let spawned = thread::Builder::new()
                     .name("ember-checkpoint".into())
-                    .spawn(move || theirs.run(&mut w))
-                    // No thread to be had: the writer writes it.
-                    .map_or(Work::Inline(job, 0), Work::Thread)
+                    .spawn(move || match take(&theirs) {
+                        Some(job) => job.run(&mut w),
+                        None => Err(TableError::Invalid("the checkpoint's job was taken")),
+                    });
+                match spawned {
+                    Ok(t) => Work::Thread(t),
+                    // A thread that failed to start never ran: the job is still there.
+                    Err(_) => match take(&slot) {
+                        Some(job) => Work::Inline(Box::new(job), 0),
+                        None => Work::Lost,
+                    },
+                }
             }
         };
         Flight {
             at,
+            generation,
             freed,
             work: Some(work),
         }
@@ -197,7 +234,7 @@ impl Flight {
     pub(crate) fn ready(&mut self) -> bool {
         match &mut self.work {
             Some(Work::Thread(t)) => t.is_finished(),
-            Some(Work::Inline(_, 0)) | None => true,
+            Some(Work::Inline(_, 0) | Work::Lost) | None => true,
             Some(Work::Inline(_, left)) => {
                 *left -= 1;
                 false
@@ -210,14 +247,15 @@ impl Flight {
         matches!(self.work, Some(Work::Thread(_)))
     }
 
-    /// Runs the job inline, or waits for its thread; its outcome.
-    pub(crate) fn finish<D: BlockDevice>(&mut self, dev: &mut D) -> Result<()> {
+    /// Runs the job inline, or waits for its thread; the flushed allocator.
+    pub(crate) fn finish<D: BlockDevice>(&mut self, dev: &mut D) -> Result<Allocator> {
         match self.work.take() {
-            None => Ok(()),
+            None => Err(TableError::Invalid("the checkpoint already finished")),
             Some(Work::Inline(job, _)) => job.run(&mut OnDevice(dev)),
             Some(Work::Thread(t)) => t
                 .join()
                 .unwrap_or(Err(TableError::Invalid("the checkpoint thread panicked"))),
+            Some(Work::Lost) => Err(TableError::Invalid("the checkpoint's job was lost")),
         }
     }
 }

@@ -1069,12 +1069,7 @@ impl<D: BlockDevice> Database<D> {
         if self.flight.is_none() {
             return Ok(());
         }
-        let open = self
-            .txn
-            .as_ref()
-            .map(|t| t.marks.clone())
-            .unwrap_or_default();
-        self.land(true, &open).map(drop)
+        self.land(true).map(drop)
     }
 
     /// Every entry of a table's primary index, in key order.
@@ -1492,7 +1487,7 @@ impl<D: BlockDevice> Database<D> {
         if self.flight.is_some()
             && (!carried || !self.sm.journal_fits(txn.marks.len() + 1, ops_len + 10))
         {
-            if let Err(e) = self.land(true, &txn.marks) {
+            if let Err(e) = self.land(true) {
                 self.txn = Some(txn);
                 return Err(e);
             }
@@ -1591,7 +1586,7 @@ impl<D: BlockDevice> Database<D> {
         // A checkpoint started here goes on while the next transactions run; the one in
         // flight lands once its writes are done.
         if self.flight.is_some() {
-            self.land(false, &[])?;
+            self.land(false)?;
         } else if self.sm.journal_half_full() || self.index_flush_due() {
             self.start_checkpoint(true)?;
         }
@@ -1738,22 +1733,21 @@ impl<D: BlockDevice> Database<D> {
             return Err(TableError::NeedsRecovery);
         }
         let r = self
-            .land_checkpoint(true, &[])
+            .land_checkpoint(true)
             .and_then(|_| self.start_checkpoint(false))
-            .and_then(|_| self.land_checkpoint(true, &[]).map(drop));
+            .and_then(|_| self.land_checkpoint(true).map(drop));
         self.failed = r.is_err();
         r
     }
 
     /// Finishes the checkpoint in flight, if any, waiting for it if `wait` (else only if
-    /// its job runs on this thread); whether none is left in flight. `open`: the marks of a
-    /// transaction whose record is not written yet. A failure leaves the database
+    /// its job is due); whether none is left in flight. A failure leaves the database
     /// [`failed`](Self::failed).
-    fn land(&mut self, wait: bool, open: &[Mark]) -> Result<bool> {
+    fn land(&mut self, wait: bool) -> Result<bool> {
         if self.failed {
             return Err(TableError::NeedsRecovery);
         }
-        let r = self.land_checkpoint(wait, open);
+        let r = self.land_checkpoint(wait);
         self.failed = r.is_err();
         r
     }
@@ -1839,12 +1833,19 @@ impl<D: BlockDevice> Database<D> {
         freed.extend(self.spill.take());
         self.sm.set_spill(None)?;
         let at = self.sm.journal_position();
+        let (alloc, header, generation) = self.sm.checkpoint_parts(at, &freed)?;
         let writer = if background {
             self.sm.device().writer()
         } else {
             None
         };
-        let flight = Flight::start(at, freed, Job { home, catalog }, writer);
+        let job = Job {
+            home,
+            catalog,
+            alloc,
+            header,
+        };
+        let flight = Flight::start(at, generation, freed, job, writer);
         self.background_checkpoints += u64::from(flight.on_thread());
         self.flight = Some(flight);
         Ok(())
@@ -1853,7 +1854,7 @@ impl<D: BlockDevice> Database<D> {
     /// [`land`](Self::land) without marking the database failed: once the job is done,
     /// gives back the blocks it freed, writes the bitmaps and moves the journal's tail to
     /// the snapshot (the records after it stay), and lets the blocks written home leave RAM.
-    fn land_checkpoint(&mut self, wait: bool, open: &[Mark]) -> Result<bool> {
+    fn land_checkpoint(&mut self, wait: bool) -> Result<bool> {
         let Some(flight) = self.flight.as_mut() else {
             return Ok(true);
         };
@@ -1864,14 +1865,12 @@ impl<D: BlockDevice> Database<D> {
         let Some(flight) = self.flight.take() else {
             return Ok(true);
         };
-        done?;
+        let flushed = done?;
         for b in &flight.freed {
             self.ipages.remove(b);
         }
-        self.sm.unreserve(&flight.freed)?;
-        // A transaction in the middle of committing has blocks reserved for its record.
-        let open: Vec<BlockRef> = open.iter().filter(|m| m.1).map(|m| m.0).collect();
-        self.sm.checkpoint_to(flight.at, &open)?;
+        self.sm
+            .adopt_checkpoint(flight.at, flight.generation, &flushed, &flight.freed)?;
         self.cache.clean_where(SlottedBlock::is_clean);
         self.evict();
         Ok(true)

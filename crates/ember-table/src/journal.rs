@@ -424,16 +424,50 @@ impl Journal {
 
     fn write_header<D: BlockDevice>(&mut self, dev: &mut D) -> Result<()> {
         self.generation += 1;
+        let (at, h) = self.header(self.generation, self.ckpt_lsn, self.ckpt_pos, self.ckpt_crc);
+        dev.write(at, &h)?;
+        Ok(())
+    }
+
+    /// Where the header of `generation` goes (the copies alternate) and its bytes.
+    fn header(&self, generation: u64, lsn: u64, pos: u64, crc: u32) -> (u64, [u8; 512]) {
         let mut h = [0u8; 512];
-        h[16..24].copy_from_slice(&self.generation.to_le_bytes());
-        h[24..32].copy_from_slice(&self.ckpt_lsn.to_le_bytes());
-        h[32..40].copy_from_slice(&self.ckpt_pos.to_le_bytes());
-        h[40..44].copy_from_slice(&self.ckpt_crc.to_le_bytes());
+        h[16..24].copy_from_slice(&generation.to_le_bytes());
+        h[24..32].copy_from_slice(&lsn.to_le_bytes());
+        h[32..40].copy_from_slice(&pos.to_le_bytes());
+        h[40..44].copy_from_slice(&crc.to_le_bytes());
         h[44..52].copy_from_slice(&self.ring.to_le_bytes());
         format::seal(Kind::JournalHeader, &mut h, 52);
-        let copy = self.generation % 2;
-        dev.write(self.start + copy * SECTOR, &h)?;
-        Ok(())
+        (self.start + (generation % 2) * SECTOR, h)
+    }
+
+    /// The header a checkpoint at `p` writes — where, its bytes and its generation — for a
+    /// writer other than the journal's own; [`adopt_checkpoint`](Self::adopt_checkpoint)
+    /// once it is durable. No other header may be written in between.
+    pub fn checkpoint_header(&self, p: Position) -> (u64, [u8; 512], u64) {
+        let generation = self.generation + 1;
+        let (at, h) = self.header(generation, p.next_lsn, self.pos_of(p), p.last_crc);
+        (at, h, generation)
+    }
+
+    /// The ring offset where replay from `p` starts: a lap that ended exactly at the ring's
+    /// end goes on at its start.
+    fn pos_of(&self, p: Position) -> u64 {
+        if p.head == self.ring { 0 } else { p.head }
+    }
+
+    /// Takes the checkpoint at `p` as done: its header of `generation`
+    /// ([`checkpoint_header`](Self::checkpoint_header)) is durable. Frees the space of the
+    /// records before `p`; the records after it stay.
+    pub fn adopt_checkpoint(&mut self, p: Position, generation: u64) {
+        if self.head == self.ring {
+            self.head = 0;
+        }
+        self.generation = generation;
+        self.ckpt_pos = self.pos_of(p);
+        self.ckpt_lsn = p.next_lsn;
+        self.ckpt_crc = p.last_crc;
+        self.spilled = self.spilled.saturating_sub(p.spilled);
     }
 
     /// Bytes of the ring in use by records not yet checkpointed, and of the records spilled
@@ -657,15 +691,9 @@ impl Journal {
     /// stay. Writes the header and syncs; the caller has made the records after `p` durable
     /// first if it wants them to survive with it.
     pub fn checkpoint_at<D: BlockDevice>(&mut self, dev: &mut D, p: Position) -> Result<()> {
-        if self.head == self.ring {
-            self.head = 0;
-        }
-        // A lap that ended exactly at the ring's end goes on at its start.
-        self.ckpt_pos = if p.head == self.ring { 0 } else { p.head };
-        self.ckpt_lsn = p.next_lsn;
-        self.ckpt_crc = p.last_crc;
-        self.spilled = self.spilled.saturating_sub(p.spilled);
-        self.write_header(dev)?;
+        let (at, h, generation) = self.checkpoint_header(p);
+        dev.write(at, &h)?;
+        self.adopt_checkpoint(p, generation);
         dev.sync()?;
         self.note_synced();
         Ok(())

@@ -328,7 +328,8 @@ impl<D: BlockDevice> SpaceManager<D> {
     /// Writes the allocator's bitmaps home and empties the journal. The caller must have
     /// written everything else the journal's records describe (and synced it) first.
     pub fn checkpoint(&mut self) -> Result<()> {
-        self.checkpoint_to(self.journal.position(), &[])
+        self.alloc.flush(&mut self.dev)?;
+        self.journal.checkpoint(&mut self.dev)
     }
 
     /// Where the journal stands now: the end of the records appended so far.
@@ -336,17 +337,38 @@ impl<D: BlockDevice> SpaceManager<D> {
         self.journal.position()
     }
 
-    /// [`checkpoint`](Self::checkpoint) of the records before `p` only: the caller wrote
-    /// home what they describe (and synced it); the records after `p` stay in the journal.
-    /// They are synced first, since the bitmaps written now count the blocks they mark;
-    /// `open` are blocks reserved for records not yet written, and the bitmaps count them
-    /// free.
-    pub fn checkpoint_to(&mut self, p: Position, open: &[BlockRef]) -> Result<()> {
-        if self.journal.next_lsn() != p.next_lsn() {
-            self.sync()?;
-        }
-        self.alloc.flush_without(&mut self.dev, open)?;
-        self.journal.checkpoint_at(&mut self.dev, p)
+    /// What a checkpoint at `p` (now) writes after the caller's own state, for a writer on
+    /// another thread: the allocator as it is now with `freed` given back, to flush, and
+    /// the journal header — where and what, and its generation — that drops the records
+    /// before `p`. Taken between transactions (no block reserved and not yet recorded);
+    /// [`adopt_checkpoint`](Self::adopt_checkpoint) once both are durable, with no other
+    /// checkpoint in between.
+    pub(crate) fn checkpoint_parts(
+        &self,
+        p: Position,
+        freed: &[BlockRef],
+    ) -> Result<(Allocator, (u64, [u8; 512]), u64)> {
+        let mut alloc = self.alloc.clone();
+        alloc.free(freed)?;
+        let (at, header, generation) = self.journal.checkpoint_header(p);
+        Ok((alloc, (at, header), generation))
+    }
+
+    /// The checkpoint of [`checkpoint_parts`](Self::checkpoint_parts) is durable, its
+    /// allocator `flushed`: gives `freed` back in RAM (records after `p` that may replay
+    /// no longer name them), takes over what the flush wrote, and frees the journal's space
+    /// before `p`. Writes nothing.
+    pub(crate) fn adopt_checkpoint(
+        &mut self,
+        p: Position,
+        generation: u64,
+        flushed: &Allocator,
+        freed: &[BlockRef],
+    ) -> Result<()> {
+        self.alloc.free(freed)?;
+        self.alloc.adopt_flushed(flushed);
+        self.journal.adopt_checkpoint(p, generation);
+        Ok(())
     }
 
     /// Checkpoints and returns the device.
