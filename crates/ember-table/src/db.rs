@@ -32,19 +32,21 @@
 //! updates the primary indexes' overlays (a set slot adds its tuple's key, a freed slot
 //! removes its key if the index still names that slot). Block headers, index pages, the
 //! catalog and the allocator's bitmaps reach home at checkpoints, in two halves. The
-//! snapshot: new index pages (and disorder mode's buffered records), sync, and a copy of
-//! each changed block's pages and of the catalog (naming the new index roots and carrying
-//! their pages' allocator marks). The writes home (module `checkpoint`): the
-//! pages, tuples and header in one write, the catalog, sync — on a thread through the
-//! device's [`writer`](BlockDevice::writer) handle while transactions go on, appending records
-//! after the snapshot and changing blocks in RAM only. Then the checkpoint lands, at a later
-//! commit: the records after the snapshot are synced, the replaced pages and freed blocks
-//! given back, the bitmaps written and the journal's tail moved to the snapshot. A
-//! transaction that would write rows home, or needs the room the checkpoint holds, lands it
-//! first. A header may land before its tuples: every record up to the snapshot is durable by
-//! then, and replay from the previous checkpoint rewrites the tuples records carry and checks
-//! those written home before their records. (Mode none has no records: its tuples are synced
-//! before the headers; it and disorder mode, which writes rows home at every commit,
+//! snapshot: new index pages (and disorder mode's buffered records), sync, and — shared
+//! copy-on-write, not copied — each changed block's pages, plus the catalog (naming the new
+//! index roots and carrying their pages' allocator marks), a copy of the allocator with the
+//! checkpoint's freed blocks given back, and the journal header that moves the tail to the
+//! snapshot. The writes (module `checkpoint`): the pages, tuples and header in one write,
+//! the catalog, sync, the copy's bitmaps, the header, sync — on a thread through the
+//! device's [`writer`](BlockDevice::writer) handle while transactions go on, appending
+//! records after the snapshot and changing blocks in RAM only. The checkpoint then lands at
+//! a later commit, in RAM: freed blocks given back, the allocator's slots taken over, the
+//! journal's tail at the snapshot. A transaction that would write rows home, needs the room
+//! the checkpoint holds, or drops a table lands it first. A header may land before its
+//! tuples: every record up to the snapshot is durable by then, and replay from the previous
+//! checkpoint rewrites the tuples records carry and checks those written home before their
+//! records. (Mode none has no records: its tuples are synced before the headers; it and
+//! disorder mode, which writes rows home at every commit,
 //! checkpoint in one piece on the writer's thread.) The blocks the replayed records free stay taken
 //! until the checkpoint that ends recovery (unless a later record gave their chunk to
 //! another size class), as in normal operation, where a table's freed blocks wait for the
@@ -529,6 +531,10 @@ pub struct Database<D: BlockDevice> {
     /// Blocks freed by committed transactions (and extents other engines gave back), given
     /// back when the next checkpoint lands.
     deferred: Vec<BlockRef>,
+    /// Bytes of the other engines' extents among them: past [`EXTENTS_HELD_MAX`], a
+    /// checkpoint starts, so an engine that only takes and gives back extents gets them
+    /// back without waiting for the journal to fill.
+    deferred_extent_bytes: u64,
     /// The spill block: a block of a size fresh blocks for big tuples get, reserved and
     /// marked allocated by the last record, which names it; the next transaction that makes
     /// such a block takes it and writes its own record into it (see [`Database::finish`]).
@@ -601,6 +607,7 @@ impl<D: BlockDevice> Database<D> {
             found: None,
             explicit: false,
             deferred: Vec::new(),
+            deferred_extent_bytes: 0,
             spill: None,
             buffered: Vec::new(),
             flight: None,
@@ -633,6 +640,7 @@ impl<D: BlockDevice> Database<D> {
             found: None,
             explicit: false,
             deferred: Vec::new(),
+            deferred_extent_bytes: 0,
             spill: None,
             buffered: Vec::new(),
             flight: None,
@@ -1829,6 +1837,7 @@ impl<D: BlockDevice> Database<D> {
         // past the records that do; so is the spill block, which no record after this
         // one names.
         let mut freed = std::mem::take(&mut self.deferred);
+        self.deferred_extent_bytes = 0;
         freed.extend(replaced);
         freed.extend(self.spill.take());
         self.sm.set_spill(None)?;
@@ -3479,7 +3488,33 @@ fn split_tuple(t: &[u8], at: u64) -> Result<(&[u8], &[u8])> {
 
 // ----- extents for the other engines ------------------------------------------------------
 
+/// Bytes of given-back extents the table engine holds before it starts a checkpoint to give
+/// them back for good (see [`Database::free_extents`](crate::ExtentSpace::free_extents)).
+const EXTENTS_HELD_MAX: u64 = 32 << 20;
+
 impl<D: BlockDevice> Database<D> {
+    /// Lands the checkpoint in flight if it is done, or starts one if the extents given back
+    /// since the last one passed [`EXTENTS_HELD_MAX`] — between transactions only.
+    fn extents_held_due(&mut self) -> Result<()> {
+        if self.explicit || !self.txn_is_empty() {
+            return Ok(());
+        }
+        if self.flight.is_some() {
+            return self.land(false).map(drop);
+        }
+        if self.deferred_extent_bytes <= EXTENTS_HELD_MAX {
+            return Ok(());
+        }
+        match self.opts.mode {
+            Mode::None | Mode::Disorder => self.checkpoint_now(),
+            _ => {
+                let r = self.start_checkpoint(true);
+                self.failed = r.is_err();
+                r
+            }
+        }
+    }
+
     /// Whether the open transaction (if any) has changed nothing yet.
     pub fn txn_is_empty(&self) -> bool {
         self.txn
@@ -3542,7 +3577,8 @@ impl<D: BlockDevice> crate::space::ExtentSpace for Database<D> {
         let r = self.sm.log_free(extents);
         let blocks = self.device_failed(r)?;
         self.deferred.extend(blocks);
-        Ok(())
+        self.deferred_extent_bytes += extents.iter().map(|e| e.len).sum::<u64>();
+        self.extents_held_due()
     }
     fn allocated_extent(&self, block: BlockRef) -> Option<crate::space::Extent> {
         if self.deferred.contains(&block) {

@@ -170,3 +170,22 @@ fn a_failed_commit_write_refuses_later_calls_and_recovery_keeps_every_acknowledg
         db.verify().unwrap();
     }
 }
+
+/// Extents another engine gives back wait for a checkpoint before they can be taken again;
+/// an engine that only takes and gives back extents (the LSM tree compacting) must not have
+/// to wait for the journal to fill: past 32 MiB given back, a checkpoint starts.
+#[test]
+fn extents_given_back_are_taken_again_without_a_table_commit() {
+    let mut db = Database::create(MemBlock::new(256 << 20), opts()).unwrap();
+    let mut most = 0;
+    for _ in 0..200 {
+        let e = db.allocate_extents(1 << 20).unwrap();
+        db.free_extents(&e).unwrap();
+        most = most.max(db.device_bytes_in_use());
+    }
+    assert!(
+        most < 48 << 20,
+        "{} MiB held for extents given back",
+        most >> 20
+    );
+}
