@@ -528,13 +528,12 @@ pub struct Database<D: BlockDevice> {
     /// rollback, checkpoint and when a table is dropped.
     found: Option<(u64, Key, Loc)>,
     explicit: bool,
-    /// Blocks freed by committed transactions (and extents other engines gave back), given
-    /// back when the next checkpoint lands.
+    /// Blocks freed by committed transactions, given back when the next checkpoint lands.
     deferred: Vec<BlockRef>,
-    /// Bytes of the other engines' extents among them: past [`EXTENTS_HELD_MAX`], a
-    /// checkpoint starts, so an engine that only takes and gives back extents gets them
-    /// back without waiting for the journal to fill.
-    deferred_extent_bytes: u64,
+    /// Extents other engines gave back since the last checkpoint's snapshot: free at once,
+    /// but not for the next checkpoint's index pages (see
+    /// [`start_checkpoint`](Database::start_checkpoint)).
+    extents_freed: Vec<BlockRef>,
     /// The spill block: a block of a size fresh blocks for big tuples get, reserved and
     /// marked allocated by the last record, which names it; the next transaction that makes
     /// such a block takes it and writes its own record into it (see [`Database::finish`]).
@@ -607,7 +606,7 @@ impl<D: BlockDevice> Database<D> {
             found: None,
             explicit: false,
             deferred: Vec::new(),
-            deferred_extent_bytes: 0,
+            extents_freed: Vec::new(),
             spill: None,
             buffered: Vec::new(),
             flight: None,
@@ -640,7 +639,7 @@ impl<D: BlockDevice> Database<D> {
             found: None,
             explicit: false,
             deferred: Vec::new(),
-            deferred_extent_bytes: 0,
+            extents_freed: Vec::new(),
             spill: None,
             buffered: Vec::new(),
             flight: None,
@@ -1066,7 +1065,7 @@ impl<D: BlockDevice> Database<D> {
     /// breaks every promise).
     ///
     /// A checkpoint still writing home is waited for first (a failure there leaves the
-    /// database [`failed`](Self::failed)).
+    /// database failed).
     pub fn device(&mut self) -> &mut D {
         let _ = self.land_all();
         self.sm.device()
@@ -1789,7 +1788,16 @@ impl<D: BlockDevice> Database<D> {
             }
         }
         // The primary indexes' changes go into new pages, synced with the records; the
-        // catalog below names their roots and carries the pages' allocator marks.
+        // catalog below names their roots and carries the pages' allocator marks. Not in
+        // an extent another engine gave back since the last snapshot: until this
+        // checkpoint lands, replay from the last one would free it again over the catalog
+        // naming the page. Those are held taken while the pages are placed.
+        let held: Vec<BlockRef> = std::mem::take(&mut self.extents_freed)
+            .into_iter()
+            .filter(|b| self.sm.allocator().is_free_to_take(*b))
+            .collect();
+        let held_marks: Vec<Mark> = held.iter().map(|b| (*b, true)).collect();
+        self.sm.apply_marks(&held_marks)?;
         let mut marks = Vec::new();
         let mut replaced = Vec::new();
         for t in self.tables.values_mut() {
@@ -1798,6 +1806,7 @@ impl<D: BlockDevice> Database<D> {
             marks.extend(f.old.iter().map(|b| (*b, false)));
             replaced.extend(f.old);
         }
+        self.sm.unreserve(&held)?;
         for (marks, ops) in &pending {
             if !self.sm.journal_fits(marks.len(), ops.len()) {
                 break;
@@ -1837,7 +1846,6 @@ impl<D: BlockDevice> Database<D> {
         // past the records that do; so is the spill block, which no record after this
         // one names.
         let mut freed = std::mem::take(&mut self.deferred);
-        self.deferred_extent_bytes = 0;
         freed.extend(replaced);
         freed.extend(self.spill.take());
         self.sm.set_spill(None)?;
@@ -3488,33 +3496,7 @@ fn split_tuple(t: &[u8], at: u64) -> Result<(&[u8], &[u8])> {
 
 // ----- extents for the other engines ------------------------------------------------------
 
-/// Bytes of given-back extents the table engine holds before it starts a checkpoint to give
-/// them back for good (see [`Database::free_extents`](crate::ExtentSpace::free_extents)).
-const EXTENTS_HELD_MAX: u64 = 32 << 20;
-
 impl<D: BlockDevice> Database<D> {
-    /// Lands the checkpoint in flight if it is done, or starts one if the extents given back
-    /// since the last one passed [`EXTENTS_HELD_MAX`] — between transactions only.
-    fn extents_held_due(&mut self) -> Result<()> {
-        if self.explicit || !self.txn_is_empty() {
-            return Ok(());
-        }
-        if self.flight.is_some() {
-            return self.land(false).map(drop);
-        }
-        if self.deferred_extent_bytes <= EXTENTS_HELD_MAX {
-            return Ok(());
-        }
-        match self.opts.mode {
-            Mode::None | Mode::Disorder => self.checkpoint_now(),
-            _ => {
-                let r = self.start_checkpoint(true);
-                self.failed = r.is_err();
-                r
-            }
-        }
-    }
-
     /// Whether the open transaction (if any) has changed nothing yet.
     pub fn txn_is_empty(&self) -> bool {
         self.txn
@@ -3565,25 +3547,16 @@ impl<D: BlockDevice> crate::space::ExtentSpace for Database<D> {
         let r = self.sm.allocate(bytes);
         self.device_failed(r)
     }
-    /// The extents are given back durably, and taken by nothing until the next checkpoint
-    /// has landed, as a table's blocks are: were one made an index page by a checkpoint
-    /// whose journal tail had not moved past this record, a cut would replay the free over
-    /// the catalog that names the page.
+    /// The extents are free at once, durably — but not for the next checkpoint's index
+    /// pages (see [`start_checkpoint`](Self::start_checkpoint)).
     fn free_extents(&mut self, extents: &[crate::space::Extent]) -> Result<()> {
-        if extents.iter().any(|e| self.deferred.contains(&e.block)) {
-            return Err(TableError::Invalid("freeing a block that is not allocated"));
-        }
         self.journal_room(extents.len())?;
-        let r = self.sm.log_free(extents);
-        let blocks = self.device_failed(r)?;
-        self.deferred.extend(blocks);
-        self.deferred_extent_bytes += extents.iter().map(|e| e.len).sum::<u64>();
-        self.extents_held_due()
+        let r = self.sm.free(extents);
+        self.device_failed(r)?;
+        self.extents_freed.extend(extents.iter().map(|e| e.block));
+        Ok(())
     }
     fn allocated_extent(&self, block: BlockRef) -> Option<crate::space::Extent> {
-        if self.deferred.contains(&block) {
-            return None;
-        }
         self.sm.allocated_extent(block)
     }
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {

@@ -226,19 +226,6 @@ impl<D: BlockDevice> SpaceManager<D> {
         Ok(())
     }
 
-    /// Records extents given back, durably, but leaves them taken in RAM: the caller
-    /// [`unreserve`](Self::unreserve)s them once nothing can replay the record over a new
-    /// owner of theirs. Their blocks.
-    pub fn log_free(&mut self, extents: &[Extent]) -> Result<Vec<BlockRef>> {
-        let blocks: Vec<BlockRef> = extents.iter().map(|e| e.block).collect();
-        if blocks.iter().any(|b| !self.alloc.is_allocated(*b)) {
-            return Err(TableError::Invalid("freeing a block that is not allocated"));
-        }
-        let marks: Vec<Mark> = blocks.iter().map(|&b| (b, false)).collect();
-        self.log_marks(&marks)?;
-        Ok(blocks)
-    }
-
     fn log_marks(&mut self, marks: &[Mark]) -> Result<()> {
         // The table engine makes room first (`Database::journal_room`): this checkpoint is
         // for a space manager used on its own, whose journal holds only marks.

@@ -292,21 +292,7 @@ fn spill_workload(
                 2 => 2_100 + rng.below(1_900) as usize,
                 _ => 4_096 + rng.below(200) as usize,
             };
-            let row = vec![
-                Value::Integer(k),
-                Value::Blob((0..len).map(|_| rng.byte()).collect()),
-            ];
-            if kind == 3 && rows.contains_key(&k) {
-                db.delete("t", &[Value::Integer(k)])?;
-                rows.remove(&k);
-            } else {
-                if rows.contains_key(&k) {
-                    assert!(db.update("t", &row)?);
-                } else {
-                    db.insert("t", &row)?;
-                }
-                rows.insert(k, row);
-            }
+            write_row(&mut db, rows, &mut rng, k, len, kind == 3)?;
         }
         end_step(
             &mut db,
@@ -322,13 +308,13 @@ fn spill_workload(
 }
 
 /// Transactions whose records carry 1–2 KiB of rows, and no explicit checkpoint: the
-/// engine starts a checkpoint every dozen or so commits, whose writes home run (on a device
-/// without a writer handle) at the next commit, after that commit's record — or at once,
-/// before a transaction that writes rows in place (two rows of 1.2–1.9 KiB, often into a
-/// new block) writes them. Now
-/// and then a row long enough for overflow blocks, a delete, a second table made or dropped,
-/// and a rollback every ninth transaction. Blocks of 4 KiB, so rows written in place can land in blocks the
-/// checkpoint took; a buffer of 4 KiB, so clean blocks leave RAM at once.
+/// engine starts a checkpoint every dozen or so commits, whose writes run (on a device
+/// without a writer handle) three commits later — or at once, before a transaction that
+/// writes rows in place (two rows of 1.2–1.9 KiB, often into a new block) writes them. Now
+/// and then a row long enough for overflow blocks, a delete, a second table made or dropped
+/// (dropped while a checkpoint is in flight), and a rollback every ninth transaction. Blocks
+/// of 4 KiB, so rows written in place can land in blocks the checkpoint took; a buffer of
+/// 4 KiB, so clean blocks leave RAM at once.
 fn flight_workload(
     dev: &mut FaultyBlock<MemBlock<Vec<u8>>>,
     st: &mut State,
@@ -363,21 +349,7 @@ fn flight_workload(
                 1 if rng.below(2) == 0 => 17_000,
                 _ => 300 + rng.below(300) as usize,
             };
-            let row = vec![
-                Value::Integer(k),
-                Value::Blob((0..len).map(|_| rng.byte()).collect()),
-            ];
-            if kind == 15 && rows.contains_key(&k) {
-                db.delete("t", &[Value::Integer(k)])?;
-                rows.remove(&k);
-            } else {
-                if rows.contains_key(&k) {
-                    assert!(db.update("t", &row)?);
-                } else {
-                    db.insert("t", &row)?;
-                }
-                rows.insert(k, row);
-            }
+            write_row(&mut db, rows, &mut rng, k, len, kind == 15)?;
         }
         // A second table, changed at every step, made and dropped now and then: a drop
         // gives back the index pages of the catalog in flight, not of the last durable one.
@@ -457,6 +429,34 @@ fn extent_workload(
         }
         end_step(&mut db, st, &mut model, next, mode, false, step % 2 == 1)?;
     }
+    Ok(())
+}
+
+/// Deletes row `k` of table `t` if `delete` and it is there, else writes it (update or
+/// insert) with `len` random bytes, keeping `rows`, the model of `t`, in step.
+fn write_row<D: ember_device::BlockDevice>(
+    db: &mut Database<D>,
+    rows: &mut BTreeMap<i64, Vec<Value>>,
+    rng: &mut SplitMix64,
+    k: i64,
+    len: usize,
+    delete: bool,
+) -> Result<(), TableError> {
+    let row = vec![
+        Value::Integer(k),
+        Value::Blob((0..len).map(|_| rng.byte()).collect()),
+    ];
+    if delete && rows.contains_key(&k) {
+        db.delete("t", &[Value::Integer(k)])?;
+        rows.remove(&k);
+        return Ok(());
+    }
+    if rows.contains_key(&k) {
+        assert!(db.update("t", &row)?);
+    } else {
+        db.insert("t", &row)?;
+    }
+    rows.insert(k, row);
     Ok(())
 }
 
