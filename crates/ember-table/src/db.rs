@@ -1792,10 +1792,13 @@ impl<D: BlockDevice> Database<D> {
         // an extent another engine gave back since the last snapshot: until this
         // checkpoint lands, replay from the last one would free it again over the catalog
         // naming the page. Those are held taken while the pages are placed.
-        let held: Vec<BlockRef> = std::mem::take(&mut self.extents_freed)
+        let mut held: Vec<BlockRef> = std::mem::take(&mut self.extents_freed)
             .into_iter()
             .filter(|b| self.sm.allocator().is_free_to_take(*b))
             .collect();
+        // Taken and given back twice, an extent is named twice.
+        held.sort_unstable();
+        held.dedup();
         let held_marks: Vec<Mark> = held.iter().map(|b| (*b, true)).collect();
         self.sm.apply_marks(&held_marks)?;
         let mut marks = Vec::new();
