@@ -1792,15 +1792,16 @@ impl<D: BlockDevice> Database<D> {
         // an extent another engine gave back since the last snapshot: until this
         // checkpoint lands, replay from the last one would free it again over the catalog
         // naming the page. Those are held taken while the pages are placed.
-        let mut held: Vec<BlockRef> = std::mem::take(&mut self.extents_freed)
-            .into_iter()
-            .filter(|b| self.sm.allocator().is_free_to_take(*b))
-            .collect();
-        // Taken and given back twice, an extent is named twice.
-        held.sort_unstable();
-        held.dedup();
-        let held_marks: Vec<Mark> = held.iter().map(|b| (*b, true)).collect();
-        self.sm.apply_marks(&held_marks)?;
+        // One at a time: taking one may take its chunk for its class, and then another
+        // given back from that chunk (of the class it had before) cannot be taken, nor be
+        // an index page. Taken and given back twice, an extent is named twice.
+        let mut held: Vec<BlockRef> = Vec::new();
+        for b in std::mem::take(&mut self.extents_freed) {
+            if !held.contains(&b) && self.sm.allocator().is_free_to_take(b) {
+                self.sm.apply_marks(&[(b, true)])?;
+                held.push(b);
+            }
+        }
         let mut marks = Vec::new();
         let mut replaced = Vec::new();
         for t in self.tables.values_mut() {
