@@ -3552,7 +3552,7 @@ impl<D: BlockDevice> crate::space::ExtentSpace for Database<D> {
         self.device_failed(r)
     }
     /// The extents are free at once, durably — but not for the next checkpoint's index
-    /// pages (see [`start_checkpoint`](Self::start_checkpoint)).
+    /// pages (see `start_checkpoint`).
     fn free_extents(&mut self, extents: &[crate::space::Extent]) -> Result<()> {
         self.journal_room(extents.len())?;
         let r = self.sm.free(extents);
