@@ -274,8 +274,8 @@ fn setup(c: Config, d: Durability) -> Map<String, Json> {
             "device": "file image, sparse",
         }),
         Sys::ApiLsm => json!({
-            "api": "ember_lsm::Db put/get/write (sync flag per commit), no background thread \
-                    (as the SQL front end runs it)",
+            "api": "ember_lsm::Db put/get/write (sync flag per commit), a background thread \
+                    for flushes and compactions (as the SQL front end runs it)",
             "env": "SpaceEnv over ember_table::Database on a file image",
             "mode": if sync { "full" } else { "metadata" },
             "lsm_memory_bytes": RAM_BYTES,
@@ -346,6 +346,7 @@ impl EmberSql {
             query_cache_bytes: 0,
             lsm_memory_bytes: RAM_BYTES,
             lsm_cache_bytes: c.cache,
+            lsm_background: true,
         };
         let conn = ember::Connection::open_with(dir.join("ember.img"), opts)?;
         let using = if c.sys == Sys::SqlLsm {
@@ -428,7 +429,8 @@ impl EmberApi {
         };
         let tdb = ember_table::Database::create(file, opts)?;
         let env = ember_lsm::SpaceEnv::create(tdb, 64 << 10)?;
-        let db = ember_lsm::Db::create(env, ember_lsm::Options::with_budget(RAM_BYTES))?;
+        let mut db = ember_lsm::Db::create(env, ember_lsm::Options::with_budget(RAM_BYTES))?;
+        db.start_background();
         Ok(EmberApi { db, sync })
     }
 }

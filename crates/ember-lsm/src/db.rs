@@ -124,7 +124,7 @@ struct Pinned {
 }
 
 struct Core<E: Env> {
-    env: E,
+    env: EnvCell<E>,
     opts: Options,
     mem: Arc<Memtable>,
     wal: Wal,
@@ -148,7 +148,64 @@ struct Core<E: Env> {
     scratch: Vec<u8>,
     /// The cursor point reads search blocks with (its key buffer reused).
     cursor: Cursor,
+    /// A background thread flushes and compacts: commits leave compactions to it.
+    background: bool,
+    /// The background thread is writing the immutable memtable's tables (without the lock).
+    flushing: bool,
+    /// The background thread is merging a compaction's tables (without the lock).
+    compacting: bool,
 }
+
+/// The environment, shared by whoever holds the core's lock and a background flush or
+/// compaction that runs without it: each call locks it for its own duration. Lock order:
+/// the core, then the environment; nothing holding the environment's lock takes the core's.
+struct EnvCell<E>(Arc<Mutex<E>>);
+
+impl<E> Clone for EnvCell<E> {
+    fn clone(&self) -> Self {
+        EnvCell(Arc::clone(&self.0))
+    }
+}
+
+impl<E: Env> Env for EnvCell<E> {
+    fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
+        lock(&self.0).create(id, capacity)
+    }
+    fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()> {
+        lock(&self.0).open(id, locator)
+    }
+    fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
+        lock(&self.0).write(id, offset, data)
+    }
+    fn read(&mut self, id: BlobId, offset: u64, buf: &mut [u8]) -> Result<()> {
+        lock(&self.0).read(id, offset, buf)
+    }
+    fn capacity(&self, id: BlobId) -> Result<u64> {
+        lock(&self.0).capacity(id)
+    }
+    fn sync(&mut self) -> Result<()> {
+        lock(&self.0).sync()
+    }
+    fn remove(&mut self, id: BlobId) -> Result<()> {
+        lock(&self.0).remove(id)
+    }
+    fn remove_all(&mut self, ids: &[BlobId]) -> Result<()> {
+        lock(&self.0).remove_all(ids)
+    }
+    fn write_root(&mut self, slot: usize, data: &[u8]) -> Result<()> {
+        lock(&self.0).write_root(slot, data)
+    }
+    fn read_root(&mut self, slot: usize, offset: u64, buf: &mut [u8]) -> Result<()> {
+        lock(&self.0).read_root(slot, offset, buf)
+    }
+    fn root_capacity(&self) -> u64 {
+        lock(&self.0).root_capacity()
+    }
+}
+
+/// With a background thread, a commit that would rotate the memtable waits while level 0
+/// holds this many times `l0_trigger` tables (LevelDB stops writes at 12 for a trigger of 4).
+pub const L0_STOP: usize = 3;
 
 /// A log record buffer above this many bytes is not kept for the next commit.
 const KEEP_RECORD_BYTES: usize = 1 << 20;
@@ -176,7 +233,14 @@ struct Shared<E: Env> {
     queue: Mutex<Queue>,
     work: Condvar,
     committed: Condvar,
+    /// Signalled when the background thread ends a flush or compaction (writers waiting
+    /// for room wait on it).
+    idle: Condvar,
     shutdown: AtomicBool,
+    /// Tests: the background thread, once it let go of the lock for a merge, sets the flag
+    /// and waits for a word on the channel.
+    #[cfg(test)]
+    pause: Mutex<Option<(Arc<AtomicBool>, std::sync::mpsc::Receiver<()>)>>,
     /// Whether a background thread waits on `work`.
     background: AtomicBool,
     log_capacity: u64,
@@ -220,49 +284,142 @@ impl TableSink {
         }
     }
 
-    fn add<E: Env>(&mut self, core: &mut Core<E>, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        let b = self.builder.get_or_insert_with(|| {
-            let id = core.next_blob;
-            core.next_blob += 1;
+    fn add(&mut self, out: &mut impl TableOut, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if self.builder.is_none() {
+            let id = out.blob_id();
+            let opts = out.opts();
             let mut b = TableBuilder::with_rule(
                 id,
-                core.opts.block_size,
-                core.opts.bloom_bits_per_key,
-                core.opts.prefix_rule,
+                opts.block_size,
+                opts.bloom_bits_per_key,
+                opts.prefix_rule,
             );
             // Room for what is still to come, or for one table of a split: it ends after the
             // entry that takes it past `table_size`, then come its index and filter. Only a
             // hint: a table outgrowing it grows its buffer, and one that cannot be had is
             // not reserved.
             let most = if self.split {
-                self.coming.min(core.opts.table_size)
+                self.coming.min(opts.table_size)
             } else {
                 self.coming
             };
             b.reserve(
                 most.saturating_add(most / 8)
-                    .saturating_add(core.opts.block_size.saturating_mul(2)),
+                    .saturating_add(opts.block_size.saturating_mul(2)),
             );
-            b
-        });
+            self.builder = Some(b);
+        }
+        let table_size = out.opts().table_size;
+        let Some(b) = self.builder.as_mut() else {
+            return Ok(());
+        };
         b.add(key, value);
         if self.split
-            && b.size() >= core.opts.table_size
+            && b.size() >= table_size
             && let Some(b) = self.builder.take()
         {
-            self.out.push(core.write_table(b)?);
+            self.out.push(out.write_table(b)?);
         }
         Ok(())
     }
 
-    fn finish<E: Env>(mut self, core: &mut Core<E>) -> Result<Vec<Arc<TableMeta>>> {
+    fn finish(mut self, out: &mut impl TableOut) -> Result<Vec<Arc<TableMeta>>> {
         if let Some(b) = self.builder.take()
             && b.entries() > 0
         {
-            self.out.push(core.write_table(b)?);
+            self.out.push(out.write_table(b)?);
         }
         Ok(self.out)
     }
+}
+
+/// Where a flush or compaction puts the tables it builds: the core itself (under its lock),
+/// or a background job's [`Detached`] handle.
+trait TableOut {
+    fn opts(&self) -> &Options;
+    /// A new blob number (from the manifest's counter).
+    fn blob_id(&mut self) -> BlobId;
+    /// Creates the table's blob and writes it, unsynced.
+    fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>>;
+    /// Makes the tables written so far durable.
+    fn sync(&mut self) -> Result<()>;
+}
+
+fn write_table(env: &mut impl Env, b: TableBuilder) -> Result<Arc<TableMeta>> {
+    let (bytes, mut meta) = b.finish();
+    meta.locator = env.create(meta.id, bytes.len() as u64)?;
+    env.write(meta.id, 0, &bytes)?;
+    Ok(Arc::new(meta))
+}
+
+impl<E: Env> TableOut for Core<E> {
+    fn opts(&self) -> &Options {
+        &self.opts
+    }
+    fn blob_id(&mut self) -> BlobId {
+        let id = self.next_blob;
+        self.next_blob += 1;
+        id
+    }
+    fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>> {
+        write_table(&mut self.env, b)
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.env.sync()
+    }
+}
+
+/// The tables a flush builds from memtable `imm`, written and synced.
+fn build_flush(imm: &Memtable, out: &mut impl TableOut) -> Result<Vec<Arc<TableMeta>>> {
+    let mut sink = TableSink::new(false, imm.bytes() as u64);
+    imm.for_each_newest(|k, v| sink.add(out, k, v))?;
+    let tables = sink.finish(out)?;
+    out.sync()?;
+    Ok(tables)
+}
+
+/// A compaction picked, to be merged: its tables, and the levels when it was picked.
+struct Compaction {
+    pick: Pick,
+    snapshot: Arc<Levels>,
+}
+
+/// What [`Core::start_compaction`] did.
+enum Started {
+    /// No compaction is due.
+    Idle,
+    /// A table moved down a level (no merge needed); the manifest says so.
+    Moved,
+    /// A merge to run.
+    Merge(Compaction),
+}
+
+/// Merges a compaction's tables into new tables of the level below, written and synced.
+fn run_compaction(c: &Compaction, io: &mut (impl Fetch + TableOut)) -> Result<Vec<Arc<TableMeta>>> {
+    let p = &c.pick;
+    let out = p.level + 1;
+    let mut sources: Vec<Source> = if p.level == 0 {
+        p.inputs
+            .iter()
+            .map(|t| Source::tables(vec![t.clone()], None))
+            .collect()
+    } else {
+        vec![Source::tables(p.inputs.clone(), None)]
+    };
+    sources.push(Source::tables(p.next.clone(), None));
+    let mut merge = Merge::new(sources, Bound::Unbounded, Bound::Unbounded);
+    let coming = p.inputs.iter().chain(&p.next).map(|t| t.size).sum();
+    let mut sink = TableSink::new(true, coming);
+    let (mut key, mut value) = (Vec::new(), Vec::new());
+    while let Some(is_value) = merge.next_into(io, &mut key, &mut value)? {
+        if !is_value && !compaction::deeper_may_hold(&c.snapshot, out, &key) {
+            continue;
+        }
+        sink.add(io, &key, is_value.then_some(value.as_slice()))?;
+    }
+    let tables = sink.finish(io)?;
+    io.sync()?;
+    Ok(tables)
 }
 
 fn charge(batch: &WriteBatch) -> usize {
@@ -320,13 +477,6 @@ impl<E: Env> Core<E> {
         self.opts
             .memory_budget
             .saturating_sub(memtables + self.pinned_bytes)
-    }
-
-    fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>> {
-        let (bytes, mut meta) = b.finish();
-        meta.locator = self.env.create(meta.id, bytes.len() as u64)?;
-        self.env.write(meta.id, 0, &bytes)?;
-        Ok(Arc::new(meta))
     }
 
     fn set_levels(&mut self, levels: Levels) {
@@ -722,6 +872,14 @@ impl<E: Env> Core<E> {
         self.write_manifest()?;
         if let Some(id) = old_log_id {
             self.env.remove(id)?;
+            self.compact_inline()?;
+        }
+        Ok(())
+    }
+
+    /// Runs the compactions due, unless a background thread runs them.
+    fn compact_inline(&mut self) -> Result<()> {
+        if !self.background {
             while self.compact_once()? {}
         }
         Ok(())
@@ -733,15 +891,23 @@ impl<E: Env> Core<E> {
         let Some((imm, log)) = self.imm.clone() else {
             return Ok(None);
         };
-        let mut sink = TableSink::new(false, imm.bytes() as u64);
-        imm.for_each_newest(|k, v| sink.add(self, k, v))?;
-        let tables = sink.finish(self)?;
-        self.env.sync()?;
+        if self.flushing {
+            // Writers wait for room before they commit (`Db::make_room`), so this is a bug.
+            return Err(LsmError::Poisoned(
+                "the immutable memtable was flushed while the background thread flushed it".into(),
+            ));
+        }
+        let tables = build_flush(&imm, self)?;
+        Ok(Some((self.with_level0(tables), log.id)))
+    }
+
+    /// The current levels with `tables` (a flush's, in key order) as the newest of level 0.
+    fn with_level0(&self, tables: Vec<Arc<TableMeta>>) -> Levels {
         let mut levels = (*self.levels).clone();
         for t in tables.into_iter().rev() {
             levels[0].insert(0, t);
         }
-        Ok(Some((levels, log.id)))
+        levels
     }
 
     fn flush_imm(&mut self) -> Result<()> {
@@ -754,13 +920,30 @@ impl<E: Env> Core<E> {
         self.env.remove(log)
     }
 
+    /// Installs the tables a background flush built from memtable `imm`: one manifest names
+    /// them instead of its log, which is removed after.
+    fn finish_flush(&mut self, imm: &Arc<Memtable>, tables: Vec<Arc<TableMeta>>) -> Result<()> {
+        let log = match &self.imm {
+            Some((m, log)) if Arc::ptr_eq(m, imm) => log.id,
+            _ => {
+                return Err(LsmError::Poisoned(
+                    "a background flush's memtable was flushed elsewhere".into(),
+                ));
+            }
+        };
+        let levels = self.with_level0(tables);
+        self.imm = None;
+        self.set_levels(levels);
+        self.write_manifest()?;
+        self.env.remove(log)
+    }
+
     /// Flushes the immutable memtable and runs the compactions then due, as a rotation that
     /// flushes one does: a flush that skipped them would leave a table in level 0 per flush,
     /// and every read asks each of them.
     fn flush_and_compact(&mut self) -> Result<()> {
         self.flush_imm()?;
-        while self.compact_once()? {}
-        Ok(())
+        self.compact_inline()
     }
 
     fn pick(&self) -> Option<Pick> {
@@ -773,50 +956,45 @@ impl<E: Env> Core<E> {
         )
     }
 
-    /// Runs one compaction if one is due.
-    fn compact_once(&mut self) -> Result<bool> {
-        let Some(p) = self.pick() else {
-            return Ok(false);
-        };
-        let out = p.level + 1;
-        if let Some(t) = p.inputs.last() {
-            if let Some(ptr) = self.pointers.get_mut(p.level) {
-                ptr.clone_from(&t.largest);
-            }
+    /// Picks the next compaction. A table that overlaps nothing below moves down at once
+    /// (a manifest); a merge is returned for the caller to run, here or without the lock.
+    fn start_compaction(&mut self) -> Result<Started> {
+        if self.compacting {
+            return Ok(Started::Idle);
         }
-        let mut levels = (*self.levels).clone();
-        let gone: Vec<BlobId> = p.inputs.iter().chain(&p.next).map(|t| t.id).collect();
+        let Some(p) = self.pick() else {
+            return Ok(Started::Idle);
+        };
+        if let Some(t) = p.inputs.last()
+            && let Some(ptr) = self.pointers.get_mut(p.level)
+        {
+            ptr.clone_from(&t.largest);
+        }
         if p.level > 0 && p.next.is_empty() {
             // Nothing below overlaps: move the table down.
+            let gone: Vec<BlobId> = p.inputs.iter().map(|t| t.id).collect();
+            let mut levels = (*self.levels).clone();
             levels[p.level].retain(|t| !gone.contains(&t.id));
-            levels[out].extend(p.inputs.iter().cloned());
-            levels[out].sort_by(|a, b| a.smallest.cmp(&b.smallest));
+            levels[p.level + 1].extend(p.inputs.iter().cloned());
+            levels[p.level + 1].sort_by(|a, b| a.smallest.cmp(&b.smallest));
             self.set_levels(levels);
             self.write_manifest()?;
-            return Ok(true);
+            return Ok(Started::Moved);
         }
-        let mut sources: Vec<Source> = if p.level == 0 {
-            p.inputs
-                .iter()
-                .map(|t| Source::tables(vec![t.clone()], None))
-                .collect()
-        } else {
-            vec![Source::tables(p.inputs.clone(), None)]
-        };
-        sources.push(Source::tables(p.next.clone(), None));
-        let mut merge = Merge::new(sources, Bound::Unbounded, Bound::Unbounded);
-        let snapshot = self.levels.clone();
-        let coming = p.inputs.iter().chain(&p.next).map(|t| t.size).sum();
-        let mut sink = TableSink::new(true, coming);
-        let (mut key, mut value) = (Vec::new(), Vec::new());
-        while let Some(is_value) = merge.next_into(&mut Direct(self), &mut key, &mut value)? {
-            if !is_value && !compaction::deeper_may_hold(&snapshot, out, &key) {
-                continue;
-            }
-            sink.add(self, &key, is_value.then_some(value.as_slice()))?;
-        }
-        let tables = sink.finish(self)?;
-        self.env.sync()?;
+        Ok(Started::Merge(Compaction {
+            pick: p,
+            snapshot: self.levels.clone(),
+        }))
+    }
+
+    /// Installs a merge's output: the current levels (a flush may have added level-0 tables
+    /// meanwhile) without its inputs and with `tables`, under a new manifest; then the
+    /// inputs go once no iterator reads them.
+    fn finish_compaction(&mut self, c: Compaction, tables: Vec<Arc<TableMeta>>) -> Result<()> {
+        let p = c.pick;
+        let out = p.level + 1;
+        let gone: HashSet<BlobId, IdHash> = p.inputs.iter().chain(&p.next).map(|t| t.id).collect();
+        let mut levels = (*self.levels).clone();
         for l in levels.iter_mut() {
             l.retain(|t| !gone.contains(&t.id));
         }
@@ -824,11 +1002,22 @@ impl<E: Env> Core<E> {
         levels[out].sort_by(|a, b| a.smallest.cmp(&b.smallest));
         self.set_levels(levels);
         self.write_manifest()?;
-        self.obsolete
-            .extend(p.inputs.iter().chain(&p.next).cloned());
-        drop(p);
-        self.purge()?;
-        Ok(true)
+        self.obsolete.extend(p.inputs.into_iter().chain(p.next));
+        drop(c.snapshot);
+        self.purge()
+    }
+
+    /// Runs one compaction if one is due (and none runs in the background).
+    fn compact_once(&mut self) -> Result<bool> {
+        match self.start_compaction()? {
+            Started::Idle => Ok(false),
+            Started::Moved => Ok(true),
+            Started::Merge(c) => {
+                let tables = run_compaction(&c, &mut Direct(self))?;
+                self.finish_compaction(c, tables)?;
+                Ok(true)
+            }
+        }
     }
 
     /// Removes merged tables no iterator reads any more.
@@ -855,7 +1044,7 @@ impl<E: Env> Core<E> {
         }
         let r = (|| -> Result<bool> {
             self.purge()?;
-            if self.imm.is_some() {
+            if self.imm.is_some() && !self.flushing {
                 self.flush_imm()?;
                 return Ok(true);
             }
@@ -865,6 +1054,15 @@ impl<E: Env> Core<E> {
             self.poisoned = Some(e.clone());
         }
         r
+    }
+
+    /// Whether committing the group in `self.group` may rotate the memtable (and so flush
+    /// the immutable one): an upper bound of what [`commit_group`](Self::commit_group) does.
+    fn may_rotate(&self) -> bool {
+        let charge: usize = self.group.iter().map(|p| charge(&p.batch)).sum();
+        // The record's payload: the batch count (a varint of at most 10 bytes), the batches.
+        let payload: usize = self.group.iter().map(|p| p.bytes).sum::<usize>() + 10;
+        self.mem.bytes() + charge > self.opts.write_buffer || !self.wal.fits(payload)
     }
 
     /// Commits the batches in `self.group` (and empties it): one log record, at most one
@@ -1066,6 +1264,85 @@ impl<E: Env> Fetch for Direct<'_, E> {
     }
 }
 
+impl<E: Env> TableOut for Direct<'_, E> {
+    fn opts(&self) -> &Options {
+        &self.0.opts
+    }
+    fn blob_id(&mut self) -> BlobId {
+        self.0.blob_id()
+    }
+    fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>> {
+        self.0.write_table(b)
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.0.env.sync()
+    }
+}
+
+/// A background flush or compaction, which runs without the core's lock: it reads and
+/// writes blobs through its own handle on the environment, takes the core's lock only for
+/// a blob number or a table's index (pinned or cached), and reads data blocks as [`Direct`]
+/// does.
+struct Detached<'a, E: Env> {
+    core: &'a Mutex<Core<E>>,
+    env: EnvCell<E>,
+    opts: Options,
+    scratch: Vec<u8>,
+}
+
+impl<'a, E: Env> Detached<'a, E> {
+    fn new(core: &'a Mutex<Core<E>>, locked: &Core<E>) -> Self {
+        Detached {
+            core,
+            env: locked.env.clone(),
+            opts: locked.opts.clone(),
+            scratch: Vec::new(),
+        }
+    }
+}
+
+impl<E: Env> Fetch for Detached<'_, E> {
+    fn index(&mut self, t: &TableMeta) -> Result<Arc<Index>> {
+        lock(self.core).index(t)
+    }
+    fn data(&mut self, t: &TableMeta, h: Handle) -> Result<Arc<DataBlock>> {
+        Ok(Arc::new(sstable::read_data(
+            &mut self.env,
+            t,
+            h,
+            &mut self.scratch,
+        )?))
+    }
+    fn data_run(
+        &mut self,
+        t: &TableMeta,
+        blocks: &[(Vec<u8>, Handle)],
+        ahead: u64,
+        out: &mut VecDeque<Arc<DataBlock>>,
+    ) -> Result<()> {
+        let run = run_of(blocks, ahead, |_| true);
+        let mut read = Vec::with_capacity(run.len());
+        sstable::read_data_run(&mut self.env, t, &run, ahead, &mut self.scratch, &mut read)?;
+        out.extend(read.into_iter().map(Arc::new));
+        Ok(())
+    }
+}
+
+impl<E: Env> TableOut for Detached<'_, E> {
+    fn opts(&self) -> &Options {
+        &self.opts
+    }
+    fn blob_id(&mut self) -> BlobId {
+        lock(self.core).blob_id()
+    }
+    fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>> {
+        write_table(&mut self.env, b)
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.env.sync()
+    }
+}
+
 /// Reads for an iterator: through the cache, holding the lock for one block at a time.
 struct Locked<'a, E: Env>(&'a Mutex<Core<E>>);
 
@@ -1096,7 +1373,10 @@ impl<E: Env> Db<E> {
                 queue: Mutex::new(Queue::default()),
                 work: Condvar::new(),
                 committed: Condvar::new(),
+                idle: Condvar::new(),
                 shutdown: AtomicBool::new(false),
+                #[cfg(test)]
+                pause: Mutex::new(None),
                 background: AtomicBool::new(false),
             }),
             background: None,
@@ -1106,7 +1386,7 @@ impl<E: Env> Db<E> {
     fn empty_core(env: E, opts: Options) -> Core<E> {
         let mem = Arc::new(Memtable::with_filter(opts.memtable_filter_bytes()));
         Core {
-            env,
+            env: EnvCell(Arc::new(Mutex::new(env))),
             opts,
             mem,
             wal: Wal::new(0, 0),
@@ -1130,6 +1410,9 @@ impl<E: Env> Db<E> {
             rec: Vec::new(),
             scratch: Vec::new(),
             cursor: Cursor::default(),
+            background: false,
+            flushing: false,
+            compacting: false,
         }
     }
 
@@ -1255,6 +1538,9 @@ impl<E: Env> Db<E> {
                 core.group.extend(q.pending.drain(..n));
                 (first, first + n as u64)
             };
+            if core.background {
+                core = self.make_room(core);
+            }
             let r = core.commit();
             let rotated = core.imm.is_some();
             drop(core);
@@ -1276,6 +1562,30 @@ impl<E: Env> Db<E> {
             if (first..last).contains(&ticket) {
                 return r;
             }
+        }
+    }
+
+    /// Waits, with a background thread, until the group in `core.group` can commit: while
+    /// it may rotate the memtable and the thread is flushing the immutable one, or while
+    /// level 0 holds [`L0_STOP`] × `l0_trigger` tables and a compaction is under way or due
+    /// (so level 0, which every read asks, stays bounded when writes outrun compactions).
+    fn make_room<'a>(&'a self, mut core: MutexGuard<'a, Core<E>>) -> MutexGuard<'a, Core<E>> {
+        loop {
+            if core.poisoned.is_some() || !core.may_rotate() {
+                return core;
+            }
+            let stop = core.opts.l0_trigger.max(1).saturating_mul(L0_STOP);
+            let full = core.levels[0].len() >= stop && (core.compacting || core.pick().is_some());
+            if !core.flushing && !full {
+                return core;
+            }
+            self.shared.work.notify_all();
+            core = self
+                .shared
+                .idle
+                .wait_timeout(core, Duration::from_millis(50))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
         }
     }
 
@@ -1399,9 +1709,18 @@ impl<E: Env> Db<E> {
         lock(&self.shared.core).step()
     }
 
-    /// Freezes the memtable and flushes it (and runs due compactions).
+    /// Freezes the memtable and flushes it (and runs due compactions), after what the
+    /// background thread is doing, if there is one.
     pub fn flush(&self) -> Result<()> {
         let mut core = lock(&self.shared.core);
+        while (core.flushing || core.compacting) && core.poisoned.is_none() {
+            core = self
+                .shared
+                .idle
+                .wait_timeout(core, Duration::from_millis(50))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
         if let Some(e) = &core.poisoned {
             return Err(LsmError::Poisoned(e.to_string()));
         }
@@ -1413,6 +1732,19 @@ impl<E: Env> Db<E> {
         })();
         if let Err(e) = &r {
             core.poisoned = Some(e.clone());
+        }
+        if core.background {
+            // Compactions are the background thread's: run those due now, as without one.
+            while r.is_ok() && core.poisoned.is_none() {
+                match core.compact_once() {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        core.poisoned = Some(e.clone());
+                        return Err(e);
+                    }
+                }
+            }
         }
         r
     }
@@ -1453,7 +1785,8 @@ impl<E: Env> Db<E> {
 
     /// Runs `f` on the environment (e.g. to inspect where blobs lie).
     pub fn with_env<T>(&self, f: impl FnOnce(&mut E) -> T) -> T {
-        f(&mut lock(&self.shared.core).env)
+        let env = lock(&self.shared.core).env.clone();
+        f(&mut lock(&env.0))
     }
 
     /// Whether an immutable memtable waits for its flush.
@@ -1478,37 +1811,118 @@ impl<E: Env> Db<E> {
         let shared = Arc::try_unwrap(shared)
             .map_err(|_| LsmError::Poisoned("close with iterators still open".into()))?;
         let core = shared.core.into_inner().unwrap_or_else(|p| p.into_inner());
-        Ok(core.env)
+        let env = Arc::try_unwrap(core.env.0)
+            .map_err(|_| LsmError::Poisoned("close with a background job still running".into()))?;
+        Ok(env.into_inner().unwrap_or_else(|p| p.into_inner()))
     }
 }
 
 impl<E: Env + Send + 'static> Db<E> {
-    /// Starts a background thread that flushes and compacts while writers go on.
+    /// Starts a background thread that flushes and compacts while writers go on. It merges
+    /// and writes tables without the engine's lock (reads and commits go on meanwhile) and
+    /// takes it to pick the next job and to install what a job built.
     pub fn start_background(&mut self) {
         if self.background.is_some() {
             return;
         }
         self.shared.background.store(true, Ordering::SeqCst);
+        lock(&self.shared.core).background = true;
         let shared = self.shared.clone();
-        self.background = Some(std::thread::spawn(move || {
-            let mut core = lock(&shared.core);
-            while !shared.shutdown.load(Ordering::SeqCst) {
-                match core.step() {
-                    Ok(true) => {
-                        // Let writers in between steps.
-                        drop(core);
-                        core = lock(&shared.core);
-                    }
-                    Ok(false) | Err(_) => {
-                        core = shared
-                            .work
-                            .wait_timeout(core, Duration::from_millis(50))
-                            .map(|(g, _)| g)
-                            .unwrap_or_else(|p| p.into_inner().0);
-                    }
-                }
+        // A thread that cannot be started leaves the work to the writers, as without one.
+        match std::thread::Builder::new()
+            .name("ember-lsm-background".into())
+            .spawn(move || background(&shared))
+        {
+            Ok(h) => self.background = Some(h),
+            Err(_) => {
+                self.shared.background.store(false, Ordering::SeqCst);
+                lock(&self.shared.core).background = false;
             }
-        }));
+        }
+    }
+}
+
+/// A job the background thread runs without the lock.
+enum Job {
+    Flush(Arc<Memtable>),
+    Compact(Compaction),
+}
+
+/// The background thread: picks a job under the lock (the immutable memtable's flush
+/// first), runs it without, and installs its tables under the lock again.
+fn background<E: Env>(shared: &Shared<E>) {
+    let mut core = lock(&shared.core);
+    while !shared.shutdown.load(Ordering::SeqCst) {
+        let job = if core.poisoned.is_some() {
+            Ok(None)
+        } else {
+            core.next_job()
+        };
+        let job = match job {
+            Ok(Some(job)) => job,
+            Ok(None) => {
+                core = shared
+                    .work
+                    .wait_timeout(core, Duration::from_millis(50))
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|p| p.into_inner().0);
+                continue;
+            }
+            Err(e) => {
+                core.poisoned = Some(e);
+                shared.idle.notify_all();
+                continue;
+            }
+        };
+        let mut io = Detached::new(&shared.core, &core);
+        let r = match job {
+            Job::Flush(imm) => {
+                core.flushing = true;
+                drop(core);
+                let tables = build_flush(&imm, &mut io);
+                core = lock(&shared.core);
+                core.flushing = false;
+                tables.and_then(|t| core.finish_flush(&imm, t))
+            }
+            Job::Compact(c) => {
+                core.compacting = true;
+                drop(core);
+                #[cfg(test)]
+                if let Some((parked, go)) = &*lock(&shared.pause) {
+                    parked.store(true, Ordering::SeqCst);
+                    let _ = go.recv();
+                }
+                let tables = run_compaction(&c, &mut io);
+                core = lock(&shared.core);
+                core.compacting = false;
+                tables.and_then(|t| core.finish_compaction(c, t))
+            }
+        };
+        if let Err(e) = r {
+            core.poisoned = Some(e);
+        }
+        shared.idle.notify_all();
+        // Let writers in between jobs.
+        drop(core);
+        core = lock(&shared.core);
+    }
+}
+
+impl<E: Env> Core<E> {
+    /// The next job for the background thread: the immutable memtable's flush, else a
+    /// compaction's merge (a move down a level is done here, under the lock).
+    fn next_job(&mut self) -> Result<Option<Job>> {
+        self.purge()?;
+        if let Some((imm, _)) = &self.imm {
+            return Ok(Some(Job::Flush(imm.clone())));
+        }
+        loop {
+            match self.start_compaction()? {
+                Started::Idle => return Ok(None),
+                Started::Moved => {}
+                Started::Merge(c) => return Ok(Some(Job::Compact(c))),
+            }
+        }
     }
 }
 
@@ -1579,5 +1993,123 @@ impl<E: Env> Iterator for Iter<E> {
             return None;
         }
         self.next_with(|k, v| (k.to_vec(), v.to_vec()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::collections::BTreeMap;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use ember_device::MemBlock;
+    use ember_table::{FormatOptions, SpaceManager};
+
+    use super::*;
+    use crate::SpaceEnv;
+
+    fn tiny() -> Options {
+        Options {
+            memory_budget: 256 * 1024,
+            write_buffer: 2048,
+            table_size: 1024,
+            block_size: 256,
+            bloom_bits_per_key: 10,
+            l0_trigger: 2,
+            level1_bytes: 2048,
+            level_multiplier: 2,
+            pinned_levels: 2,
+            log_capacity: 4096,
+            prefix_rule: None,
+        }
+    }
+
+    /// While the background thread merges, reads, iterators and commits (which rotate the
+    /// memtable and flush it) go on; the merge's tables are installed after, with nothing
+    /// lost that was committed meanwhile.
+    #[test]
+    fn a_background_merge_leaves_the_lock_to_readers_and_writers() {
+        let sm = SpaceManager::format(MemBlock::new(8 << 20), FormatOptions::default()).unwrap();
+        let env = SpaceEnv::create(sm, 64 * 1024).unwrap();
+        let root = env.root_locator();
+        // Room for the commits made during the merge to rotate a few times (each rotation
+        // then flushes in the writer's thread) without filling level 0 to the stop.
+        let opts = Options {
+            write_buffer: 4096,
+            log_capacity: 8192,
+            ..tiny()
+        };
+        let mut db = Db::create(env, opts.clone()).unwrap();
+        let parked = Arc::new(AtomicBool::new(false));
+        let (go, go_rx) = mpsc::channel();
+        *lock(&db.shared.pause) = Some((parked.clone(), go_rx));
+        db.start_background();
+        let db = Arc::new(db);
+        // Write until the thread parks inside a merge. Every wait below is bounded, so a
+        // lock held across the merge fails the test instead of hanging it.
+        let (model_tx, model_rx) = mpsc::channel();
+        {
+            let (db, parked) = (db.clone(), parked.clone());
+            std::thread::spawn(move || {
+                let mut model = BTreeMap::new();
+                let mut i = 0u32;
+                while !parked.load(Ordering::SeqCst) && i < 20_000 {
+                    // Level 0 at the trigger: the thread is to start a merge. Writing on
+                    // could fill it to the stop, where commits wait for that merge.
+                    if db.level_counts()[0] >= 2 {
+                        std::thread::sleep(Duration::from_millis(1));
+                        continue;
+                    }
+                    let (k, v) = (format!("k{:05}", i * 7 % 3001), format!("v{i}").repeat(6));
+                    db.put(k.as_bytes(), v.as_bytes(), false).unwrap();
+                    model.insert(k.into_bytes(), v.into_bytes());
+                    i += 1;
+                }
+                assert!(parked.load(Ordering::SeqCst), "no compaction started");
+                model_tx.send(model).unwrap();
+            });
+        }
+        let model = model_rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a commit waited for the merge");
+        // The thread is parked without the lock: all of this must finish.
+        let (done_tx, done) = mpsc::channel();
+        let worker = {
+            let db = db.clone();
+            let mut model = model.clone();
+            std::thread::spawn(move || {
+                for j in 0..30u32 {
+                    let (k, v) = (format!("w{j:03}"), format!("during{j}").repeat(4));
+                    db.put(k.as_bytes(), v.as_bytes(), false).unwrap();
+                    model.insert(k.into_bytes(), v.into_bytes());
+                    let (k, v) = model.iter().nth(j as usize * 13 % model.len()).unwrap();
+                    assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+                }
+                let all: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|r| r.unwrap()).collect();
+                assert_eq!(all, model);
+                done_tx.send(model).unwrap();
+            })
+        };
+        let got = done.recv_timeout(Duration::from_secs(20));
+        go.send(()).unwrap();
+        let model = got.expect("reads and commits waited for the merge");
+        worker.join().unwrap();
+        // Let it run on (it parks before each merge: keep saying go).
+        let db = Arc::try_unwrap(db).unwrap();
+        let stop = std::thread::spawn(move || while go.send(()).is_ok() {});
+        db.flush().unwrap();
+        let all: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|r| r.unwrap()).collect();
+        assert_eq!(all, model);
+        let counts = db.level_counts();
+        assert!(counts.iter().skip(1).any(|&n| n > 0), "{counts:?}");
+        let sm = db.close().unwrap().into_space();
+        stop.join().unwrap();
+        let dev = sm.close().unwrap();
+        let sm = SpaceManager::open(dev).unwrap();
+        let db = Db::open(SpaceEnv::open(sm, &root).unwrap(), opts).unwrap();
+        let all: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|r| r.unwrap()).collect();
+        assert_eq!(all, model);
     }
 }

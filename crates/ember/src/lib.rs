@@ -148,6 +148,10 @@ pub struct OpenOptions {
     /// Bytes of the coordination cache in front of `USING lsm` tables: results of point and
     /// range queries, dropped by writes to the keys they cover (0: off).
     pub lsm_cache_bytes: usize,
+    /// Whether the LSM engine flushes and compacts on a thread of its own (default), which
+    /// merges without the engine's lock while statements go on; off, the statement whose
+    /// commit fills a memtable does that work.
+    pub lsm_background: bool,
 }
 
 impl Default for OpenOptions {
@@ -159,6 +163,7 @@ impl Default for OpenOptions {
             query_cache_bytes: 256 << 10,
             lsm_memory_bytes: 8 << 20,
             lsm_cache_bytes: 1 << 20,
+            lsm_background: true,
         }
     }
 }
@@ -171,7 +176,9 @@ pub type Engine<D> = Executor<Routed<TableStorage<D>, lsmroot::DbEnv<D>, tsstore
 
 /// Opens the SQL engine over an open table-engine database: opens its LSM tree if it has one
 /// and every series of its timeseries tables, loads the catalog, and removes LSM objects the catalog does not name (a crash between an
-/// LSM batch and the catalog's commit leaves them).
+/// LSM batch and the catalog's commit leaves them). The LSM tree runs without a background
+/// thread whatever `opts` says (its flushes and compactions happen in commits, so a run on
+/// a fault-injecting device is the same every time); [`Connection`] starts one.
 pub fn open_engine<D: ember_device::BlockDevice>(
     db: Database<D>,
     opts: &OpenOptions,
@@ -305,7 +312,10 @@ impl Connection {
     }
 
     fn with_database(db: Database<AnyDevice>, opts: &OpenOptions) -> Result<Connection> {
-        let exec = open_engine(db, opts)?;
+        let mut exec = open_engine(db, opts)?;
+        if opts.lsm_background {
+            exec.storage().start_lsm_background();
+        }
         Ok(Connection {
             inner: RefCell::new(Some(Inner {
                 exec,

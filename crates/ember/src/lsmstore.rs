@@ -180,6 +180,14 @@ impl<E: Env> LsmStore<E> {
         &self.db
     }
 
+    /// Starts the tree's background thread (see [`Db::start_background`]).
+    pub fn start_background(&mut self)
+    where
+        E: Send + 'static,
+    {
+        self.db.start_background();
+    }
+
     /// Gives the tree back (pending writes are dropped).
     pub fn into_db(self) -> Db<E> {
         self.db

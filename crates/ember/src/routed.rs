@@ -218,6 +218,25 @@ impl<S: Storage, E: Env, T: SeriesStore> Routed<S, E, T> {
         self
     }
 
+    /// Starts the LSM tree's background thread (see [`ember_lsm::Db::start_background`]),
+    /// now if it is open, and when the factory makes it otherwise.
+    pub fn start_lsm_background(&mut self)
+    where
+        S: 'static,
+        E: Send + 'static,
+    {
+        if let Some(l) = self.lsm.as_mut() {
+            l.start_background();
+        }
+        if let Some(mut f) = self.factory.take() {
+            self.factory = Some(Box::new(move |s| {
+                let mut l = f(s)?;
+                l.start_background();
+                Ok(l)
+            }));
+        }
+    }
+
     /// Commits a transaction that wrote to both the table engine and the tree as one: the
     /// tree's batch goes into the table engine's transaction as a redo record (the table
     /// [`REDO_TABLE`], one row, overwritten each time), the table engine commits — the commit
