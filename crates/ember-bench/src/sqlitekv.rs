@@ -313,6 +313,11 @@ trait Kv {
     fn get(&mut self, k: u64) -> Result<usize>;
     /// Inserts rows in one transaction.
     fn insert_batch(&mut self, rows: &[(u64, &[u8])]) -> Result<()>;
+    /// Waits for background work the load left (flushes, compactions) where the system
+    /// says when it is done.
+    fn settle(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// Closes.
     fn close(self: Box<Self>) -> Result<()>;
 }
@@ -362,6 +367,10 @@ impl EmberSql {
 }
 
 impl Kv for EmberSql {
+    fn settle(&mut self) -> Result<()> {
+        Ok(self.conn.settle()?)
+    }
+
     fn insert(&mut self, k: u64, v: &[u8]) -> Result<()> {
         let p = vec![
             ember::Value::Integer(k as i64),
@@ -436,6 +445,10 @@ impl EmberApi {
 }
 
 impl Kv for EmberApi {
+    fn settle(&mut self) -> Result<()> {
+        Ok(self.db.settle()?)
+    }
+
     fn insert(&mut self, k: u64, v: &[u8]) -> Result<()> {
         self.db.put(&k.to_be_bytes(), v, self.sync)?;
         Ok(())
@@ -582,6 +595,21 @@ impl Kv for Fjall {
         self.persist()
     }
 
+    /// fjall says how many compactions run, not how many are due: done when none has run
+    /// for 200 ms.
+    fn settle(&mut self) -> Result<()> {
+        let mut quiet = 0;
+        while quiet < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            quiet = if self.ks.active_compactions() == 0 {
+                quiet + 1
+            } else {
+                0
+            };
+        }
+        Ok(())
+    }
+
     fn close(self: Box<Self>) -> Result<()> {
         self.ks.persist(fjall::PersistMode::SyncAll)?;
         Ok(())
@@ -701,6 +729,9 @@ pub fn run(job: &Job<Spec>, dir: &Path) -> Result<Measured> {
         st.insert_batch(&rows)?;
     }
     extra.insert("load_seconds".into(), t.elapsed().as_secs_f64().into());
+    let t = Instant::now();
+    st.settle()?;
+    extra.insert("settle_seconds".into(), t.elapsed().as_secs_f64().into());
 
     let plan = plan(&s);
     let writes = plan.iter().filter(|o| !matches!(o, Op::Read(_))).count() as u64;

@@ -201,6 +201,17 @@ impl<E: Env> Env for EnvCell<E> {
     fn root_capacity(&self) -> u64 {
         lock(&self.0).root_capacity()
     }
+    fn placement(
+        &self,
+        id: BlobId,
+        offset: u64,
+        len: usize,
+    ) -> Result<Option<crate::env::Placement>> {
+        lock(&self.0).placement(id, offset, len)
+    }
+    fn device_writer(&mut self) -> Option<Box<dyn ember_device::DeviceWriter>> {
+        lock(&self.0).device_writer()
+    }
 }
 
 /// With a background thread, a commit that would rotate the memtable waits while level 0
@@ -1282,19 +1293,24 @@ impl<E: Env> TableOut for Direct<'_, E> {
 /// A background flush or compaction, which runs without the core's lock: it reads and
 /// writes blobs through its own handle on the environment, takes the core's lock only for
 /// a blob number or a table's index (pinned or cached), and reads data blocks as [`Direct`]
-/// does.
+/// does. Where the environment gives a device writer, the tables' bytes and their sync go
+/// through it, so commits (which append to the log through the environment) do not wait
+/// for that I/O either.
 struct Detached<'a, E: Env> {
     core: &'a Mutex<Core<E>>,
     env: EnvCell<E>,
+    writer: Option<Box<dyn ember_device::DeviceWriter>>,
     opts: Options,
     scratch: Vec<u8>,
 }
 
 impl<'a, E: Env> Detached<'a, E> {
     fn new(core: &'a Mutex<Core<E>>, locked: &Core<E>) -> Self {
+        let mut env = locked.env.clone();
         Detached {
             core,
-            env: locked.env.clone(),
+            writer: env.device_writer(),
+            env,
             opts: locked.opts.clone(),
             scratch: Vec::new(),
         }
@@ -1336,10 +1352,31 @@ impl<E: Env> TableOut for Detached<'_, E> {
         lock(self.core).blob_id()
     }
     fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>> {
-        write_table(&mut self.env, b)
+        let Some(w) = self.writer.as_mut() else {
+            return write_table(&mut self.env, b);
+        };
+        let (bytes, mut meta) = b.finish();
+        meta.locator = self.env.create(meta.id, bytes.len() as u64)?;
+        match self.env.placement(meta.id, 0, bytes.len())? {
+            Some(pieces) => {
+                for (at, r) in pieces {
+                    let part = bytes.get(r).ok_or(LsmError::OutOfBounds {
+                        blob: meta.id,
+                        offset: at,
+                        len: bytes.len() as u64,
+                    })?;
+                    w.write(at, part)?;
+                }
+            }
+            None => self.env.write(meta.id, 0, &bytes)?,
+        }
+        Ok(Arc::new(meta))
     }
     fn sync(&mut self) -> Result<()> {
-        self.env.sync()
+        match self.writer.as_mut() {
+            Some(w) => Ok(w.sync()?),
+            None => self.env.sync(),
+        }
     }
 }
 
@@ -1787,6 +1824,32 @@ impl<E: Env> Db<E> {
     pub fn with_env<T>(&self, f: impl FnOnce(&mut E) -> T) -> T {
         let env = lock(&self.shared.core).env.clone();
         f(&mut lock(&env.0))
+    }
+
+    /// Waits until the background thread has nothing left to do: no flush and no
+    /// compaction running or due (at once without a thread, which leaves that work to
+    /// commits). For a caller that wants the tree in shape before what comes next, as after
+    /// a bulk load.
+    pub fn settle(&self) -> Result<()> {
+        let mut core = lock(&self.shared.core);
+        loop {
+            if let Some(e) = &core.poisoned {
+                return Err(LsmError::Poisoned(e.to_string()));
+            }
+            let busy = core.flushing
+                || core.compacting
+                || (core.background && (core.imm.is_some() || core.pick().is_some()));
+            if !busy {
+                return Ok(());
+            }
+            self.shared.work.notify_all();
+            core = self
+                .shared
+                .idle
+                .wait_timeout(core, Duration::from_millis(50))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
     }
 
     /// Whether an immutable memtable waits for its flush.

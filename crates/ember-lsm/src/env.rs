@@ -22,6 +22,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use ember_device::DeviceWriter;
 use ember_table::space::Extent as SpaceExtent;
 use ember_table::{BlockRef, ExtentSpace};
 
@@ -71,7 +72,26 @@ pub trait Env {
     fn root_capacity(&self) -> u64 {
         self.capacity(ROOT_SLOTS[0]).unwrap_or(0)
     }
+    /// Where bytes `offset .. offset + len` of blob `id` lie on the device [`device_writer`]
+    /// writes: (device offset, range of the caller's buffer) per piece. `None` (the
+    /// default) if blobs do not lie on such a device.
+    ///
+    /// [`device_writer`]: Env::device_writer
+    fn placement(&self, id: BlobId, offset: u64, len: usize) -> Result<Option<Placement>> {
+        let _ = (id, offset, len);
+        Ok(None)
+    }
+    /// A handle that writes the device the blobs lie on, and syncs it, without this
+    /// environment (a background job writes its tables through it, so writers need not wait
+    /// for that I/O); its sync makes every write durable, the environment's too. `None` (the
+    /// default) if there is none.
+    fn device_writer(&mut self) -> Option<Box<dyn DeviceWriter>> {
+        None
+    }
 }
+
+/// See [`Env::placement`].
+pub type Placement = Vec<(u64, std::ops::Range<usize>)>;
 
 fn encode_locator(ext: &[SpaceExtent]) -> Vec<u8> {
     let mut v = Vec::with_capacity(4 + 9 * ext.len());
@@ -160,7 +180,20 @@ impl<S: ExtentSpace> SpaceEnv<S> {
         len: usize,
         mut f: impl FnMut(&mut S, u64, std::ops::Range<usize>) -> Result<()>,
     ) -> Result<()> {
-        let ext = self.blobs.get(&id).ok_or(LsmError::NoSuchBlob(id))?;
+        let sm = &mut self.sm;
+        Self::locate(&self.blobs, id, offset, len, |at, r| f(sm, at, r))
+    }
+
+    /// Calls `f` on each piece of `[offset, offset + len)` of blob `id` in `blobs`: its
+    /// device offset and its range within the caller's buffer.
+    fn locate(
+        blobs: &HashMap<BlobId, Vec<SpaceExtent>, IdHash>,
+        id: BlobId,
+        offset: u64,
+        len: usize,
+        mut f: impl FnMut(u64, std::ops::Range<usize>) -> Result<()>,
+    ) -> Result<()> {
+        let ext = blobs.get(&id).ok_or(LsmError::NoSuchBlob(id))?;
         let cap: u64 = ext.iter().map(|e| e.len).sum();
         if offset.checked_add(len as u64).is_none_or(|end| end > cap) {
             return Err(LsmError::OutOfBounds {
@@ -178,7 +211,7 @@ impl<S: ExtentSpace> SpaceEnv<S> {
             if at < base + e.len {
                 let within = at - base;
                 let n = ((e.len - within) as usize).min(len - done);
-                f(&mut self.sm, e.offset + within, done..done + n)?;
+                f(e.offset + within, done..done + n)?;
                 done += n;
                 at += n as u64;
             }
@@ -235,6 +268,17 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
         Ok(ext.iter().map(|e| e.len).sum())
     }
 
+    fn placement(&self, id: BlobId, offset: u64, len: usize) -> Result<Option<Placement>> {
+        let mut out = Vec::new();
+        Self::locate(&self.blobs, id, offset, len, |at, r| {
+            out.push((at, r));
+            Ok(())
+        })?;
+        Ok(Some(out))
+    }
+    fn device_writer(&mut self) -> Option<Box<dyn DeviceWriter>> {
+        self.sm.device_writer()
+    }
     fn sync(&mut self) -> Result<()> {
         self.sm.sync_space()?;
         Ok(())

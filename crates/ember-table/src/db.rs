@@ -3572,4 +3572,7 @@ impl<D: BlockDevice> crate::space::ExtentSpace for Database<D> {
     fn sync_space(&mut self) -> Result<()> {
         self.sm.sync()
     }
+    fn device_writer(&mut self) -> Option<Box<dyn ember_device::DeviceWriter>> {
+        self.sm.device().writer()
+    }
 }

@@ -387,6 +387,12 @@ pub trait ExtentSpace {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()>;
     /// Makes every earlier write durable; a barrier for later ones.
     fn sync_space(&mut self) -> Result<()>;
+    /// A handle that writes device bytes and syncs without this space (from another thread,
+    /// while the space goes on), if the device gives one; its sync makes every write durable,
+    /// through the handle and through the space. `None` by default.
+    fn device_writer(&mut self) -> Option<Box<dyn ember_device::DeviceWriter>> {
+        None
+    }
 }
 
 impl<D: BlockDevice> ExtentSpace for SpaceManager<D> {
@@ -410,6 +416,9 @@ impl<D: BlockDevice> ExtentSpace for SpaceManager<D> {
     }
     fn sync_space(&mut self) -> Result<()> {
         self.sync()
+    }
+    fn device_writer(&mut self) -> Option<Box<dyn ember_device::DeviceWriter>> {
+        self.dev.writer()
     }
 }
 

@@ -494,6 +494,18 @@ impl Connection {
         .unwrap_or_default()
     }
 
+    /// Waits until the LSM engine's background thread has no flush or compaction running or
+    /// due (e.g. after a bulk load, before timing reads); at once without `USING lsm` tables.
+    pub fn settle(&self) -> Result<()> {
+        self.with(|inner| match inner.exec.storage().lsm.as_ref() {
+            Some(l) => l
+                .db()
+                .settle()
+                .map_err(|e| Error::Sql(SqlError::Storage(format!("lsm engine: {e}")))),
+            None => Ok(()),
+        })
+    }
+
     /// Checkpoints and closes the database (dropping the connection does the same, ignoring
     /// errors).
     pub fn close(self) -> Result<()> {

@@ -63,4 +63,7 @@ impl<D: BlockDevice> ExtentSpace for SharedDb<D> {
     fn sync_space(&mut self) -> ember_table::Result<()> {
         self.engine()?.sync_space()
     }
+    fn device_writer(&mut self) -> Option<Box<dyn ember_device::DeviceWriter>> {
+        self.engine().ok()?.device_writer()
+    }
 }
