@@ -138,6 +138,9 @@ struct Core<E: Env> {
     pinned_bytes: usize,
     cache: Cache,
     obsolete: Vec<Arc<TableMeta>>,
+    /// Blobs no manifest names any more (a flushed log, a failed job's tables) whose removal
+    /// waits for the space to take it (see [`transient`]).
+    doomed: Vec<BlobId>,
     pointers: Vec<Vec<u8>>,
     poisoned: Option<LsmError>,
     /// The commit group being written (its capacity reused from commit to commit).
@@ -202,7 +205,7 @@ impl<E: Env> Env for EnvCell<E> {
         lock(&self.0).root_capacity()
     }
     fn placement(
-        &self,
+        &mut self,
         id: BlobId,
         offset: u64,
         len: usize,
@@ -946,7 +949,7 @@ impl<E: Env> Core<E> {
         self.imm = None;
         self.set_levels(levels);
         self.write_manifest()?;
-        self.env.remove(log)
+        self.remove_unnamed(log)
     }
 
     /// Flushes the immutable memtable and runs the compactions then due, as a rotation that
@@ -1031,21 +1034,46 @@ impl<E: Env> Core<E> {
         }
     }
 
-    /// Removes merged tables no iterator reads any more.
+    /// Removes merged tables no iterator reads any more, and the doomed blobs.
     fn purge(&mut self) -> Result<()> {
         let (gone, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.obsolete)
             .into_iter()
             .partition(|t| Arc::strong_count(t) == 1);
-        let ids: Vec<BlobId> = gone.iter().map(|t| t.id).collect();
+        let doomed = std::mem::take(&mut self.doomed);
+        let ids: Vec<BlobId> = gone
+            .iter()
+            .map(|t| t.id)
+            .chain(doomed.iter().copied())
+            .collect();
+        if ids.is_empty() {
+            self.obsolete = keep;
+            return Ok(());
+        }
         if let Err(e) = self.env.remove_all(&ids) {
             // Whatever was not removed stays to be tried again.
             self.obsolete = keep;
             self.obsolete
                 .extend(gone.into_iter().filter(|t| self.env.capacity(t.id).is_ok()));
-            return Err(e);
+            self.doomed = doomed
+                .into_iter()
+                .filter(|&id| self.env.capacity(id).is_ok())
+                .collect();
+            return if transient(&e) { Ok(()) } else { Err(e) };
         }
         self.obsolete = keep;
         Ok(())
+    }
+
+    /// Removes a blob no manifest names any more; one the space cannot take now is doomed
+    /// (removed by a later [`purge`](Self::purge)).
+    fn remove_unnamed(&mut self, id: BlobId) -> Result<()> {
+        match self.env.remove(id) {
+            Err(e) if transient(&e) => {
+                self.doomed.push(id);
+                Ok(())
+            }
+            r => r,
+        }
     }
 
     /// One unit of background work: a flush, or one compaction. `Ok(false)`: nothing to do.
@@ -1302,6 +1330,8 @@ struct Detached<'a, E: Env> {
     writer: Option<Box<dyn ember_device::DeviceWriter>>,
     opts: Options,
     scratch: Vec<u8>,
+    /// The blobs it created (removed if the job fails for a while).
+    created: Vec<BlobId>,
 }
 
 impl<'a, E: Env> Detached<'a, E> {
@@ -1313,6 +1343,7 @@ impl<'a, E: Env> Detached<'a, E> {
             env,
             opts: locked.opts.clone(),
             scratch: Vec::new(),
+            created: Vec::new(),
         }
     }
 }
@@ -1352,20 +1383,22 @@ impl<E: Env> TableOut for Detached<'_, E> {
         lock(self.core).blob_id()
     }
     fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>> {
-        let Some(w) = self.writer.as_mut() else {
-            return write_table(&mut self.env, b);
-        };
         let (bytes, mut meta) = b.finish();
         meta.locator = self.env.create(meta.id, bytes.len() as u64)?;
+        self.created.push(meta.id);
+        let Some(w) = self.writer.as_mut() else {
+            self.env.write(meta.id, 0, &bytes)?;
+            return Ok(Arc::new(meta));
+        };
         match self.env.placement(meta.id, 0, bytes.len())? {
             Some(pieces) => {
                 for (at, r) in pieces {
-                    let part = bytes.get(r).ok_or(LsmError::OutOfBounds {
+                    let bad = LsmError::OutOfBounds {
                         blob: meta.id,
-                        offset: at,
-                        len: bytes.len() as u64,
-                    })?;
-                    w.write(at, part)?;
+                        offset: r.start as u64,
+                        len: r.len() as u64,
+                    };
+                    w.write(at, bytes.get(r).ok_or(bad)?)?;
                 }
             }
             None => self.env.write(meta.id, 0, &bytes)?,
@@ -1441,6 +1474,7 @@ impl<E: Env> Db<E> {
             pinned_bytes: 0,
             cache: Cache::default(),
             obsolete: Vec::new(),
+            doomed: Vec::new(),
             pointers: vec![Vec::new(); LEVELS],
             poisoned: None,
             group: Vec::new(),
@@ -1905,6 +1939,17 @@ impl<E: Env + Send + 'static> Db<E> {
     }
 }
 
+/// Whether an error only says the space cannot take a record now: the table engine's
+/// journal is full while one of its transactions is open, which a background job can meet
+/// (commits meet it only after the table engine committed). The work is tried again later
+/// instead of failing the engine.
+fn transient(e: &LsmError) -> bool {
+    matches!(
+        e,
+        LsmError::Space(ember_table::TableError::JournalFull { .. })
+    )
+}
+
 /// A job the background thread runs without the lock.
 enum Job {
     Flush(Arc<Memtable>),
@@ -1938,14 +1983,14 @@ fn background<E: Env>(shared: &Shared<E>) {
             }
         };
         let mut io = Detached::new(&shared.core, &core);
-        let r = match job {
+        let (tables, job) = match job {
             Job::Flush(imm) => {
                 core.flushing = true;
                 drop(core);
-                let tables = build_flush(&imm, &mut io);
+                let tables = guarded(|| build_flush(&imm, &mut io));
                 core = lock(&shared.core);
                 core.flushing = false;
-                tables.and_then(|t| core.finish_flush(&imm, t))
+                (tables, Job::Flush(imm))
             }
             Job::Compact(c) => {
                 core.compacting = true;
@@ -1955,11 +2000,28 @@ fn background<E: Env>(shared: &Shared<E>) {
                     parked.store(true, Ordering::SeqCst);
                     let _ = go.recv();
                 }
-                let tables = run_compaction(&c, &mut io);
+                let tables = guarded(|| run_compaction(&c, &mut io));
                 core = lock(&shared.core);
                 core.compacting = false;
-                tables.and_then(|t| core.finish_compaction(c, t))
+                (tables, Job::Compact(c))
             }
+        };
+        let r = match (tables, job) {
+            (Err(e), _) if transient(&e) => {
+                // The space could not take an allocation now: the tables the job wrote go
+                // (no manifest names them), and the job is picked again after a pause.
+                core.doomed.extend(io.created.iter().copied());
+                shared.idle.notify_all();
+                core = shared
+                    .work
+                    .wait_timeout(core, Duration::from_millis(50))
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|p| p.into_inner().0);
+                continue;
+            }
+            (Err(e), _) => Err(e),
+            (Ok(t), Job::Flush(imm)) => core.finish_flush(&imm, t),
+            (Ok(t), Job::Compact(c)) => core.finish_compaction(c, t),
         };
         if let Err(e) = r {
             core.poisoned = Some(e);
@@ -1969,6 +2031,16 @@ fn background<E: Env>(shared: &Shared<E>) {
         drop(core);
         core = lock(&shared.core);
     }
+}
+
+/// Runs a background job; a panic in it becomes an error (which poisons the engine), so
+/// the job's mark is cleared and nobody waits for it forever.
+fn guarded<T>(job: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).unwrap_or_else(|_| {
+        Err(LsmError::Poisoned(
+            "a background flush or compaction panicked".into(),
+        ))
+    })
 }
 
 impl<E: Env> Core<E> {

@@ -73,11 +73,13 @@ pub trait Env {
         self.capacity(ROOT_SLOTS[0]).unwrap_or(0)
     }
     /// Where bytes `offset .. offset + len` of blob `id` lie on the device [`device_writer`]
-    /// writes: (device offset, range of the caller's buffer) per piece. `None` (the
+    /// writes: (device offset, range of the caller's buffer) per piece, each readied for
+    /// the handle's writes (a sparse file's holes around it filled now, so no fill by a
+    /// later write of the environment's own can zero what the handle wrote). `None` (the
     /// default) if blobs do not lie on such a device.
     ///
     /// [`device_writer`]: Env::device_writer
-    fn placement(&self, id: BlobId, offset: u64, len: usize) -> Result<Option<Placement>> {
+    fn placement(&mut self, id: BlobId, offset: u64, len: usize) -> Result<Option<Placement>> {
         let _ = (id, offset, len);
         Ok(None)
     }
@@ -268,12 +270,15 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
         Ok(ext.iter().map(|e| e.len).sum())
     }
 
-    fn placement(&self, id: BlobId, offset: u64, len: usize) -> Result<Option<Placement>> {
+    fn placement(&mut self, id: BlobId, offset: u64, len: usize) -> Result<Option<Placement>> {
         let mut out = Vec::new();
         Self::locate(&self.blobs, id, offset, len, |at, r| {
             out.push((at, r));
             Ok(())
         })?;
+        for (at, r) in &out {
+            self.sm.prepare_space(*at, r.len() as u64);
+        }
         Ok(Some(out))
     }
     fn device_writer(&mut self) -> Option<Box<dyn DeviceWriter>> {

@@ -3575,4 +3575,7 @@ impl<D: BlockDevice> crate::space::ExtentSpace for Database<D> {
     fn device_writer(&mut self) -> Option<Box<dyn ember_device::DeviceWriter>> {
         self.sm.device().writer()
     }
+    fn prepare_space(&mut self, offset: u64, len: u64) {
+        self.sm.device().prepare(offset, len);
+    }
 }

@@ -393,6 +393,13 @@ pub trait ExtentSpace {
     fn device_writer(&mut self) -> Option<Box<dyn ember_device::DeviceWriter>> {
         None
     }
+    /// Readies device bytes `offset .. offset + len` for writes through a
+    /// [`device_writer`](Self::device_writer) handle, as [`write_at`](Self::write_at) does
+    /// for its own (a sparse file's holes around them filled now, never while the handle
+    /// writes there). Does nothing by default.
+    fn prepare_space(&mut self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
 }
 
 impl<D: BlockDevice> ExtentSpace for SpaceManager<D> {
@@ -419,6 +426,9 @@ impl<D: BlockDevice> ExtentSpace for SpaceManager<D> {
     }
     fn device_writer(&mut self) -> Option<Box<dyn ember_device::DeviceWriter>> {
         self.dev.writer()
+    }
+    fn prepare_space(&mut self, offset: u64, len: u64) {
+        self.dev.prepare(offset, len);
     }
 }
 

@@ -66,4 +66,9 @@ impl<D: BlockDevice> ExtentSpace for SharedDb<D> {
     fn device_writer(&mut self) -> Option<Box<dyn ember_device::DeviceWriter>> {
         self.engine().ok()?.device_writer()
     }
+    fn prepare_space(&mut self, offset: u64, len: u64) {
+        if let Ok(mut db) = self.engine() {
+            db.prepare_space(offset, len);
+        }
+    }
 }
