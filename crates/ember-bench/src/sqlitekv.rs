@@ -21,7 +21,9 @@
 //!
 //! The mixes are the paper's Table I (its read-latest is 5% queries, 95% inserts). N is
 //! 100,000 by default (the paper's 100,000 populate + 100,000 requests), the populate goes in
-//! random key order in transactions of 1,000. `sync` runs N/100 operations (each write synced,
+//! random key order in transactions of 1,000; then each system settles (the flushes and
+//! compactions the load left run before the timed part: EmberDB's `settle`, fjall until no
+//! compaction has run for 200 ms; `settle_seconds` in the JSON). `sync` runs N/100 operations (each write synced,
 //! about 5 ms a sync on this disk), `async` N. Every system gets the same RAM for data: 8 MiB
 //! (SQLite `cache_size`, the table engine's block cache, the LSM engine's `memory_budget`,
 //! fjall's block cache plus two 1 MiB memtables). `cache = on` rows add the coordination
