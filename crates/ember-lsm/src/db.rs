@@ -1269,6 +1269,32 @@ fn merge_older(seen: &mut Vec<(Vec<u8>, Value)>, older: Vec<(Vec<u8>, Value)>) {
     *seen = out;
 }
 
+/// A data block straight from the environment, past the cache (a merge's read).
+fn read_uncached(
+    env: &mut impl Env,
+    scratch: &mut Vec<u8>,
+    t: &TableMeta,
+    h: Handle,
+) -> Result<Arc<DataBlock>> {
+    Ok(Arc::new(sstable::read_data(env, t, h, scratch)?))
+}
+
+/// [`read_uncached`] for `blocks[0]` and the run after it (see [`run_of`]), with one read.
+fn read_run_uncached(
+    env: &mut impl Env,
+    scratch: &mut Vec<u8>,
+    t: &TableMeta,
+    blocks: &[(Vec<u8>, Handle)],
+    ahead: u64,
+    out: &mut VecDeque<Arc<DataBlock>>,
+) -> Result<()> {
+    let run = run_of(blocks, ahead, |_| true);
+    let mut read = Vec::with_capacity(run.len());
+    sstable::read_data_run(env, t, &run, ahead, scratch, &mut read)?;
+    out.extend(read.into_iter().map(Arc::new));
+    Ok(())
+}
+
 /// Reads for a compaction: data blocks straight from the environment (a merge reads each
 /// block once; caching them would push out the blocks readers use), runs of adjacent blocks
 /// with one read, as a scan reads them (see [`crate::iter::READ_AHEAD`]).
@@ -1280,12 +1306,7 @@ impl<E: Env> Fetch for Direct<'_, E> {
     }
     fn data(&mut self, t: &TableMeta, h: Handle) -> Result<Arc<DataBlock>> {
         let core = &mut *self.0;
-        Ok(Arc::new(sstable::read_data(
-            &mut core.env,
-            t,
-            h,
-            &mut core.scratch,
-        )?))
+        read_uncached(&mut core.env, &mut core.scratch, t, h)
     }
     fn data_run(
         &mut self,
@@ -1294,12 +1315,8 @@ impl<E: Env> Fetch for Direct<'_, E> {
         ahead: u64,
         out: &mut VecDeque<Arc<DataBlock>>,
     ) -> Result<()> {
-        let run = run_of(blocks, ahead, |_| true);
         let core = &mut *self.0;
-        let mut read = Vec::with_capacity(run.len());
-        sstable::read_data_run(&mut core.env, t, &run, ahead, &mut core.scratch, &mut read)?;
-        out.extend(read.into_iter().map(Arc::new));
-        Ok(())
+        read_run_uncached(&mut core.env, &mut core.scratch, t, blocks, ahead, out)
     }
 }
 
@@ -1353,12 +1370,7 @@ impl<E: Env> Fetch for Detached<'_, E> {
         lock(self.core).index(t)
     }
     fn data(&mut self, t: &TableMeta, h: Handle) -> Result<Arc<DataBlock>> {
-        Ok(Arc::new(sstable::read_data(
-            &mut self.env,
-            t,
-            h,
-            &mut self.scratch,
-        )?))
+        read_uncached(&mut self.env, &mut self.scratch, t, h)
     }
     fn data_run(
         &mut self,
@@ -1367,11 +1379,7 @@ impl<E: Env> Fetch for Detached<'_, E> {
         ahead: u64,
         out: &mut VecDeque<Arc<DataBlock>>,
     ) -> Result<()> {
-        let run = run_of(blocks, ahead, |_| true);
-        let mut read = Vec::with_capacity(run.len());
-        sstable::read_data_run(&mut self.env, t, &run, ahead, &mut self.scratch, &mut read)?;
-        out.extend(read.into_iter().map(Arc::new));
-        Ok(())
+        read_run_uncached(&mut self.env, &mut self.scratch, t, blocks, ahead, out)
     }
 }
 
@@ -2145,22 +2153,6 @@ mod tests {
     use super::*;
     use crate::SpaceEnv;
 
-    fn tiny() -> Options {
-        Options {
-            memory_budget: 256 * 1024,
-            write_buffer: 2048,
-            table_size: 1024,
-            block_size: 256,
-            bloom_bits_per_key: 10,
-            l0_trigger: 2,
-            level1_bytes: 2048,
-            level_multiplier: 2,
-            pinned_levels: 2,
-            log_capacity: 4096,
-            prefix_rule: None,
-        }
-    }
-
     /// While the background thread merges, reads, iterators and commits (which rotate the
     /// memtable and flush it) go on; the merge's tables are installed after, with nothing
     /// lost that was committed meanwhile.
@@ -2174,7 +2166,12 @@ mod tests {
         let opts = Options {
             write_buffer: 4096,
             log_capacity: 8192,
-            ..tiny()
+            table_size: 1024,
+            block_size: 256,
+            l0_trigger: 2,
+            level1_bytes: 2048,
+            level_multiplier: 2,
+            ..Options::with_budget(256 * 1024)
         };
         let mut db = Db::create(env, opts.clone()).unwrap();
         let parked = Arc::new(AtomicBool::new(false));
