@@ -157,6 +157,9 @@ struct Core<E: Env> {
     flushing: bool,
     /// The background thread is merging a compaction's tables (without the lock).
     compacting: bool,
+    /// The background thread's last job met a [`transient`] error: writers do not wait for
+    /// it (the table transaction that holds the space up may be the writer's own).
+    stalled: bool,
 }
 
 /// The environment, shared by whoever holds the core's lock and a background flush or
@@ -1492,6 +1495,7 @@ impl<E: Env> Db<E> {
             background: false,
             flushing: false,
             compacting: false,
+            stalled: false,
         }
     }
 
@@ -1647,14 +1651,19 @@ impl<E: Env> Db<E> {
     /// Waits, with a background thread, until the group in `core.group` can commit: while
     /// it may rotate the memtable and the thread is flushing the immutable one, or while
     /// level 0 holds [`L0_STOP`] × `l0_trigger` tables and a compaction is under way or due
-    /// (so level 0, which every read asks, stays bounded when writes outrun compactions).
+    /// (so level 0, which every read asks, stays bounded when writes outrun compactions) —
+    /// unless the thread is stalled on a [`transient`] error.
     fn make_room<'a>(&'a self, mut core: MutexGuard<'a, Core<E>>) -> MutexGuard<'a, Core<E>> {
         loop {
             if core.poisoned.is_some() || !core.may_rotate() {
                 return core;
             }
             let stop = core.opts.l0_trigger.max(1).saturating_mul(L0_STOP);
-            let full = core.levels[0].len() >= stop && (core.compacting || core.pick().is_some());
+            // Not while the thread is stalled: the table transaction that holds the space
+            // up may be this writer's own (a flush the thread runs ends either way).
+            let full = !core.stalled
+                && core.levels[0].len() >= stop
+                && (core.compacting || core.pick().is_some());
             if !core.flushing && !full {
                 return core;
             }
@@ -1880,7 +1889,9 @@ impl<E: Env> Db<E> {
             }
             let busy = core.flushing
                 || core.compacting
-                || (core.background && (core.imm.is_some() || core.pick().is_some()));
+                || (core.background
+                    && !core.stalled
+                    && (core.imm.is_some() || core.pick().is_some()));
             if !busy {
                 return Ok(());
             }
@@ -2019,6 +2030,7 @@ fn background<E: Env>(shared: &Shared<E>) {
                 // The space could not take an allocation now: the tables the job wrote go
                 // (no manifest names them), and the job is picked again after a pause.
                 core.doomed.extend(io.created.iter().copied());
+                core.stalled = true;
                 shared.idle.notify_all();
                 core = shared
                     .work
@@ -2031,6 +2043,7 @@ fn background<E: Env>(shared: &Shared<E>) {
             (Ok(t), Job::Flush(imm)) => core.finish_flush(&imm, t),
             (Ok(t), Job::Compact(c)) => core.finish_compaction(c, t),
         };
+        core.stalled = false;
         if let Err(e) = r {
             core.poisoned = Some(e);
         }
