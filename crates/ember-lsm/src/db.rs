@@ -279,6 +279,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Waits on `cv` for a signal or 50 ms, whichever comes first (every waiter checks its
+/// condition again, so a missed signal costs one pause, never a hang).
+fn pause<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    cv.wait_timeout(g, Duration::from_millis(50))
+        .map(|(g, _)| g)
+        .unwrap_or_else(|p| p.into_inner().0)
+}
+
 /// Builds tables from entries in key order (split at `table_size` if asked) and writes
 /// them, unsynced.
 struct TableSink {
@@ -1668,12 +1676,7 @@ impl<E: Env> Db<E> {
                 return core;
             }
             self.shared.work.notify_all();
-            core = self
-                .shared
-                .idle
-                .wait_timeout(core, Duration::from_millis(50))
-                .map(|(g, _)| g)
-                .unwrap_or_else(|p| p.into_inner().0);
+            core = pause(&self.shared.idle, core);
         }
     }
 
@@ -1802,12 +1805,7 @@ impl<E: Env> Db<E> {
     pub fn flush(&self) -> Result<()> {
         let mut core = lock(&self.shared.core);
         while (core.flushing || core.compacting) && core.poisoned.is_none() {
-            core = self
-                .shared
-                .idle
-                .wait_timeout(core, Duration::from_millis(50))
-                .map(|(g, _)| g)
-                .unwrap_or_else(|p| p.into_inner().0);
+            core = pause(&self.shared.idle, core);
         }
         if let Some(e) = &core.poisoned {
             return Err(LsmError::Poisoned(e.to_string()));
@@ -1896,12 +1894,7 @@ impl<E: Env> Db<E> {
                 return Ok(());
             }
             self.shared.work.notify_all();
-            core = self
-                .shared
-                .idle
-                .wait_timeout(core, Duration::from_millis(50))
-                .map(|(g, _)| g)
-                .unwrap_or_else(|p| p.into_inner().0);
+            core = pause(&self.shared.idle, core);
         }
     }
 
@@ -1988,11 +1981,7 @@ fn background<E: Env>(shared: &Shared<E>) {
         let job = match job {
             Ok(Some(job)) => job,
             Ok(None) => {
-                core = shared
-                    .work
-                    .wait_timeout(core, Duration::from_millis(50))
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|p| p.into_inner().0);
+                core = pause(&shared.work, core);
                 continue;
             }
             Err(e) => {
@@ -2032,11 +2021,7 @@ fn background<E: Env>(shared: &Shared<E>) {
                 core.doomed.extend(io.created.iter().copied());
                 core.stalled = true;
                 shared.idle.notify_all();
-                core = shared
-                    .work
-                    .wait_timeout(core, Duration::from_millis(50))
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|p| p.into_inner().0);
+                core = pause(&shared.work, core);
                 continue;
             }
             (Err(e), _) => Err(e),
