@@ -21,9 +21,10 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use ember_device::PowerFail;
-use ember_device::{FaultPlan, PowerCut, SplitMix64};
+use ember_device::{BlockDevice, DeviceWriter, FaultPlan, FaultyBlock, PowerCut, SplitMix64};
 
 /// A crash test: how many cut points, which seed, which fault model.
 #[derive(Debug, Clone)]
@@ -216,24 +217,7 @@ impl CrashTest {
         let ops = dev.ops();
         let trace = dev.trace().to_vec();
 
-        let replay = (
-            std::env::var("EMBER_CRASH_POINT")
-                .ok()
-                .and_then(|v| parse_u64(&v)),
-            std::env::var("EMBER_CRASH_SEED")
-                .ok()
-                .and_then(|v| parse_u64(&v)),
-        );
-        let runs: Vec<(u64, u64)> = match replay {
-            (Some(point), Some(seed)) => vec![(point, seed)],
-            _ => self
-                .points(ops)
-                .into_iter()
-                .flat_map(|p| (0..self.seeds_per_point).map(move |k| (p, k)))
-                .map(|(p, k)| (p, point_seed(self.seed, p, k)))
-                .collect(),
-        };
-        let points: BTreeSet<u64> = runs.iter().map(|r| r.0).collect();
+        let runs = self.runs(ops);
 
         for &(point, seed) in &runs {
             let plan = if point >= ops {
@@ -283,6 +267,115 @@ impl CrashTest {
                 }
             }
         }
+        Ok(self.report(ops, &runs))
+    }
+
+    /// [`run`](Self::run) for a workload that writes from more than one thread, as an engine
+    /// with a background thread does: the workload gets the fault-injecting device behind a
+    /// [`SharedDevice`], whose [`writer`](BlockDevice::writer) handles the engine may give
+    /// its threads, and must drop every handle before it returns.
+    ///
+    /// Threads interleave differently from run to run, so a cut point is the index of an
+    /// operation in that run's own order, the workload is not held to repeat the counting
+    /// run's operations, and a run that ends before its cut point loses power at the end. A
+    /// failure gives its cut point and seed, but a replay may take another interleaving: run
+    /// it a few times.
+    pub fn run_threaded<M, S, E>(
+        &self,
+        fresh: impl Fn() -> M,
+        workload: impl Fn(SharedDevice<FaultyBlock<M>>, &mut S) -> Result<(), E>,
+        check: impl Fn(M, &S, &PowerCut) -> Result<(), String>,
+    ) -> Result<Report, Box<Failure>>
+    where
+        M: BlockDevice + Send + 'static,
+        S: Default,
+        E: fmt::Display,
+    {
+        let fail = |point, ops, seed, cut, message: String| {
+            Box::new(Failure {
+                name: self.name.clone(),
+                point,
+                ops,
+                seed,
+                cut,
+                message: format!("{message} (threaded: a replay may interleave differently)"),
+            })
+        };
+        // One run of the workload under `plan`: the device taken back from it, or why not.
+        let run_once = |plan: FaultPlan, state: &mut S| {
+            let dev = SharedDevice::new(FaultyBlock::new(fresh(), (self.shape)(plan)));
+            let result = guarded(|| workload(dev.clone(), state));
+            let ops = dev.with(|d| d.ops());
+            let cut = dev.with(|d| d.power_cut());
+            let Some(dev) = dev.into_inner() else {
+                return Err((
+                    ops,
+                    cut,
+                    "the workload kept a handle to the device".to_string(),
+                ));
+            };
+            match result {
+                Ok(Ok(())) => Ok(dev),
+                Ok(Err(_)) if cut.is_some() => Ok(dev),
+                Ok(Err(e)) => Err((ops, cut, format!("the workload failed before the cut: {e}"))),
+                Err(panic) => Err((ops, cut, format!("the workload panicked: {panic}"))),
+            }
+        };
+        let mut state = S::default();
+        let dev =
+            run_once(FaultPlan::run_to_end(self.seed), &mut state).map_err(|(ops, _, msg)| {
+                let msg = format!("without any power cut: {msg}");
+                fail(ops, ops, self.seed, None, msg)
+            })?;
+        let ops = dev.ops();
+        let runs = self.runs(ops);
+        for &(point, seed) in &runs {
+            let plan = if point >= ops {
+                FaultPlan::run_to_end(seed)
+            } else {
+                FaultPlan::cut_at(point, seed)
+            };
+            let mut state = S::default();
+            let dev = run_once(plan, &mut state)
+                .map_err(|(_, cut, msg)| fail(point, ops, seed, cut, msg))?;
+            let (medium, cut) = dev.power_off();
+            match guarded(|| check(medium, &state, &cut)) {
+                Ok(Ok(())) => {}
+                Ok(Err(message)) => return Err(fail(point, ops, seed, Some(cut), message)),
+                Err(panic) => {
+                    let msg = format!("the checker panicked (the reopen or the check): {panic}");
+                    return Err(fail(point, ops, seed, Some(cut), msg));
+                }
+            }
+        }
+        Ok(self.report(ops, &runs))
+    }
+
+    /// The runs `(cut point, seed)` for a workload of `ops` operations: the one the
+    /// environment names for a replay, or every point (or a sample) with each of its seeds.
+    fn runs(&self, ops: u64) -> Vec<(u64, u64)> {
+        let replay = (
+            std::env::var("EMBER_CRASH_POINT")
+                .ok()
+                .and_then(|v| parse_u64(&v)),
+            std::env::var("EMBER_CRASH_SEED")
+                .ok()
+                .and_then(|v| parse_u64(&v)),
+        );
+        match replay {
+            (Some(point), Some(seed)) => vec![(point, seed)],
+            _ => self
+                .points(ops)
+                .into_iter()
+                .flat_map(|p| (0..self.seeds_per_point).map(move |k| (p, k)))
+                .map(|(p, k)| (p, point_seed(self.seed, p, k)))
+                .collect(),
+        }
+    }
+
+    /// Reports (and prints) what the passing `runs` covered.
+    fn report(&self, ops: u64, runs: &[(u64, u64)]) -> Report {
+        let points: BTreeSet<u64> = runs.iter().map(|r| r.0).collect();
         let report = Report {
             name: self.name.clone(),
             ops,
@@ -291,7 +384,7 @@ impl CrashTest {
             sampled: points.len() < ops as usize + 1,
         };
         eprintln!("{report}");
-        Ok(report)
+        report
     }
 
     /// The cut points to try for a workload of `ops` operations.
@@ -315,6 +408,83 @@ impl Default for CrashTest {
     }
 }
 
+/// A block device behind a mutex, shared by its clones and by the
+/// [`writer`](BlockDevice::writer) handles it gives out, so an engine can write to it from
+/// another thread ([`CrashTest::run_threaded`]). Every operation, through any clone or
+/// handle, is one operation of the device inside, in the order the lock was taken.
+#[derive(Debug)]
+pub struct SharedDevice<D>(Arc<Mutex<D>>);
+
+impl<D> Clone for SharedDevice<D> {
+    fn clone(&self) -> Self {
+        SharedDevice(Arc::clone(&self.0))
+    }
+}
+
+/// Locks a device; a thread that panicked holding it left nothing half-done that matters to
+/// a test (the panic is reported), so the poison is ignored.
+fn lock_device<D>(m: &Mutex<D>) -> MutexGuard<'_, D> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<D> SharedDevice<D> {
+    /// Shares `dev`.
+    pub fn new(dev: D) -> Self {
+        SharedDevice(Arc::new(Mutex::new(dev)))
+    }
+
+    /// `f` on the device inside, under the lock.
+    pub fn with<T>(&self, f: impl FnOnce(&mut D) -> T) -> T {
+        f(&mut lock_device(&self.0))
+    }
+
+    /// The device back, or `None` while another clone or handle holds it.
+    pub fn into_inner(self) -> Option<D> {
+        Arc::try_unwrap(self.0)
+            .ok()
+            .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl<D: BlockDevice + Send + 'static> BlockDevice for SharedDevice<D> {
+    fn sector_size(&self) -> u32 {
+        lock_device(&self.0).sector_size()
+    }
+    fn capacity(&self) -> u64 {
+        lock_device(&self.0).capacity()
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> ember_device::Result<()> {
+        lock_device(&self.0).read(offset, buf)
+    }
+    fn write(&mut self, offset: u64, data: &[u8]) -> ember_device::Result<()> {
+        lock_device(&self.0).write(offset, data)
+    }
+    fn sync(&mut self) -> ember_device::Result<()> {
+        lock_device(&self.0).sync()
+    }
+    fn resize(&mut self, new_len: u64) -> ember_device::Result<()> {
+        lock_device(&self.0).resize(new_len)
+    }
+    fn prepare(&mut self, offset: u64, len: u64) {
+        lock_device(&self.0).prepare(offset, len);
+    }
+    fn writer(&mut self) -> Option<Box<dyn DeviceWriter>> {
+        Some(Box::new(SharedWriter(Arc::clone(&self.0))))
+    }
+}
+
+/// A [`SharedDevice`]'s writer handle.
+struct SharedWriter<D>(Arc<Mutex<D>>);
+
+impl<D: BlockDevice + Send + 'static> DeviceWriter for SharedWriter<D> {
+    fn write(&mut self, offset: u64, data: &[u8]) -> ember_device::Result<()> {
+        lock_device(&self.0).write(offset, data)
+    }
+    fn sync(&mut self) -> ember_device::Result<()> {
+        lock_device(&self.0).sync()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,6 +497,27 @@ mod tests {
         assert_eq!((p[0], p[9]), (0, 1_000_000));
         assert_eq!(p, t.points(1_000_000));
         assert_eq!(t.points(5), vec![0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn a_shared_device_counts_the_handles_operations_with_its_own() {
+        use ember_device::MemBlock;
+        let mut dev = SharedDevice::new(FaultyBlock::new(
+            MemBlock::new(4096),
+            FaultPlan::cut_at(2, 1),
+        ));
+        let mut w = dev.writer().unwrap();
+        dev.write(0, &[1; 512]).unwrap();
+        w.write(512, &[2; 512]).unwrap();
+        // Operation 2, through the handle, is the cut; the device is out for both.
+        assert!(w.sync().is_err());
+        assert!(dev.write(1024, &[3; 4]).is_err());
+        assert_eq!(dev.with(|d| d.power_cut().map(|c| c.index)), Some(2));
+        // Not while the handle holds it.
+        assert!(dev.clone().into_inner().is_none());
+        drop(w);
+        let (_, cut) = dev.into_inner().unwrap().power_off();
+        assert_eq!(cut.index, 2);
     }
 
     #[test]

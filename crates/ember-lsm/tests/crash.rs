@@ -13,9 +13,9 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use ember_crashtest::CrashTest;
+use ember_crashtest::{CrashTest, SharedDevice};
 use ember_device::{FaultyBlock, MemBlock, SplitMix64};
-use ember_lsm::{Db, LsmError, SpaceEnv, WriteBatch};
+use ember_lsm::{Db, Env, LsmError, SpaceEnv, WriteBatch};
 use ember_table::{FormatOptions, SpaceManager};
 
 const DEV: usize = 2 << 20;
@@ -44,6 +44,32 @@ fn workload(dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, st: &mut State) -> Result<
     let root = env.root_locator();
     let db = Db::create(env, common::tiny())?;
     st.root = Some(root);
+    drive(&db, st)?;
+    let counts = db.level_counts();
+    assert!(
+        counts.iter().skip(1).filter(|&&c| c > 0).count() >= 2,
+        "the workload should fill several levels: {counts:?}"
+    );
+    Ok(())
+}
+
+/// [`workload`] with the engine's background thread flushing and compacting, its tables
+/// written through the device's writer handle.
+fn threaded_workload(
+    dev: SharedDevice<FaultyBlock<MemBlock<Vec<u8>>>>,
+    st: &mut State,
+) -> Result<(), LsmError> {
+    let sm = SpaceManager::format(dev, format())?;
+    let env = SpaceEnv::create(sm, 16 * 1024)?;
+    let root = env.root_locator();
+    let mut db = Db::create(env, common::tiny())?;
+    st.root = Some(root);
+    db.start_background();
+    drive(&db, st)
+}
+
+/// The 240 operations, recording each commit's model and which are acknowledged durable.
+fn drive<E: Env>(db: &Db<E>, st: &mut State) -> Result<(), LsmError> {
     let mut model = Model::new();
     st.commits.push(model.clone());
     let mut rng = SplitMix64::new(7);
@@ -90,11 +116,6 @@ fn workload(dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, st: &mut State) -> Result<
             while db.step()? {}
         }
     }
-    let counts = db.level_counts();
-    assert!(
-        counts.iter().skip(1).filter(|&&c| c > 0).count() >= 2,
-        "the workload should fill several levels: {counts:?}"
-    );
     Ok(())
 }
 
@@ -113,40 +134,57 @@ fn contents(db: &common::MemDbOn<'_>) -> Result<Model, String> {
     Ok(m)
 }
 
+/// Reopens what survived a cut (twice: recovery writes its own tables and manifest) and
+/// checks it is the state after some commit no older than the last acknowledged durable one.
+fn check(mut medium: MemBlock<Vec<u8>>, st: &State) -> Result<(), String> {
+    let Some(root) = &st.root else {
+        return Ok(());
+    };
+    let got = {
+        let db = common::open(&mut medium, root, common::tiny())
+            .map_err(|e| format!("reopen failed: {e}"))?;
+        let got = contents(&db)?;
+        db.close().map_err(|e| format!("close: {e}"))?;
+        got
+    };
+    let db = common::open(&mut medium, root, common::tiny())
+        .map_err(|e| format!("second reopen failed: {e}"))?;
+    if contents(&db)? != got {
+        return Err("a second reopen changed the contents".into());
+    }
+    match st.commits.iter().rposition(|m| *m == got) {
+        Some(k) if k >= st.durable => Ok(()),
+        Some(k) => Err(format!(
+            "the database went back to commit {k}; commit {} was acknowledged durable",
+            st.durable
+        )),
+        None => Err("the database holds a state no prefix of the commits produced".into()),
+    }
+}
+
 #[test]
 fn every_acknowledged_sync_commit_survives_and_no_batch_is_partial() {
     let report = CrashTest::new()
         .run(
             || MemBlock::new(DEV),
             |dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, st: &mut State| workload(dev, st),
-            |mut medium, st, _| {
-                let Some(root) = &st.root else {
-                    return Ok(());
-                };
-                let got = {
-                    let db = common::open(&mut medium, root, common::tiny())
-                        .map_err(|e| format!("reopen failed: {e}"))?;
-                    let got = contents(&db)?;
-                    db.close().map_err(|e| format!("close: {e}"))?;
-                    got
-                };
-                // Recovery wrote its own tables and manifest: open once more.
-                let db = common::open(&mut medium, root, common::tiny())
-                    .map_err(|e| format!("second reopen failed: {e}"))?;
-                if contents(&db)? != got {
-                    return Err("a second reopen changed the contents".into());
-                }
-                match st.commits.iter().rposition(|m| *m == got) {
-                    Some(k) if k >= st.durable => Ok(()),
-                    Some(k) => Err(format!(
-                        "the database went back to commit {k}; commit {} was acknowledged durable",
-                        st.durable
-                    )),
-                    None => {
-                        Err("the database holds a state no prefix of the commits produced".into())
-                    }
-                }
-            },
+            |medium, st, _| check(medium, st),
+        )
+        .unwrap_or_else(|f| panic!("{f}"));
+    assert!(report.ops >= 200, "only {} operations", report.ops);
+}
+
+/// The same promises with the background thread: its flushes and compactions, their
+/// tables written and synced through the device's writer handle while commits go on, are
+/// cut at a sample of points (each run's own interleaving).
+#[test]
+fn with_the_background_thread_every_acknowledged_sync_commit_survives() {
+    let report = CrashTest::new()
+        .max_points(600)
+        .run_threaded(
+            || MemBlock::new(DEV),
+            threaded_workload,
+            |medium, st, _| check(medium, st),
         )
         .unwrap_or_else(|f| panic!("{f}"));
     assert!(report.ops >= 200, "only {} operations", report.ops);

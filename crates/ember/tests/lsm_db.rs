@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use ember::{Connection, Engine, OpenOptions, Value, close_engine, open_engine};
-use ember_crashtest::CrashTest;
+use ember_crashtest::{CrashTest, SharedDevice};
 use ember_device::{FaultyBlock, MemBlock, SplitMix64};
 use ember_sql::parse;
 use ember_table::{Database, FormatOptions, Mode, Options};
@@ -236,23 +236,53 @@ fn snapshot<D: ember_device::BlockDevice>(e: &mut Engine<D>) -> Result<Model, St
 /// 240 statements: inserts, updates and deletes on an lsm table with an index, many in
 /// multi-statement transactions, some rolled back, a few on a table-engine table.
 fn workload(dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, st: &mut State) -> Result<(), String> {
-    let mut model = Model::default();
-    st.commits.push(model.clone());
+    st.commits.push(Model::default());
     let db = Database::create(&mut *dev, topts(Mode::Full)).map_err(|e| e.to_string())?;
     st.created = true;
     let mut e = open_engine(db, &eopts(Mode::Full)).map_err(|e| e.to_string())?;
+    drive(&mut e, st)?;
+    let levels = e.storage().lsm.as_ref().unwrap().db().level_counts();
+    if levels.iter().skip(1).all(|&n| n == 0) {
+        return Err(format!(
+            "no flush or compaction reached level 1: {levels:?}"
+        ));
+    }
+    close_engine(e).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// [`workload`] with the lsm engine's background thread (as a `Connection` runs it), its
+/// tables written through the device's writer handle.
+fn threaded_workload(
+    dev: SharedDevice<FaultyBlock<MemBlock<Vec<u8>>>>,
+    st: &mut State,
+) -> Result<(), String> {
+    st.commits.push(Model::default());
+    let db = Database::create(dev, topts(Mode::Full)).map_err(|e| e.to_string())?;
+    st.created = true;
+    let mut e = open_engine(db, &eopts(Mode::Full)).map_err(|e| e.to_string())?;
+    e.storage().start_lsm_background();
+    drive(&mut e, st)?;
+    close_engine(e).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The statements of [`workload`], recording each commit's model (all acknowledged in full
+/// mode).
+fn drive<D: ember_device::BlockDevice>(e: &mut Engine<D>, st: &mut State) -> Result<(), String> {
+    let mut model = Model::default();
     let mut next = model.clone();
     next.k = Some(BTreeMap::new());
     st.commits.push(next.clone());
     exec(
-        &mut e,
+        e,
         "CREATE TABLE k(id INTEGER PRIMARY KEY, v TEXT, n INTEGER) USING lsm",
     )?;
     model = next;
     st.durable = st.commits.len() - 1;
     let mut next = model.clone();
     st.commits.push(next.clone());
-    exec(&mut e, "CREATE INDEX k_n ON k(n)")?;
+    exec(e, "CREATE INDEX k_n ON k(n)")?;
     st.durable = st.commits.len() - 1;
     let mut rng = SplitMix64::new(7);
     let mut stmts = 0;
@@ -298,22 +328,15 @@ fn workload(dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, st: &mut State) -> Result<
         }
         if step.is_multiple_of(11) {
             sql += "ROLLBACK;";
-            exec(&mut e, &sql)?;
+            exec(e, &sql)?;
             continue;
         }
         sql += "COMMIT;";
         st.commits.push(next.clone());
-        exec(&mut e, &sql)?;
+        exec(e, &sql)?;
         model = next;
         st.durable = st.commits.len() - 1;
     }
-    let levels = e.storage().lsm.as_ref().unwrap().db().level_counts();
-    if levels.iter().skip(1).all(|&n| n == 0) {
-        return Err(format!(
-            "no flush or compaction reached level 1: {levels:?}"
-        ));
-    }
-    close_engine(e).map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -328,38 +351,58 @@ fn power_cuts_keep_every_acknowledged_commit_whole() {
         .run(
             || MemBlock::new(12 << 20),
             workload,
-            |medium, st, _| {
-                if !st.created {
-                    return Ok(());
-                }
-                let db = Database::open(medium, topts(Mode::Full))
-                    .map_err(|e| format!("reopen failed: {e}"))?;
-                let mut e = open_engine(db, &eopts(Mode::Full))
-                    .map_err(|e| format!("engine open failed: {e}"))?;
-                let got = snapshot(&mut e)?;
-                // Again after a clean close and reopen: recovery must have written home what it
-                // holds.
-                let dev = close_engine(e).map_err(|e| format!("close: {e}"))?;
-                let db = Database::open(dev, topts(Mode::Full))
-                    .map_err(|e| format!("second open: {e}"))?;
-                let mut e = open_engine(db, &eopts(Mode::Full))
-                    .map_err(|e| format!("second engine open: {e}"))?;
-                if snapshot(&mut e)? != got {
-                    return Err("a second reopen changed the rows".into());
-                }
-                match st.commits.iter().rposition(|m| *m == got) {
-                    Some(k) if k >= st.durable => Ok(()),
-                    Some(k) => Err(format!(
-                        "went back to commit {k}; commit {} was acknowledged",
-                        st.durable
-                    )),
-                    None => Err(format!("a state no sequence of commits made: {got:?}")),
-                }
-            },
+            |medium, st, _| check(medium, st),
         )
         .unwrap_or_else(|f| panic!("{f}"));
     eprintln!("{report}");
     assert!(report.ops >= 400, "only {} device operations", report.ops);
+}
+
+/// The same promises with the background thread flushing and compacting the lsm table's
+/// tree while statements commit, cut at a sample of points (each run's own interleaving).
+#[test]
+fn with_the_background_thread_power_cuts_keep_every_acknowledged_commit_whole() {
+    let points = std::env::var("EMBER_LSM_SQL_POINTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let report = CrashTest::new()
+        .max_points(points)
+        .run_threaded(
+            || MemBlock::new(12 << 20),
+            threaded_workload,
+            |medium, st, _| check(medium, st),
+        )
+        .unwrap_or_else(|f| panic!("{f}"));
+    assert!(report.ops >= 400, "only {} device operations", report.ops);
+}
+
+/// Reopens what survived a cut (twice: recovery must write home what it holds) and checks
+/// it is the state after some commit no older than the last acknowledged one.
+fn check(medium: MemBlock<Vec<u8>>, st: &State) -> Result<(), String> {
+    if !st.created {
+        return Ok(());
+    }
+    let db =
+        Database::open(medium, topts(Mode::Full)).map_err(|e| format!("reopen failed: {e}"))?;
+    let mut e =
+        open_engine(db, &eopts(Mode::Full)).map_err(|e| format!("engine open failed: {e}"))?;
+    let got = snapshot(&mut e)?;
+    let dev = close_engine(e).map_err(|e| format!("close: {e}"))?;
+    let db = Database::open(dev, topts(Mode::Full)).map_err(|e| format!("second open: {e}"))?;
+    let mut e =
+        open_engine(db, &eopts(Mode::Full)).map_err(|e| format!("second engine open: {e}"))?;
+    if snapshot(&mut e)? != got {
+        return Err("a second reopen changed the rows".into());
+    }
+    match st.commits.iter().rposition(|m| *m == got) {
+        Some(k) if k >= st.durable => Ok(()),
+        Some(k) => Err(format!(
+            "went back to commit {k}; commit {} was acknowledged",
+            st.durable
+        )),
+        None => Err(format!("a state no sequence of commits made: {got:?}")),
+    }
 }
 
 fn cache_counter(conn: &Connection, name: &str) -> i64 {

@@ -69,6 +69,15 @@ pub struct Counting<E> {
     pub read_bytes: Arc<AtomicU64>,
     pub delay: Duration,
     pub failing: Arc<AtomicBool>,
+    /// While above zero, every third blob the background thread creates fails with a full
+    /// table-engine journal (a transient error), counting this down.
+    pub journal_full: Arc<AtomicU64>,
+    /// While set, a blob the background thread creates panics instead.
+    pub panic_in_job: Arc<AtomicBool>,
+    /// Blobs created and not removed.
+    pub live: Arc<std::sync::Mutex<std::collections::BTreeSet<BlobId>>>,
+    /// Creates by the background thread so far.
+    pub job_creates: u64,
 }
 
 impl<E> Counting<E> {
@@ -81,15 +90,42 @@ impl<E> Counting<E> {
             read_bytes: Arc::default(),
             delay: Duration::ZERO,
             failing: Arc::default(),
+            journal_full: Arc::default(),
+            panic_in_job: Arc::default(),
+            live: Arc::default(),
+            job_creates: 0,
         }
     }
 }
 
 impl<E: Env> Env for Counting<E> {
     fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
-        self.inner.create(id, capacity)
+        if std::thread::current().name() == Some("ember-lsm-background") {
+            assert!(
+                !self.panic_in_job.load(Ordering::SeqCst),
+                "a panic the test asked for"
+            );
+            self.job_creates += 1;
+            if self.job_creates.is_multiple_of(3)
+                && self
+                    .journal_full
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok()
+            {
+                return Err(ember_lsm::LsmError::Space(
+                    ember_table::TableError::JournalFull {
+                        needed: 1,
+                        capacity: 0,
+                    },
+                ));
+            }
+        }
+        let locator = self.inner.create(id, capacity)?;
+        self.live.lock().unwrap().insert(id);
+        Ok(locator)
     }
     fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()> {
+        self.live.lock().unwrap().insert(id);
         self.inner.open(id, locator)
     }
     fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
@@ -119,6 +155,8 @@ impl<E: Env> Env for Counting<E> {
         self.inner.sync()
     }
     fn remove(&mut self, id: BlobId) -> Result<()> {
-        self.inner.remove(id)
+        self.inner.remove(id)?;
+        self.live.lock().unwrap().remove(&id);
+        Ok(())
     }
 }
