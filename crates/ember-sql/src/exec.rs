@@ -37,12 +37,26 @@ use crate::storage::{ColumnSpec, MASTER, Storage};
 use crate::value::{Affinity, Value, compare, real_as_integer};
 
 /// What a statement produced: column names and rows for queries, nothing otherwise.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Output {
     /// Result column names (shared: a prepared statement hands out the same names each run).
     pub columns: Rc<[String]>,
     /// Result rows.
     pub rows: Vec<Vec<Value>>,
+}
+
+impl Default for Output {
+    /// No columns and no rows, allocating nothing: every statement that returns no rows
+    /// shares one empty list of names (an `Rc` of its own would be an allocation each).
+    fn default() -> Self {
+        thread_local! {
+            static NO_COLUMNS: Rc<[String]> = Rc::from(Vec::new());
+        }
+        Output {
+            columns: NO_COLUMNS.with(Rc::clone),
+            rows: Vec::new(),
+        }
+    }
 }
 
 /// Most rows a streamed query reads in one chunk. Small enough that a chunk's row buffers
@@ -212,6 +226,9 @@ struct SimpleSelect {
     prefix: bool,
     /// No row position is named twice: values move out of the rows.
     distinct_cols: bool,
+    /// The row positions rise strictly: a row becomes its result in place (each value
+    /// moved forward, the rest cut off).
+    ascending: bool,
     /// Result column names.
     names: Rc<[String]>,
 }
@@ -2048,10 +2065,10 @@ impl<S: Storage> Executor<S> {
     /// The rows of a table a WHERE clause selects, through the planner: (rowid, values).
     /// Without `values` the caller needs only the rowids: a row found by its rowid alone
     /// then comes with no values (the others come whole).
-    fn matching_rows(
+    fn matching_rows<'a>(
         &mut self,
         t: &Rc<TableDef>,
-        filter: Option<&Expr>,
+        filter: Option<&'a Expr>,
         values: bool,
     ) -> Result<Vec<(i64, Vec<Value>)>> {
         let d = self.leaf_def(t, None);
@@ -2062,10 +2079,14 @@ impl<S: Storage> Executor<S> {
             on: Vec::new(),
             label: d.label.clone(),
         };
-        let mut conj = Vec::new();
-        if let Some(f) = filter {
-            conjuncts(f, &mut conj);
-        }
+        // The WHERE clause's conjuncts, borrowed (made only where a plan or a walk needs them).
+        let conj_of = |filter: Option<&'a Expr>| {
+            let mut conj = Vec::new();
+            if let Some(f) = filter {
+                conjuncts(f, &mut conj);
+            }
+            conj
+        };
         let rows = match filter {
             // EXPLAIN, and a whole-table change (no WHERE to key a plan by), take `join`.
             Some(f) if self.explain.is_none() => {
@@ -2074,7 +2095,7 @@ impl<S: Storage> Executor<S> {
                     Some(p) => p.clone(),
                     None => {
                         let leaves = [leaf];
-                        let p = Rc::new(self.leaf_plan(&leaves, &conj));
+                        let p = Rc::new(self.leaf_plan(&leaves, &conj_of(filter)));
                         self.leaf_plans.insert(key, p.clone());
                         let [l] = leaves;
                         leaf = l;
@@ -2089,19 +2110,19 @@ impl<S: Storage> Executor<S> {
                             && !plan.constant.contains(&true) =>
                     {
                         let none = Scope::default();
-                        match self.rowid_key(e, &Env::empty(&none))? {
+                        return Ok(match self.rowid_key(e, &Env::empty(&none))? {
                             Some(id) if self.storage.contains(&t.engine, id)? => {
-                                vec![vec![Value::Integer(id)]]
+                                vec![(id, Vec::new())]
                             }
                             _ => Vec::new(),
-                        }
+                        });
                     }
-                    _ => self.leaf_rows(t, &leaf.scope, &plan, &conj)?,
+                    _ => self.leaf_rows(t, &leaf.scope, &plan, &conj_of(filter))?,
                 }
             }
             _ => {
                 let key = filter.map_or(0, |f| f as *const Expr as usize);
-                self.join(&[leaf], &conj, None, key, None)?.1
+                self.join(&[leaf], &conj_of(filter), None, key, None)?.1
             }
         };
         Ok(rows
@@ -2286,30 +2307,40 @@ impl<S: Storage> Executor<S> {
         if matches!(*p.plan.access, Access::Full | Access::RowidRange(..)) {
             return Ok(Some(Started::Stream(Box::new(self.stream(&p, &conj)?))));
         }
-        let rows = self.leaf_rows(t, &p.leaf.scope, &p.plan, &conj)?;
-        let mut out = Vec::with_capacity(rows.len());
-        for mut r in rows {
-            out.push(if p.prefix {
-                r.truncate(p.cols.len());
-                r
+        let mut rows = self.leaf_rows(t, &p.leaf.scope, &p.plan, &conj)?;
+        // Each row becomes its result where it lies (no new vectors) where the positions
+        // allow it.
+        let width = p.cols.len();
+        for r in &mut rows {
+            if p.prefix {
+                r.truncate(width);
+            } else if p.ascending && p.cols.last().is_some_and(|&l| l < r.len()) {
+                // Position `k` takes the value at `cols[k] >= k`; nothing it displaces is
+                // read later (later positions come from further right).
+                for (k, &i) in p.cols.iter().enumerate() {
+                    r.swap(k, i);
+                }
+                r.truncate(width);
             } else if p.distinct_cols {
-                p.cols
+                *r = p
+                    .cols
                     .iter()
                     .map(|&i| {
                         r.get_mut(i)
                             .map_or(Value::Null, |v| core::mem::replace(v, Value::Null))
                     })
-                    .collect()
+                    .collect();
             } else {
-                p.cols
+                *r = p
+                    .cols
                     .iter()
                     .map(|&i| r.get(i).cloned().unwrap_or(Value::Null))
-                    .collect()
-            });
+                    .collect();
+            }
         }
         Ok(Some(Started::Done(Output {
             columns: p.names.clone(),
-            rows: out,
+            rows,
         })))
     }
 
@@ -2561,6 +2592,7 @@ impl<S: Storage> Executor<S> {
         seen.sort_unstable();
         seen.dedup();
         let distinct_cols = seen.len() == cols.len();
+        let ascending = cols.windows(2).all(|w| w[0] < w[1]);
         let leaves = [leaf];
         let plan = Rc::new(self.leaf_plan(&leaves, &conj));
         let [leaf] = leaves;
@@ -2570,6 +2602,7 @@ impl<S: Storage> Executor<S> {
             cols,
             prefix,
             distinct_cols,
+            ascending,
             names: names.into(),
         }))
     }

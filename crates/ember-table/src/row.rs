@@ -503,7 +503,10 @@ pub fn encode_row_refs(values: &[ValueRef<'_>], out: &mut Vec<u8>) {
     encode_row_iter(values.iter().copied(), values.len(), out);
 }
 
-fn encode_row_iter<'a, I>(values: I, count: usize, out: &mut Vec<u8>)
+/// [`encode_row`] for values from an iterator over `count` of them, walked twice (the
+/// serial types, then the payloads): a caller with values of its own type maps them to
+/// [`ValueRef`]s on the way, with no vector of references in between.
+pub fn encode_row_iter<'a, I>(values: I, count: usize, out: &mut Vec<u8>)
 where
     I: Iterator<Item = ValueRef<'a>> + Clone,
 {

@@ -100,10 +100,20 @@ pub fn object_prefix(kind: u8, object: u64) -> Vec<u8> {
     k
 }
 
+/// Bytes of a row's key.
+pub const ROW_KEY_LEN: usize = 17;
+
 /// The key of a row.
 pub fn row_key(object: u64, rowid: i64) -> Vec<u8> {
-    let mut k = object_prefix(ROW, object);
-    k.extend_from_slice(&ordered_i64(rowid));
+    row_key_array(object, rowid).to_vec()
+}
+
+/// [`row_key`] in an array: a point read builds it on the stack.
+pub fn row_key_array(object: u64, rowid: i64) -> [u8; ROW_KEY_LEN] {
+    let mut k = [0u8; ROW_KEY_LEN];
+    k[0] = ROW;
+    k[1..9].copy_from_slice(&object.to_be_bytes());
+    k[9..].copy_from_slice(&ordered_i64(rowid));
     k
 }
 

@@ -46,31 +46,30 @@ fn lerr(e: ember_lsm::LsmError) -> SqlError {
 /// copied but into the output, which is sized once.
 fn encode_row(row: &[Value]) -> Vec<u8> {
     use ember_table::ValueRef;
-    let mut bytes = 2 + 2 * row.len();
-    let refs: Vec<ValueRef<'_>> = row
-        .iter()
-        .map(|v| match v {
+    fn value_ref(v: &Value) -> ValueRef<'_> {
+        match v {
             Value::Null => ValueRef::Null,
-            Value::Integer(i) => {
-                bytes += 8;
-                ValueRef::Integer(*i)
-            }
-            Value::Real(r) => {
-                bytes += 8;
-                ValueRef::Real(*r)
-            }
-            Value::Text(t) => {
-                bytes += t.len() + 8;
-                ValueRef::Text(t)
-            }
-            Value::Blob(b) => {
-                bytes += b.len() + 8;
-                ValueRef::Blob(b)
-            }
-        })
-        .collect();
+            Value::Integer(i) => ValueRef::Integer(*i),
+            Value::Real(r) => ValueRef::Real(*r),
+            Value::Text(t) => ValueRef::Text(t),
+            Value::Blob(b) => ValueRef::Blob(b),
+        }
+    }
+    // Version, count and one serial type byte a column (more only for long values, which
+    // the slack covers), then the payloads.
+    let bytes = 2
+        + 2 * row.len()
+        + row
+            .iter()
+            .map(|v| match v {
+                Value::Null => 0,
+                Value::Integer(_) | Value::Real(_) => 8,
+                Value::Text(t) => t.len() + 8,
+                Value::Blob(b) => b.len() + 8,
+            })
+            .sum::<usize>();
     let mut out = Vec::with_capacity(bytes);
-    ember_table::row::encode_row_refs(&refs, &mut out);
+    ember_table::row::encode_row_iter(row.iter().map(value_ref), row.len(), &mut out);
     out
 }
 
@@ -664,13 +663,13 @@ impl<E: Env> LsmStore<E> {
 
     /// Whether a row has this rowid (the row is not decoded).
     pub fn contains(&mut self, table: &str, rowid: i64) -> Result<bool> {
-        let key = lsmkey::row_key(object(table)?, rowid);
+        let key = lsmkey::row_key_array(object(table)?, rowid);
         Ok(self.read_with(&key, |_| ())?.is_some())
     }
 
     /// The row under a rowid.
     pub fn get(&mut self, table: &str, rowid: i64) -> Result<Option<Vec<Value>>> {
-        let key = lsmkey::row_key(object(table)?, rowid);
+        let key = lsmkey::row_key_array(object(table)?, rowid);
         self.read_row(&key)
     }
 

@@ -500,3 +500,66 @@ fn cached_column_positions_follow_schema_and_scope_changes() {
         assert_eq!(ours, theirs, "{sql}");
     }
 }
+
+/// A point SELECT hands back exactly the columns it names, in its order, whichever way the
+/// row becomes the result (cut to a prefix, moved forward in place, picked into a new row,
+/// or with a column named twice), on both row engines.
+#[test]
+fn point_selects_project_columns_in_any_order() {
+    for using in ["", " USING lsm"] {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(&format!(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT, b INTEGER, c BLOB, d REAL){using};
+             INSERT INTO t VALUES (1, 'one', 10, x'01', 1.5), (2, 'two', 20, x'0202', 2.5);"
+        ))
+        .unwrap();
+        let row = |sql: &str| -> Vec<Value> {
+            let mut st = conn.prepare(sql).unwrap();
+            let mut rows = st.query(params![2]).unwrap();
+            let r = rows.next().unwrap().unwrap().values().to_vec();
+            assert!(rows.next().unwrap().is_none(), "{sql}: one row");
+            r
+        };
+        let (a, b) = (Value::Text("two".into()), Value::Integer(20));
+        let (c, d) = (Value::Blob(vec![2, 2]), Value::Real(2.5));
+        let id = Value::Integer(2);
+        let cases = [
+            (
+                "SELECT id, a FROM t WHERE id = ?1",
+                vec![id.clone(), a.clone()],
+            ),
+            (
+                "SELECT a, c FROM t WHERE id = ?1",
+                vec![a.clone(), c.clone()],
+            ),
+            (
+                "SELECT b, d FROM t WHERE id = ?1",
+                vec![b.clone(), d.clone()],
+            ),
+            ("SELECT d FROM t WHERE id = ?1", vec![d.clone()]),
+            (
+                "SELECT c, a FROM t WHERE id = ?1",
+                vec![c.clone(), a.clone()],
+            ),
+            (
+                "SELECT d, id, b FROM t WHERE id = ?1",
+                vec![d.clone(), id.clone(), b.clone()],
+            ),
+            (
+                "SELECT c, c, a FROM t WHERE id = ?1",
+                vec![c.clone(), c.clone(), a.clone()],
+            ),
+            (
+                "SELECT a, b, c, d FROM t WHERE id = ?1",
+                vec![a.clone(), b.clone(), c, d],
+            ),
+        ];
+        for (sql, want) in cases {
+            // Twice: the second run takes the statement's kept plan.
+            assert_eq!(row(sql), want, "{sql}{using}");
+            assert_eq!(row(sql), want, "{sql}{using}, again");
+        }
+        let mut st = conn.prepare("SELECT b, d FROM t WHERE id = ?1").unwrap();
+        assert!(st.query(params![9]).unwrap().next().unwrap().is_none());
+    }
+}
