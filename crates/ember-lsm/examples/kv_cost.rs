@@ -3,12 +3,12 @@
 //!
 //! ```sh
 //! cargo build --release -p ember-lsm --example kv_cost
-//! valgrind --tool=callgrind --dump-instr=no target/release/examples/kv_cost [N] [mem|file]
+//! valgrind --tool=callgrind --dump-instr=no target/release/examples/kv_cost [N] [mem|file] [V] [R]
 //! callgrind_annotate --inclusive=yes callgrind.out.<pid> | grep kv_cost::phase
 //! ```
 //!
-//! `N` (default 100,000) random puts of 8-byte big-endian keys (a permutation) with 64-byte
-//! values, not synced, then `N` random gets of the same keys — the `sqlitekv` suite's
+//! `N` (default 100,000) random puts of 8-byte big-endian keys (a permutation) with `V`-byte
+//! values (default 64), not synced, then `R` rounds (default 1) of `N` random gets of the same keys — the `sqlitekv` suite's
 //! insert-rand and query-rand on the engine API, with the same 8 MiB budget and no
 //! background thread. `file` (the default) keeps the database in a sparse file image under
 //! the system's temporary directory through the table engine's space manager, as the suite
@@ -32,10 +32,15 @@ fn permutation(n: u64, seed: u64) -> Vec<u64> {
 }
 
 #[inline(never)]
-fn phase_put<E: Env>(db: &Db<E>, keys: &[u64], values: &[u8]) -> Result<(), Box<dyn Error>> {
+fn phase_put<E: Env>(
+    db: &Db<E>,
+    keys: &[u64],
+    values: &[u8],
+    v: usize,
+) -> Result<(), Box<dyn Error>> {
     for (i, k) in keys.iter().enumerate() {
-        let at = (i * 64) % (values.len() - 64);
-        db.put(&k.to_be_bytes(), &values[at..at + 64], false)?;
+        let at = (i * 64) % (values.len() - v);
+        db.put(&k.to_be_bytes(), &values[at..at + v], false)?;
     }
     Ok(())
 }
@@ -52,7 +57,7 @@ fn phase_get<E: Env>(db: &Db<E>, keys: &[u64]) -> Result<usize, Box<dyn Error>> 
     Ok(bytes)
 }
 
-fn run<D: BlockDevice>(dev: D, n: u64) -> Result<(), Box<dyn Error>> {
+fn run<D: BlockDevice>(dev: D, n: u64, v: usize, rounds: u32) -> Result<(), Box<dyn Error>> {
     let opts = ember_table::Options {
         mode: Mode::Metadata,
         format: FormatOptions::default(),
@@ -65,11 +70,14 @@ fn run<D: BlockDevice>(dev: D, n: u64) -> Result<(), Box<dyn Error>> {
     let values: Vec<u8> = (0..(1 << 20)).map(|_| rng.byte()).collect();
     let (puts, gets) = (permutation(n, 1), permutation(n, 2));
     let t = Instant::now();
-    phase_put(&db, &puts, &values)?;
+    phase_put(&db, &puts, &values, v)?;
     let put_ns = t.elapsed().as_nanos() as f64 / n as f64;
     let t = Instant::now();
-    let bytes = phase_get(&db, &gets)?;
-    let get_ns = t.elapsed().as_nanos() as f64 / n as f64;
+    let mut bytes = 0;
+    for _ in 0..rounds {
+        bytes += phase_get(&db, &gets)?;
+    }
+    let get_ns = t.elapsed().as_nanos() as f64 / (n * u64::from(rounds)) as f64;
     println!(
         "{n} puts ({put_ns:.0} ns each), {n} gets ({get_ns:.0} ns each, {bytes} bytes read), \
          levels {:?}",
@@ -81,12 +89,17 @@ fn run<D: BlockDevice>(dev: D, n: u64) -> Result<(), Box<dyn Error>> {
 
 fn main() -> Result<(), Box<dyn Error>> {
     let n: u64 = std::env::args().nth(1).map_or(Ok(100_000), |s| s.parse())?;
+    let v: usize = std::env::args().nth(3).map_or(Ok(64), |s| s.parse())?;
+    let rounds: u32 = std::env::args().nth(4).map_or(Ok(1), |s| s.parse())?;
+    if !(1..=(512 << 10)).contains(&v) {
+        return Err("the value size must be 1 byte to 512 KiB".into());
+    }
     match std::env::args().nth(2).as_deref() {
-        Some("mem") => run(MemBlock::new(256 << 20), n),
+        Some("mem") => run(MemBlock::new(1 << 30), n, v, rounds.max(1)),
         _ => {
             let path = std::env::temp_dir().join(format!("kv_cost-{}.img", std::process::id()));
             let dev = FileBlock::create(&path, 8 << 30)?;
-            let r = run(dev, n);
+            let r = run(dev, n, v, rounds.max(1));
             let _ = std::fs::remove_file(&path);
             r
         }
