@@ -85,6 +85,18 @@ impl Cache {
         Some(v.clone())
     }
 
+    /// `f` on a block (marked used) without taking a reference to it; `None` if it is not
+    /// held.
+    pub fn with<T>(&mut self, key: Key, f: impl FnOnce(&Cached) -> T) -> Option<T> {
+        if !self.map.contains_key(&key) {
+            return None;
+        }
+        let tick = self.touch(key);
+        let (v, _, t) = self.map.get_mut(&key)?;
+        *t = tick;
+        Some(f(v))
+    }
+
     /// Evicts the least recently used blocks until at most `limit` bytes are held.
     pub fn shrink_to(&mut self, limit: usize) {
         while self.bytes > limit {

@@ -31,7 +31,7 @@ use crate::iter::{Fetch, Merge, Source};
 use crate::manifest::{LogMeta, Manifest};
 use crate::memtable::{ENTRY_OVERHEAD, Memtable, Value, WriteBatch};
 use crate::sstable::block::{Cursor, DataBlock};
-use crate::sstable::bloom::{Bloom, PrefixRule};
+use crate::sstable::bloom::{Bloom, PrefixRule, key_hash};
 use crate::sstable::{self, Handle, Index, TableBuilder, TableMeta};
 use crate::wal::{self, Wal};
 
@@ -561,15 +561,33 @@ impl<E: Env> Core<E> {
         Ok(b)
     }
 
+    /// Whether table `t`'s filter admits a key whose [`key_hash`] is `hash` (a filter in RAM
+    /// is asked where it lies).
+    fn bloom_admits(&mut self, t: &TableMeta, hash: u64) -> Result<bool> {
+        if let Some(p) = self.pinned.get(&t.id) {
+            return Ok(p.bloom.may_contain_hash(hash));
+        }
+        let key = (t.id, t.bloom.offset);
+        let held = self.cache.with(key, |c| match c {
+            Cached::Bloom(b) => Some(b.may_contain_hash(hash)),
+            _ => None,
+        });
+        match held.flatten() {
+            Some(admits) => Ok(admits),
+            None => Ok(self.bloom(t)?.may_contain_hash(hash)),
+        }
+    }
+
     /// `call` on the value of `key` if table `t` holds it (with a tombstone: `None`); `None`
     /// if the table does not know the key.
     fn get_from_table<T>(
         &mut self,
         t: &TableMeta,
         key: &[u8],
+        hash: u64,
         call: &mut impl FnMut(Option<&[u8]>) -> T,
     ) -> Result<Option<T>> {
-        if !self.bloom(t)?.may_contain(key) {
+        if !self.bloom_admits(t, hash)? {
             return Ok(None);
         }
         let index = self.index(t)?;
@@ -587,24 +605,26 @@ impl<E: Env> Core<E> {
     fn get_with<T>(&mut self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
         let mut f = Some(f);
         let mut call = |v: Option<&[u8]>| v.and_then(|v| f.take().map(|f| f(v)));
-        if let Some(v) = self.mem.get_with(key, u64::MAX, &mut call) {
+        // One hash of the key for every filter it meets on the way down.
+        let hash = key_hash(key);
+        if let Some(v) = self.mem.get_with_hash(key, hash, u64::MAX, &mut call) {
             return Ok(v);
         }
         if let Some((imm, _)) = &self.imm
-            && let Some(v) = imm.get_with(key, u64::MAX, &mut call)
+            && let Some(v) = imm.get_with_hash(key, hash, u64::MAX, &mut call)
         {
             return Ok(v);
         }
         let levels = self.levels.clone();
         for t in levels[0].iter().filter(|t| t.covers(key)) {
-            if let Some(v) = self.get_from_table(t, key, &mut call)? {
+            if let Some(v) = self.get_from_table(t, key, hash, &mut call)? {
                 return Ok(v);
             }
         }
         for level in levels.iter().skip(1) {
             let i = level.partition_point(|t| t.largest.as_slice() < key);
             if let Some(t) = level.get(i).filter(|t| t.covers(key))
-                && let Some(v) = self.get_from_table(t, key, &mut call)?
+                && let Some(v) = self.get_from_table(t, key, hash, &mut call)?
             {
                 return Ok(v);
             }

@@ -199,9 +199,15 @@ impl Filter {
         }
     }
 
+    #[cfg(test)]
     fn may_contain(&self, key: &[u8]) -> bool {
+        self.may_contain_hash(key_hash(key))
+    }
+
+    /// [`may_contain`](Self::may_contain) for a key whose [`key_hash`] is `h`.
+    fn may_contain_hash(&self, h: u64) -> bool {
         self.words.is_empty()
-            || Self::bits(key_hash(key), self.words.len()).all(|(w, b)| self.words[w] & b != 0)
+            || Self::bits(h, self.words.len()).all(|(w, b)| self.words[w] & b != 0)
     }
 }
 
@@ -317,8 +323,20 @@ impl Memtable {
         snap: u64,
         f: impl FnOnce(Option<&[u8]>) -> T,
     ) -> Option<T> {
+        self.get_with_hash(key, key_hash(key), snap, f)
+    }
+
+    /// [`get_with`](Self::get_with) for a key whose [`key_hash`] the caller has (a read
+    /// that goes on to the tables' filters hashes the key once).
+    pub fn get_with_hash<T>(
+        &self,
+        key: &[u8],
+        hash: u64,
+        snap: u64,
+        f: impl FnOnce(Option<&[u8]>) -> T,
+    ) -> Option<T> {
         let m = self.read();
-        if !m.filter.may_contain(key) {
+        if !m.filter.may_contain_hash(hash) {
             return None;
         }
         let v = m.map.get(key)?.at(snap)?;

@@ -85,7 +85,12 @@ impl Bloom {
 
     /// False: the key is certainly absent.
     pub fn may_contain(&self, key: &[u8]) -> bool {
-        self.probes(key_hash(key))
+        self.may_contain_hash(key_hash(key))
+    }
+
+    /// [`may_contain`](Self::may_contain) for a key whose [`key_hash`] is `h`.
+    pub fn may_contain_hash(&self, h: u64) -> bool {
+        self.probes(h)
             .all(|bit| self.bits[bit / 8] & (1 << (bit % 8)) != 0)
     }
 
