@@ -189,18 +189,23 @@ fn read_block<'a>(
             reason: "handle beyond the table",
         });
     }
-    buf.clear();
-    buf.resize(h.len as usize, 0);
-    env.read(t.id, h.offset, buf)?;
+    // The scratch buffer only grows: bytes left from an earlier block are overwritten by the
+    // read (no zero fill first).
+    let len = h.len as usize;
+    if buf.len() < len {
+        buf.resize(len, 0);
+    }
+    let block = &mut buf[..len];
+    env.read(t.id, h.offset, block)?;
     // A table's filter block is either kind; the envelope says which.
     let kind = match kind {
-        BlockKind::Bloom | BlockKind::PrefixBloom if buf.get(5) == Some(&4) => {
+        BlockKind::Bloom | BlockKind::PrefixBloom if block.get(5) == Some(&4) => {
             BlockKind::PrefixBloom
         }
         BlockKind::PrefixBloom => BlockKind::Bloom,
         k => k,
     };
-    open_block(kind, t.id, h.offset, buf)
+    open_block(kind, t.id, h.offset, block)
 }
 
 /// Reads a table's index block.
@@ -268,8 +273,11 @@ pub fn read_data_run(
             reason: "handle beyond the table",
         });
     }
-    scratch.clear();
-    scratch.resize((end - first.offset) as usize, 0);
+    let run = (end - first.offset) as usize;
+    if scratch.len() < run {
+        scratch.resize(run, 0);
+    }
+    let scratch = &mut scratch[..run];
     env.read(t.id, first.offset, scratch)?;
     for h in blocks.iter().take(n) {
         let at = (h.offset - first.offset) as usize;
