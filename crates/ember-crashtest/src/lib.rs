@@ -21,7 +21,9 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::time::Duration;
 
 pub use ember_device::PowerFail;
 use ember_device::{BlockDevice, DeviceWriter, FaultPlan, FaultyBlock, PowerCut, SplitMix64};
@@ -301,12 +303,21 @@ impl CrashTest {
                 message: format!("{message} (threaded: a replay may interleave differently)"),
             })
         };
+        count_engine_thread_panics();
         // One run of the workload under `plan`: the device taken back from it, or why not.
         let run_once = |plan: FaultPlan, state: &mut S| {
             let dev = SharedDevice::new(FaultyBlock::new(fresh(), (self.shape)(plan)));
+            let panics = ENGINE_THREAD_PANICS.load(Ordering::SeqCst);
+            let watchdog = Watchdog::start(&self.name, RUN_LIMIT);
             let result = guarded(|| workload(dev.clone(), state));
+            drop(watchdog);
             let ops = dev.with(|d| d.ops());
             let cut = dev.with(|d| d.power_cut());
+            if ENGINE_THREAD_PANICS.load(Ordering::SeqCst) != panics {
+                // An engine may turn its thread's panic into an error, which a run after the
+                // cut would otherwise take for the power loss.
+                return Err((ops, cut, "an engine thread panicked (above)".to_string()));
+            }
             let Some(dev) = dev.into_inner() else {
                 return Err((
                     ops,
@@ -329,6 +340,7 @@ impl CrashTest {
             })?;
         let ops = dev.ops();
         let runs = self.runs(ops);
+        let mut reached = 0;
         for &(point, seed) in &runs {
             let plan = if point >= ops {
                 FaultPlan::run_to_end(seed)
@@ -338,6 +350,9 @@ impl CrashTest {
             let mut state = S::default();
             let dev = run_once(plan, &mut state)
                 .map_err(|(_, cut, msg)| fail(point, ops, seed, cut, msg))?;
+            if point >= ops || dev.power_cut().is_some() {
+                reached += 1;
+            }
             let (medium, cut) = dev.power_off();
             match guarded(|| check(medium, &state, &cut)) {
                 Ok(Ok(())) => {}
@@ -347,6 +362,17 @@ impl CrashTest {
                     return Err(fail(point, ops, seed, Some(cut), msg));
                 }
             }
+        }
+        // Runs that ended before their cut point (another interleaving issued fewer
+        // operations) lost power after their last one instead: a test whose runs mostly do
+        // that covers less than its report says.
+        if reached * 10 < runs.len() * 8 {
+            let msg = format!(
+                "only {reached} of {} runs reached their cut point: the workload's operation \
+                 count varies too much between runs",
+                runs.len()
+            );
+            return Err(fail(ops, ops, self.seed, None, msg));
         }
         Ok(self.report(ops, &runs))
     }
@@ -408,16 +434,77 @@ impl Default for CrashTest {
     }
 }
 
+/// Panics so far on threads an engine started (named `ember-…`), process-wide.
+static ENGINE_THREAD_PANICS: AtomicU64 = AtomicU64::new(0);
+
+/// Most time one run of a threaded workload may take before the test is stopped as hung.
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// Chains a panic hook (once per process) that counts the panics of engine threads, which
+/// an engine may turn into an error ([`CrashTest::run_threaded`] fails a run that had one).
+fn count_engine_thread_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with("ember-"))
+            {
+                ENGINE_THREAD_PANICS.fetch_add(1, Ordering::SeqCst);
+            }
+            previous(info);
+        }));
+    });
+}
+
+/// Ends the process if a run takes longer than its limit: a deadlock after a power cut
+/// stops the test with a message instead of hanging it.
+struct Watchdog(Option<std::sync::mpsc::Sender<()>>);
+
+impl Watchdog {
+    fn start(name: &str, limit: Duration) -> Watchdog {
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let name = name.to_string();
+        let spawned = std::thread::Builder::new()
+            .name("crashtest-watchdog".into())
+            .spawn(move || {
+                if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(limit) {
+                    eprintln!(
+                        "crash test '{name}': a run took more than {limit:?} (a hang): stopping"
+                    );
+                    std::process::abort();
+                }
+            });
+        Watchdog(spawned.is_ok().then_some(done))
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        if let Some(done) = self.0.take() {
+            let _ = done.send(());
+        }
+    }
+}
+
 /// A block device behind a mutex, shared by its clones and by the
 /// [`writer`](BlockDevice::writer) handles it gives out, so an engine can write to it from
 /// another thread ([`CrashTest::run_threaded`]). Every operation, through any clone or
 /// handle, is one operation of the device inside, in the order the lock was taken.
 #[derive(Debug)]
-pub struct SharedDevice<D>(Arc<Mutex<D>>);
+pub struct SharedDevice<D> {
+    dev: Arc<Mutex<D>>,
+    /// Writes and syncs issued through the writer handles.
+    handle_ops: Arc<AtomicU64>,
+}
 
 impl<D> Clone for SharedDevice<D> {
     fn clone(&self) -> Self {
-        SharedDevice(Arc::clone(&self.0))
+        SharedDevice {
+            dev: Arc::clone(&self.dev),
+            handle_ops: Arc::clone(&self.handle_ops),
+        }
     }
 }
 
@@ -430,17 +517,26 @@ fn lock_device<D>(m: &Mutex<D>) -> MutexGuard<'_, D> {
 impl<D> SharedDevice<D> {
     /// Shares `dev`.
     pub fn new(dev: D) -> Self {
-        SharedDevice(Arc::new(Mutex::new(dev)))
+        SharedDevice {
+            dev: Arc::new(Mutex::new(dev)),
+            handle_ops: Arc::default(),
+        }
     }
 
     /// `f` on the device inside, under the lock.
     pub fn with<T>(&self, f: impl FnOnce(&mut D) -> T) -> T {
-        f(&mut lock_device(&self.0))
+        f(&mut lock_device(&self.dev))
+    }
+
+    /// Writes and syncs issued so far through the [`writer`](BlockDevice::writer) handles
+    /// (a test can tell that its engine's threads wrote through them at all).
+    pub fn handle_ops(&self) -> u64 {
+        self.handle_ops.load(Ordering::SeqCst)
     }
 
     /// The device back, or `None` while another clone or handle holds it.
     pub fn into_inner(self) -> Option<D> {
-        Arc::try_unwrap(self.0)
+        Arc::try_unwrap(self.dev)
             .ok()
             .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
     }
@@ -448,40 +544,42 @@ impl<D> SharedDevice<D> {
 
 impl<D: BlockDevice + Send + 'static> BlockDevice for SharedDevice<D> {
     fn sector_size(&self) -> u32 {
-        lock_device(&self.0).sector_size()
+        lock_device(&self.dev).sector_size()
     }
     fn capacity(&self) -> u64 {
-        lock_device(&self.0).capacity()
+        lock_device(&self.dev).capacity()
     }
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> ember_device::Result<()> {
-        lock_device(&self.0).read(offset, buf)
+        lock_device(&self.dev).read(offset, buf)
     }
     fn write(&mut self, offset: u64, data: &[u8]) -> ember_device::Result<()> {
-        lock_device(&self.0).write(offset, data)
+        lock_device(&self.dev).write(offset, data)
     }
     fn sync(&mut self) -> ember_device::Result<()> {
-        lock_device(&self.0).sync()
+        lock_device(&self.dev).sync()
     }
     fn resize(&mut self, new_len: u64) -> ember_device::Result<()> {
-        lock_device(&self.0).resize(new_len)
+        lock_device(&self.dev).resize(new_len)
     }
     fn prepare(&mut self, offset: u64, len: u64) {
-        lock_device(&self.0).prepare(offset, len);
+        lock_device(&self.dev).prepare(offset, len);
     }
     fn writer(&mut self) -> Option<Box<dyn DeviceWriter>> {
-        Some(Box::new(SharedWriter(Arc::clone(&self.0))))
+        Some(Box::new(SharedWriter(self.clone())))
     }
 }
 
 /// A [`SharedDevice`]'s writer handle.
-struct SharedWriter<D>(Arc<Mutex<D>>);
+struct SharedWriter<D>(SharedDevice<D>);
 
 impl<D: BlockDevice + Send + 'static> DeviceWriter for SharedWriter<D> {
     fn write(&mut self, offset: u64, data: &[u8]) -> ember_device::Result<()> {
-        lock_device(&self.0).write(offset, data)
+        self.0.handle_ops.fetch_add(1, Ordering::SeqCst);
+        lock_device(&self.0.dev).write(offset, data)
     }
     fn sync(&mut self) -> ember_device::Result<()> {
-        lock_device(&self.0).sync()
+        self.0.handle_ops.fetch_add(1, Ordering::SeqCst);
+        lock_device(&self.0.dev).sync()
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! ```sh
 //! cargo build --release -p ember-lsm --example kv_cost
-//! valgrind --tool=callgrind --dump-instr=no target/release/examples/kv_cost [N] [mem|file] [V] [R]
+//! valgrind --tool=callgrind --dump-instr=no \
+//!     target/release/examples/kv_cost [N] [mem|file] [V] [R]
 //! callgrind_annotate --inclusive=yes callgrind.out.<pid> | grep kv_cost::phase
 //! ```
 //!
@@ -95,7 +96,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         return Err("the value size must be 1 byte to 512 KiB".into());
     }
     match std::env::args().nth(2).as_deref() {
-        Some("mem") => run(MemBlock::new(1 << 30), n, v, rounds.max(1)),
+        Some("mem") => {
+            // Room for the data a few times over (compactions write before they free).
+            let bytes = (n as usize).saturating_mul(v + 64).saturating_mul(4);
+            run(MemBlock::new(bytes.max(256 << 20)), n, v, rounds.max(1))
+        }
         _ => {
             let path = std::env::temp_dir().join(format!("kv_cost-{}.img", std::process::id()));
             let dev = FileBlock::create(&path, 8 << 30)?;

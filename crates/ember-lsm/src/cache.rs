@@ -85,7 +85,7 @@ impl Cache {
         Some(v.clone())
     }
 
-    /// `f` on a block (marked used) without taking a reference to it; `None` if it is not
+    /// `f` on a block (marked used) where it lies, without cloning it; `None` if it is not
     /// held.
     pub fn with<T>(&mut self, key: Key, f: impl FnOnce(&Cached) -> T) -> Option<T> {
         if !self.map.contains_key(&key) {

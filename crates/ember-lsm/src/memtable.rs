@@ -204,7 +204,7 @@ impl Filter {
         self.may_contain_hash(key_hash(key))
     }
 
-    /// [`may_contain`](Self::may_contain) for a key whose [`key_hash`] is `h`.
+    /// Whether a key whose [`key_hash`] is `h` may be in the map (false: certainly not).
     fn may_contain_hash(&self, h: u64) -> bool {
         self.words.is_empty()
             || Self::bits(h, self.words.len()).all(|(w, b)| self.words[w] & b != 0)

@@ -53,7 +53,10 @@ impl Default for Output {
             static NO_COLUMNS: Rc<[String]> = Rc::from(Vec::new());
         }
         Output {
-            columns: NO_COLUMNS.with(Rc::clone),
+            // During thread teardown the shared list may be gone: then one of its own.
+            columns: NO_COLUMNS
+                .try_with(Rc::clone)
+                .unwrap_or_else(|_| Rc::from(Vec::new())),
             rows: Vec::new(),
         }
     }

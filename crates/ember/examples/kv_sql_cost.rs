@@ -4,7 +4,8 @@
 //!
 //! ```sh
 //! cargo build --release -p ember --example kv_sql_cost
-//! valgrind --tool=callgrind --dump-instr=no target/release/examples/kv_sql_cost [N] [lsm|table] [V]
+//! valgrind --tool=callgrind --dump-instr=no \
+//!     target/release/examples/kv_sql_cost [N] [lsm|table] [V]
 //! callgrind_annotate --inclusive=yes callgrind.out.<pid> | grep kv_sql_cost::phase
 //! ```
 //!
@@ -79,6 +80,12 @@ fn main() -> Result<(), Box<dyn Error>> {
         return Err("the value size must be 1 byte to 1 MiB".into());
     }
     let path = std::env::temp_dir().join(format!("kv_sql_cost-{}.ember", std::process::id()));
+    let r = run(&path, n, using, v);
+    let _ = std::fs::remove_file(&path);
+    r
+}
+
+fn run(path: &std::path::Path, n: u64, using: &str, v: usize) -> Result<(), Box<dyn Error>> {
     let opts = ember::OpenOptions {
         mode: ember::Mode::Metadata,
         capacity: 8 << 30,
@@ -88,7 +95,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         lsm_cache_bytes: 0,
         lsm_background: true,
     };
-    let c = Connection::open_with(&path, opts)?;
+    let c = Connection::open_with(path, opts)?;
     c.execute_batch(&format!(
         "CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB){using}"
     ))?;
@@ -113,7 +120,6 @@ fn main() -> Result<(), Box<dyn Error>> {
     line += &format!(", insert {:.0} ns", per(t, n));
     println!("{line} (one run: compare medians)");
     c.close()?;
-    let _ = std::fs::remove_file(&path);
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! `USING lsm` tables in the database's own device, through the SQL engine a `Connection`
 //! runs: reopen, rollback of the statement that made the tree, the sweep of objects a crash
-//! left outside the catalog, and power cuts at every device operation of a mixed workload.
+//! left outside the catalog, and power cuts at every device operation of a mixed workload
+//! (and at a sample of them with the lsm engine's background thread running).
 
 #![allow(clippy::unwrap_used)]
 
@@ -8,7 +9,7 @@ use std::collections::BTreeMap;
 
 use ember::{Connection, Engine, OpenOptions, Value, close_engine, open_engine};
 use ember_crashtest::{CrashTest, SharedDevice};
-use ember_device::{FaultyBlock, MemBlock, SplitMix64};
+use ember_device::{FaultyBlock, MemBlock, PowerFail, SplitMix64};
 use ember_sql::parse;
 use ember_table::{Database, FormatOptions, Mode, Options};
 
@@ -257,12 +258,39 @@ fn threaded_workload(
     dev: SharedDevice<FaultyBlock<MemBlock<Vec<u8>>>>,
     st: &mut State,
 ) -> Result<(), String> {
+    let probe = dev.clone();
+    let cut = || probe.with(|d| d.is_cut());
     st.commits.push(Model::default());
     let db = Database::create(dev, topts(Mode::Full)).map_err(|e| e.to_string())?;
     st.created = true;
     let mut e = open_engine(db, &eopts(Mode::Full)).map_err(|e| e.to_string())?;
     e.storage().start_lsm_background();
-    drive(&mut e, st)?;
+    // Settled, so that a job that failed after the last commit is reported too.
+    let r = drive(&mut e, st).and_then(|()| {
+        let lsm = e
+            .storage()
+            .lsm
+            .as_ref()
+            .ok_or_else(|| "no lsm tree".to_string())?;
+        lsm.db().settle().map_err(|e| e.to_string())
+    });
+    if let Err(err) = &r {
+        // Asked while the engine still runs: an error from anything but the power loss
+        // must not pass for it because the thread reaches the cut later.
+        assert!(cut(), "the workload failed before the cut: {err}");
+        return r;
+    }
+    if !cut() {
+        let levels = e.storage().lsm.as_ref().unwrap().db().level_counts();
+        assert!(
+            levels.iter().skip(1).any(|&n| n > 0),
+            "no flush or compaction reached level 1: {levels:?}"
+        );
+        assert!(
+            probe.handle_ops() > 0,
+            "no table was written through the device's writer handle"
+        );
+    }
     close_engine(e).map_err(|e| e.to_string())?;
     Ok(())
 }

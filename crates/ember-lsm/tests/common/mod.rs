@@ -125,8 +125,9 @@ impl<E: Env> Env for Counting<E> {
         Ok(locator)
     }
     fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()> {
+        self.inner.open(id, locator)?;
         self.live.lock().unwrap().insert(id);
-        self.inner.open(id, locator)
+        Ok(())
     }
     fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
         self.inner.write(id, offset, data)
