@@ -116,6 +116,22 @@ fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
+/// Hands what survived a cut to the checker: why it broke a promise, if it did (a panic in
+/// the reopen or the check is a failure like any other).
+fn checked<M, S>(
+    check: &impl Fn(M, &S, &PowerCut) -> Result<(), String>,
+    medium: M,
+    state: &S,
+    cut: &PowerCut,
+) -> Result<(), String> {
+    match guarded(|| check(medium, state, cut)) {
+        Ok(r) => r,
+        Err(panic) => Err(format!(
+            "the checker panicked (the reopen or the check): {panic}"
+        )),
+    }
+}
+
 /// Reads a number in decimal or `0x` hex.
 fn parse_u64(s: &str) -> Option<u64> {
     let s = s.trim();
@@ -260,14 +276,8 @@ impl CrashTest {
             // Everything in RAM is dropped here; only the medium and the acknowledgements
             // go on.
             let (medium, cut) = dev.power_off();
-            match guarded(|| check(medium, &state, &cut)) {
-                Ok(Ok(())) => {}
-                Ok(Err(message)) => return Err(fail(point, ops, seed, Some(cut), message)),
-                Err(panic) => {
-                    let msg = format!("the checker panicked (the reopen or the check): {panic}");
-                    return Err(fail(point, ops, seed, Some(cut), msg));
-                }
-            }
+            checked(&check, medium, &state, &cut)
+                .map_err(|message| fail(point, ops, seed, Some(cut), message))?;
         }
         Ok(self.report(ops, &runs))
     }
@@ -354,14 +364,8 @@ impl CrashTest {
                 reached += 1;
             }
             let (medium, cut) = dev.power_off();
-            match guarded(|| check(medium, &state, &cut)) {
-                Ok(Ok(())) => {}
-                Ok(Err(message)) => return Err(fail(point, ops, seed, Some(cut), message)),
-                Err(panic) => {
-                    let msg = format!("the checker panicked (the reopen or the check): {panic}");
-                    return Err(fail(point, ops, seed, Some(cut), msg));
-                }
-            }
+            checked(&check, medium, &state, &cut)
+                .map_err(|message| fail(point, ops, seed, Some(cut), message))?;
         }
         // Runs that ended before their cut point (another interleaving issued fewer
         // operations) lost power after their last one instead: a test whose runs mostly do
