@@ -208,16 +208,7 @@ impl CrashTest {
         S: Default,
         E: fmt::Display,
     {
-        let fail = |point, ops, seed, cut, message| {
-            Box::new(Failure {
-                name: self.name.clone(),
-                point,
-                ops,
-                seed,
-                cut,
-                message,
-            })
-        };
+        let fail = |point, ops, seed, cut, message| self.failure(point, ops, seed, cut, message);
         // Count the operations of an uninterrupted run.
         let mut dev = C::wrap(fresh(), (self.shape)(FaultPlan::run_to_end(self.seed)));
         let mut state = S::default();
@@ -304,14 +295,8 @@ impl CrashTest {
         E: fmt::Display,
     {
         let fail = |point, ops, seed, cut, message: String| {
-            Box::new(Failure {
-                name: self.name.clone(),
-                point,
-                ops,
-                seed,
-                cut,
-                message: format!("{message} (threaded: a replay may interleave differently)"),
-            })
+            let message = format!("{message} (threaded: a replay may interleave differently)");
+            self.failure(point, ops, seed, cut, message)
         };
         count_engine_thread_panics();
         // One run of the workload under `plan`: the device taken back from it, or why not.
@@ -379,6 +364,25 @@ impl CrashTest {
             return Err(fail(ops, ops, self.seed, None, msg));
         }
         Ok(self.report(ops, &runs))
+    }
+
+    /// The failure of the run at `point` with `seed`.
+    fn failure(
+        &self,
+        point: u64,
+        ops: u64,
+        seed: u64,
+        cut: Option<PowerCut>,
+        message: String,
+    ) -> Box<Failure> {
+        Box::new(Failure {
+            name: self.name.clone(),
+            point,
+            ops,
+            seed,
+            cut,
+            message,
+        })
     }
 
     /// The runs `(cut point, seed)` for a workload of `ops` operations: the one the
