@@ -546,36 +546,25 @@ impl<E: Env> Core<E> {
         self.cache.shrink_to(limit);
     }
 
-    fn bloom(&mut self, t: &TableMeta) -> Result<Arc<Bloom>> {
+    /// `f` on table `t`'s bloom filter where it lies: pinned, cached, or read (and cached).
+    fn with_bloom<T>(&mut self, t: &TableMeta, f: impl Fn(&Bloom) -> T) -> Result<T> {
         if let Some(p) = self.pinned.get(&t.id) {
-            return Ok(p.bloom.clone());
-        }
-        let key = (t.id, t.bloom.offset);
-        if let Some(Cached::Bloom(b)) = self.cache.get(key) {
-            return Ok(b);
-        }
-        let b = Arc::new(sstable::read_bloom(&mut self.env, t)?);
-        let limit = self.cache_limit();
-        self.cache
-            .insert(key, Cached::Bloom(b.clone()), b.charge(), limit);
-        Ok(b)
-    }
-
-    /// Whether table `t`'s filter admits a key whose [`key_hash`] is `hash` (a filter in RAM
-    /// is asked where it lies).
-    fn bloom_admits(&mut self, t: &TableMeta, hash: u64) -> Result<bool> {
-        if let Some(p) = self.pinned.get(&t.id) {
-            return Ok(p.bloom.may_contain_hash(hash));
+            return Ok(f(&p.bloom));
         }
         let key = (t.id, t.bloom.offset);
         let held = self.cache.with(key, |c| match c {
-            Cached::Bloom(b) => Some(b.may_contain_hash(hash)),
+            Cached::Bloom(b) => Some(f(b)),
             _ => None,
         });
-        match held.flatten() {
-            Some(admits) => Ok(admits),
-            None => Ok(self.bloom(t)?.may_contain_hash(hash)),
+        if let Some(Some(v)) = held {
+            return Ok(v);
         }
+        let b = sstable::read_bloom(&mut self.env, t)?;
+        let v = f(&b);
+        let (limit, charge) = (self.cache_limit(), b.charge());
+        self.cache
+            .insert(key, Cached::Bloom(Arc::new(b)), charge, limit);
+        Ok(v)
     }
 
     /// `call` on the value of `key` if table `t` holds it (with a tombstone: `None`); `None`
@@ -587,7 +576,7 @@ impl<E: Env> Core<E> {
         hash: u64,
         call: &mut impl FnMut(Option<&[u8]>) -> T,
     ) -> Result<Option<T>> {
-        if !self.bloom_admits(t, hash)? {
+        if !self.with_bloom(t, |b| b.may_contain_hash(hash))? {
             return Ok(None);
         }
         let index = self.index(t)?;
@@ -678,7 +667,7 @@ impl<E: Env> Core<E> {
                     break;
                 }
                 if let Some((rule, p)) = prefix
-                    && !self.bloom(t)?.may_contain_prefix(rule, p)
+                    && !self.with_bloom(t, |b| b.may_contain_prefix(rule, p))?
                 {
                     continue;
                 }
@@ -1425,12 +1414,14 @@ impl<E: Env> TableOut for Detached<'_, E> {
         let (bytes, mut meta) = b.finish();
         meta.locator = self.env.create(meta.id, bytes.len() as u64)?;
         self.created.push(meta.id);
-        let Some(w) = self.writer.as_mut() else {
-            self.env.write(meta.id, 0, &bytes)?;
-            return Ok(Arc::new(meta));
+        // Through the device's writer where the environment says where the bytes lie,
+        // else through the environment.
+        let placed = match self.writer {
+            Some(_) => self.env.placement(meta.id, 0, bytes.len())?,
+            None => None,
         };
-        match self.env.placement(meta.id, 0, bytes.len())? {
-            Some(pieces) => {
+        match (self.writer.as_mut(), placed) {
+            (Some(w), Some(pieces)) => {
                 for (at, r) in pieces {
                     let bad = LsmError::OutOfBounds {
                         blob: meta.id,
@@ -1440,7 +1431,7 @@ impl<E: Env> TableOut for Detached<'_, E> {
                     w.write(at, bytes.get(r).ok_or(bad)?)?;
                 }
             }
-            None => self.env.write(meta.id, 0, &bytes)?,
+            _ => self.env.write(meta.id, 0, &bytes)?,
         }
         Ok(Arc::new(meta))
     }
@@ -1834,23 +1825,14 @@ impl<E: Env> Db<E> {
             if !core.mem.is_empty() {
                 core.rotate(0)?;
             }
-            core.flush_and_compact()
+            core.flush_imm()?;
+            // Every compaction due now, here, whether or not a background thread runs them
+            // otherwise (nothing runs one: the wait above holds the lock).
+            while core.compact_once()? {}
+            Ok(())
         })();
         if let Err(e) = &r {
             core.poisoned = Some(e.clone());
-        }
-        if core.background {
-            // Compactions are the background thread's: run those due now, as without one.
-            while r.is_ok() && core.poisoned.is_none() {
-                match core.compact_once() {
-                    Ok(true) => {}
-                    Ok(false) => break,
-                    Err(e) => {
-                        core.poisoned = Some(e.clone());
-                        return Err(e);
-                    }
-                }
-            }
         }
         r
     }
