@@ -70,7 +70,9 @@ pub trait BlockDevice {
 ///
 /// While a handle is in use, the caller and the handle write disjoint byte ranges, and the
 /// caller does not read a range the handle may still be writing; the caller does not
-/// [`resize`](BlockDevice::resize) the device. A `sync` through either the device or the
+/// [`resize`](BlockDevice::resize) the device. The caller may
+/// [`prepare`](BlockDevice::prepare) any range meanwhile, the handle's too: preparing never
+/// changes what either wrote. A `sync` through either the device or the
 /// handle is a barrier for every write that returned, through either, before it began; the
 /// contract of the module docs holds for the writes of both together. A handle outliving
 /// the device it came from writes to what the device was (the same file); callers do not

@@ -444,6 +444,7 @@ mod unix {
 
         fn prepare(&mut self, offset: u64, len: u64) {
             if offset.checked_add(len).is_some_and(|e| e <= self.inner.len) {
+                let _fill = self.behind.shared.fill_lock();
                 self.holes
                     .fill(&self.inner.file, offset, len, self.inner.len);
             }
@@ -559,6 +560,13 @@ mod unix {
         /// the kernel reports a failed write-back once per open file, and the thread's
         /// sync may be the one that hears it, so every later sync of the device fails too.
         state: Mutex<Option<(io::ErrorKind, Option<i32>)>>,
+        /// Held while a granule's holes are found and filled, and for every write through a
+        /// [`FileWriter`]: a fill trusts `SEEK_HOLE`, which sees a write once it is made, so
+        /// it never writes zeros over what a handle writes at the same time — even where
+        /// no one prepared the handle's range (see [`BlockDevice::prepare`]).
+        ///
+        /// [`BlockDevice::prepare`]: crate::BlockDevice::prepare
+        fill: Mutex<()>,
         /// A sync is asked for and no sync began since (a request the caller's own sync
         /// answered is dropped).
         wanted: AtomicBool,
@@ -569,6 +577,11 @@ mod unix {
         fn lock(&self) -> std::sync::MutexGuard<'_, Option<(io::ErrorKind, Option<i32>)>> {
             // Nothing panics while holding it; a poisoned lock still guards its value.
             self.state.lock().unwrap_or_else(|p| p.into_inner())
+        }
+
+        /// The lock of hole filling and handle writes (see `fill`).
+        fn fill_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+            self.fill.lock().unwrap_or_else(|p| p.into_inner())
         }
 
         /// A sync asked for by a caller (the device's owner or a [`FileWriter`]): after any
@@ -600,6 +613,7 @@ mod unix {
     impl crate::block::DeviceWriter for FileWriter {
         fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
             check_bounds(Op::Write, offset, data.len() as u64, self.len)?;
+            let _fill = self.shared.fill_lock();
             self.file
                 .write_all_at(data, offset)
                 .map_err(|e| io_error(Op::Write, offset, &e))
@@ -1664,6 +1678,47 @@ mod tests {
         let mut dev = FileBlock::open(&path).unwrap();
         dev.read(0, &mut buf).unwrap();
         assert!(buf[512 << 10..768 << 10].iter().all(|b| *b == 0x5a));
+    }
+
+    /// A prepare fills holes with zeros where `SEEK_HOLE` finds them; a handle writing into
+    /// a hole of the same granule at that moment must not lose its bytes to the zeros (the
+    /// lock they share). Granule by granule, the two threads meet at a barrier, then one
+    /// prepares the granule while the other writes into it unprepared.
+    #[test]
+    fn a_prepare_never_zeroes_what_a_handle_writes_at_the_same_time() {
+        const GRANULE: u64 = 64 << 10;
+        const GRANULES: u64 = 256;
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "race");
+        let mut dev = FileBlock::create(&path, GRANULE * GRANULES)
+            .unwrap()
+            .with_hole_fill(GRANULE)
+            .unwrap();
+        let mut w = dev.writer().expect("a file device gives a writer handle");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let b = std::sync::Arc::clone(&barrier);
+        // The handle writes the middle of each granule; the holes on both sides are the
+        // fill's to zero.
+        let at = |g: u64| g * GRANULE + GRANULE / 2;
+        let t = std::thread::spawn(move || {
+            for g in 0..GRANULES {
+                b.wait();
+                w.write(at(g), &[0x77; 4096]).unwrap();
+            }
+        });
+        for g in 0..GRANULES {
+            barrier.wait();
+            dev.prepare(g * GRANULE, 1);
+        }
+        t.join().unwrap();
+        let mut buf = [0u8; 4096];
+        for g in 0..GRANULES {
+            dev.read(at(g), &mut buf).unwrap();
+            assert!(
+                buf.iter().all(|b| *b == 0x77),
+                "granule {g}: a fill zeroed a handle's write"
+            );
+        }
     }
 
     #[test]

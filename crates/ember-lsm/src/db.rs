@@ -177,6 +177,9 @@ impl<E: Env> Env for EnvCell<E> {
     fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
         lock(&self.0).create(id, capacity)
     }
+    fn create_once(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
+        lock(&self.0).create_once(id, capacity)
+    }
     fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()> {
         lock(&self.0).open(id, locator)
     }
@@ -372,7 +375,7 @@ trait TableOut {
 
 fn write_table(env: &mut impl Env, b: TableBuilder) -> Result<Arc<TableMeta>> {
     let (bytes, mut meta) = b.finish();
-    meta.locator = env.create(meta.id, bytes.len() as u64)?;
+    meta.locator = env.create_once(meta.id, bytes.len() as u64)?;
     env.write(meta.id, 0, &bytes)?;
     Ok(Arc::new(meta))
 }
@@ -1412,7 +1415,7 @@ impl<E: Env> TableOut for Detached<'_, E> {
     }
     fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>> {
         let (bytes, mut meta) = b.finish();
-        meta.locator = self.env.create(meta.id, bytes.len() as u64)?;
+        meta.locator = self.env.create_once(meta.id, bytes.len() as u64)?;
         self.created.push(meta.id);
         // Through the device's writer where the environment says where the bytes lie,
         // else through the environment.

@@ -3536,6 +3536,18 @@ impl<D: BlockDevice> Database<D> {
     /// `r`, leaving the database [`failed`](Self::failed) if the device failed: the space
     /// manager takes back in RAM what its record did, but a record that failed may still
     /// have landed.
+    /// Allocates extents for another engine, synced or not (see `ExtentSpace`).
+    fn allocate_foreign(&mut self, bytes: u64, sync: bool) -> Result<Vec<crate::space::Extent>> {
+        let max = u64::from(self.sm.allocator().config().max_block.max(512));
+        self.journal_room(bytes.div_ceil(max) as usize + 1)?;
+        let r = if sync {
+            self.sm.allocate(bytes)
+        } else {
+            self.sm.allocate_unsynced(bytes)
+        };
+        self.device_failed(r)
+    }
+
     fn device_failed<T>(&mut self, r: Result<T>) -> Result<T> {
         if let Err(TableError::Device(_)) = r {
             self.failed = true;
@@ -3546,10 +3558,14 @@ impl<D: BlockDevice> Database<D> {
 
 impl<D: BlockDevice> crate::space::ExtentSpace for Database<D> {
     fn allocate_extents(&mut self, bytes: u64) -> Result<Vec<crate::space::Extent>> {
-        let max = u64::from(self.sm.allocator().config().max_block.max(512));
-        self.journal_room(bytes.div_ceil(max) as usize + 1)?;
-        let r = self.sm.allocate(bytes);
-        self.device_failed(r)
+        self.allocate_foreign(bytes, true)
+    }
+    /// The record of the marks is written, not synced: the next sync of the device — the
+    /// owner's, or a commit's or checkpoint's of this database — makes it durable, and it
+    /// lies in the journal before every record written after it, so a record of this
+    /// database that survives a cut implies it survived too.
+    fn allocate_extents_unsynced(&mut self, bytes: u64) -> Result<Vec<crate::space::Extent>> {
+        self.allocate_foreign(bytes, false)
     }
     /// The extents are free at once, durably — but not for the next checkpoint's index
     /// pages (see `start_checkpoint`).
@@ -3568,6 +3584,9 @@ impl<D: BlockDevice> crate::space::ExtentSpace for Database<D> {
     }
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         self.sm.write_at(offset, data)
+    }
+    fn write_at_once(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        self.sm.write_at_once(offset, data)
     }
     fn sync_space(&mut self) -> Result<()> {
         self.sm.sync()

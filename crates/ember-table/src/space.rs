@@ -202,9 +202,26 @@ impl<D: BlockDevice> SpaceManager<D> {
 
     /// [`allocate`](Self::allocate), right after `hint` on the device where that is free.
     pub fn allocate_after(&mut self, bytes: u64, hint: Option<BlockRef>) -> Result<Vec<Extent>> {
+        self.allocate_logged(bytes, hint, true)
+    }
+
+    /// [`allocate`](Self::allocate) without the sync: the allocation is durable only once
+    /// the device is next synced (by [`sync`](Self::sync) or by anyone else), and a cut
+    /// before that leaves the blocks free. For an owner that syncs before anything durable
+    /// names them (see [`ExtentSpace::allocate_extents_unsynced`]).
+    pub fn allocate_unsynced(&mut self, bytes: u64) -> Result<Vec<Extent>> {
+        self.allocate_logged(bytes, None, false)
+    }
+
+    fn allocate_logged(
+        &mut self,
+        bytes: u64,
+        hint: Option<BlockRef>,
+        sync: bool,
+    ) -> Result<Vec<Extent>> {
         let blocks = self.alloc.allocate_after(bytes, hint)?;
         let marks: Vec<Mark> = blocks.iter().map(|&b| (b, true)).collect();
-        if let Err(e) = self.log_marks(&marks) {
+        if let Err(e) = self.log_marks(&marks, sync) {
             // Not durable: forget it in RAM too.
             let _ = self.alloc.free(&blocks);
             return Err(e);
@@ -217,7 +234,7 @@ impl<D: BlockDevice> SpaceManager<D> {
         let blocks: Vec<BlockRef> = extents.iter().map(|e| e.block).collect();
         self.alloc.free(&blocks)?;
         let marks: Vec<Mark> = blocks.iter().map(|&b| (b, false)).collect();
-        if let Err(e) = self.log_marks(&marks) {
+        if let Err(e) = self.log_marks(&marks, true) {
             for b in &blocks {
                 let _ = self.alloc.mark(*b, true);
             }
@@ -226,14 +243,15 @@ impl<D: BlockDevice> SpaceManager<D> {
         Ok(())
     }
 
-    fn log_marks(&mut self, marks: &[Mark]) -> Result<()> {
+    /// Appends a record of `marks`, and syncs if `sync`.
+    fn log_marks(&mut self, marks: &[Mark], sync: bool) -> Result<()> {
         // The table engine makes room first (`Database::journal_room`): this checkpoint is
         // for a space manager used on its own, whose journal holds only marks.
         if !self.journal_fits(marks.len(), 0) {
             self.checkpoint()?;
         }
         self.append(marks, &[])?;
-        self.sync()
+        if sync { self.sync() } else { Ok(()) }
     }
 
     /// Syncs the device: every record appended so far is durable.
@@ -376,6 +394,14 @@ pub trait ExtentSpace {
     /// Allocates room for `bytes` (one block, or several above the largest block size);
     /// durable on return.
     fn allocate_extents(&mut self, bytes: u64) -> Result<Vec<Extent>>;
+    /// [`allocate_extents`](Self::allocate_extents), durable only once the device is next
+    /// synced ([`sync_space`](Self::sync_space), or any sync of the same device): a cut
+    /// before that leaves the extents free. For an owner that syncs the device before it
+    /// writes anything that names them — it saves a sync per allocation (an LSM tree's table
+    /// is then one sync, not two). By default the same as `allocate_extents`.
+    fn allocate_extents_unsynced(&mut self, bytes: u64) -> Result<Vec<Extent>> {
+        self.allocate_extents(bytes)
+    }
     /// Gives extents back; durable on return.
     fn free_extents(&mut self, extents: &[Extent]) -> Result<()>;
     /// The extent of an allocated block (after a restart, from a saved [`BlockRef`]);
@@ -383,8 +409,17 @@ pub trait ExtentSpace {
     fn allocated_extent(&self, block: BlockRef) -> Option<Extent>;
     /// Reads device bytes.
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()>;
-    /// Writes device bytes (durable after [`sync_space`](Self::sync_space)).
+    /// Writes device bytes (durable after [`sync_space`](Self::sync_space)), readying the
+    /// space around them for more small writes with syncs in between (see
+    /// `BlockDevice::prepare`).
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()>;
+    /// [`write_at`](Self::write_at) for bytes written once and synced once (an LSM tree's
+    /// table): nothing is readied around them — on a sparse file, readying writes zeros over
+    /// the holes of the megabyte around, and a table written once gains nothing from it. By
+    /// default the same as `write_at`.
+    fn write_at_once(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        self.write_at(offset, data)
+    }
     /// Makes every earlier write durable; a barrier for later ones.
     fn sync_space(&mut self) -> Result<()>;
     /// A handle that writes device bytes and syncs without this space (from another thread,
@@ -406,6 +441,9 @@ impl<D: BlockDevice> ExtentSpace for SpaceManager<D> {
     fn allocate_extents(&mut self, bytes: u64) -> Result<Vec<Extent>> {
         self.allocate(bytes)
     }
+    fn allocate_extents_unsynced(&mut self, bytes: u64) -> Result<Vec<Extent>> {
+        self.allocate_unsynced(bytes)
+    }
     fn free_extents(&mut self, extents: &[Extent]) -> Result<()> {
         self.free(extents)
     }
@@ -419,6 +457,9 @@ impl<D: BlockDevice> ExtentSpace for SpaceManager<D> {
         // Other engines append to their extents (a log, sorted tables, pages), syncing as
         // they go: worth allocating ahead (see `BlockDevice::prepare`).
         self.dev.prepare(offset, data.len() as u64);
+        Ok(self.dev.write(offset, data)?)
+    }
+    fn write_at_once(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         Ok(self.dev.write(offset, data)?)
     }
     fn sync_space(&mut self) -> Result<()> {

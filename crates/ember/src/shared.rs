@@ -48,6 +48,9 @@ impl<D: BlockDevice> ExtentSpace for SharedDb<D> {
     fn allocate_extents(&mut self, bytes: u64) -> ember_table::Result<Vec<Extent>> {
         self.engine()?.allocate_extents(bytes)
     }
+    fn allocate_extents_unsynced(&mut self, bytes: u64) -> ember_table::Result<Vec<Extent>> {
+        self.engine()?.allocate_extents_unsynced(bytes)
+    }
     fn free_extents(&mut self, extents: &[Extent]) -> ember_table::Result<()> {
         self.engine()?.free_extents(extents)
     }
@@ -59,6 +62,9 @@ impl<D: BlockDevice> ExtentSpace for SharedDb<D> {
     }
     fn write_at(&mut self, offset: u64, data: &[u8]) -> ember_table::Result<()> {
         self.engine()?.write_at(offset, data)
+    }
+    fn write_at_once(&mut self, offset: u64, data: &[u8]) -> ember_table::Result<()> {
+        self.engine()?.write_at_once(offset, data)
     }
     fn sync_space(&mut self) -> ember_table::Result<()> {
         self.engine()?.sync_space()

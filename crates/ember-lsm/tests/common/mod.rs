@@ -98,8 +98,9 @@ impl<E> Counting<E> {
     }
 }
 
-impl<E: Env> Env for Counting<E> {
-    fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
+impl<E: Env> Counting<E> {
+    /// The faults asked for, on every third blob the background thread creates.
+    fn inject(&mut self) -> Result<()> {
         if std::thread::current().name() == Some("ember-lsm-background") {
             assert!(
                 !self.panic_in_job.load(Ordering::SeqCst),
@@ -120,7 +121,20 @@ impl<E: Env> Env for Counting<E> {
                 ));
             }
         }
+        Ok(())
+    }
+}
+
+impl<E: Env> Env for Counting<E> {
+    fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
+        self.inject()?;
         let locator = self.inner.create(id, capacity)?;
+        self.live.lock().unwrap().insert(id);
+        Ok(locator)
+    }
+    fn create_once(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
+        self.inject()?;
+        let locator = self.inner.create_once(id, capacity)?;
         self.live.lock().unwrap().insert(id);
         Ok(locator)
     }
