@@ -177,8 +177,8 @@ impl<E: Env> Env for EnvCell<E> {
     fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
         lock(&self.0).create(id, capacity)
     }
-    fn create_once(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
-        lock(&self.0).create_once(id, capacity)
+    fn ready(&mut self, id: BlobId) -> Result<()> {
+        lock(&self.0).ready(id)
     }
     fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()> {
         lock(&self.0).open(id, locator)
@@ -375,7 +375,7 @@ trait TableOut {
 
 fn write_table(env: &mut impl Env, b: TableBuilder) -> Result<Arc<TableMeta>> {
     let (bytes, mut meta) = b.finish();
-    meta.locator = env.create_once(meta.id, bytes.len() as u64)?;
+    meta.locator = env.create(meta.id, bytes.len() as u64)?;
     env.write(meta.id, 0, &bytes)?;
     Ok(Arc::new(meta))
 }
@@ -1161,8 +1161,12 @@ impl<E: Env> Core<E> {
         {
             self.rotate(rec.len() as u64)?;
         }
+        let sync = group.iter().any(|p| p.sync);
+        if sync {
+            self.wal.ready(&mut self.env)?;
+        }
         self.wal.append(&mut self.env, rec)?;
-        if group.iter().any(|p| p.sync) {
+        if sync {
             self.env.sync()?;
         }
         for p in group.iter_mut() {
@@ -1415,7 +1419,7 @@ impl<E: Env> TableOut for Detached<'_, E> {
     }
     fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>> {
         let (bytes, mut meta) = b.finish();
-        meta.locator = self.env.create_once(meta.id, bytes.len() as u64)?;
+        meta.locator = self.env.create(meta.id, bytes.len() as u64)?;
         self.created.push(meta.id);
         // Through the device's writer where the environment says where the bytes lie,
         // else through the environment.

@@ -19,7 +19,7 @@
 //! * [`FileEnv`] keeps each blob in a file `<id as 16 hex digits>.blob` of a directory and the
 //!   root slots in `MANIFEST-0` and `MANIFEST-1`; locators are empty. For comparisons only.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -42,15 +42,16 @@ pub trait Env {
     /// Creates blob `id` with room for at least `capacity` bytes (its bytes are unspecified
     /// until written) and returns its locator, which the manifest keeps.
     fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>>;
-    /// [`create`](Self::create) for a blob written once, front to back, and synced once
-    /// before anything names it (a table), where a log is written in small pieces with syncs
-    /// in between: an environment may then skip readying its space for the latter (see
-    /// [`SpaceEnv`]). By default the same as `create`.
-    fn create_once(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
-        self.create(id, capacity)
-    }
     /// Opens blob `id` again from its locator (after a restart).
     fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()>;
+    /// Says that blob `id` is about to be written in small pieces with syncs in between (a
+    /// log whose commits sync), where a blob is otherwise written once and synced once: an
+    /// environment may ready its space for that now (see [`SpaceEnv`]). Does nothing by
+    /// default.
+    fn ready(&mut self, id: BlobId) -> Result<()> {
+        let _ = id;
+        Ok(())
+    }
     /// Writes into blob `id` (the engine writes each blob front to back, once).
     fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()>;
     /// Reads from blob `id` (or a root slot).
@@ -82,10 +83,8 @@ pub trait Env {
         self.capacity(ROOT_SLOTS[0]).unwrap_or(0)
     }
     /// Where bytes `offset .. offset + len` of blob `id` lie on the device [`device_writer`]
-    /// writes: (device offset, range of the caller's buffer) per piece, each readied for
-    /// the handle's writes (a sparse file's holes around it filled now, so no fill by a
-    /// later write of the environment's own can zero what the handle wrote). `None` (the
-    /// default) if blobs do not lie on such a device.
+    /// writes: (device offset, range of the caller's buffer) per piece. `None` (the default)
+    /// if blobs do not lie on such a device.
     ///
     /// [`device_writer`]: Env::device_writer
     fn placement(&mut self, id: BlobId, offset: u64, len: usize) -> Result<Option<Placement>> {
@@ -123,8 +122,6 @@ pub struct SpaceEnv<S: ExtentSpace> {
     /// A blob was created since the last [`Env::sync`]: its allocation may not be durable
     /// yet, so a root slot is not written before a sync.
     unsynced: bool,
-    /// Blobs made with [`Env::create_once`]: written without readying the space around.
-    once: HashSet<BlobId, IdHash>,
 }
 
 impl<S: ExtentSpace> SpaceEnv<S> {
@@ -140,7 +137,6 @@ impl<S: ExtentSpace> SpaceEnv<S> {
             sm,
             blobs,
             unsynced: false,
-            once: HashSet::default(),
         };
         for id in ROOT_SLOTS {
             env.write(id, 0, &[0; 64])?;
@@ -155,7 +151,6 @@ impl<S: ExtentSpace> SpaceEnv<S> {
             sm,
             blobs: HashMap::default(),
             unsynced: false,
-            once: HashSet::default(),
         };
         let mut r = Reader::new(root, "root locator", 0, 0);
         for id in ROOT_SLOTS {
@@ -254,19 +249,23 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
         let ext = self.sm.allocate_extents_unsynced(capacity.max(1))?;
         let loc = encode_locator(&ext);
         self.blobs.insert(id, ext);
-        self.once.remove(&id);
         self.unsynced = true;
         Ok(loc)
     }
 
-    /// Written with [`ExtentSpace::write_at_once`]: a table is written once and synced
-    /// once, so the holes of a sparse file around it are not filled with zeros first (on a
-    /// fresh file that doubled what reached the disk and took a third of a 1 KiB insert's
+    /// Readies every extent of the blob ([`ExtentSpace::prepare_space`]: on a sparse file,
+    /// the holes of the granules around are filled with zeros, so the syncs that follow its
+    /// small writes need not make an allocation durable too). Other blobs are written with
+    /// [`ExtentSpace::write_at_once`] and never readied: a table is written once and synced
+    /// once, and so is a log whose commits do not sync (on a fresh file, filling around
+    /// them doubled what reached the disk and took more than a third of a 1 KiB insert's
     /// time).
-    fn create_once(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
-        let loc = self.create(id, capacity)?;
-        self.once.insert(id);
-        Ok(loc)
+    fn ready(&mut self, id: BlobId) -> Result<()> {
+        let ext = self.blobs.get(&id).ok_or(LsmError::NoSuchBlob(id))?;
+        for e in ext {
+            self.sm.prepare_space(e.offset, e.len);
+        }
+        Ok(())
     }
 
     fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()> {
@@ -292,15 +291,9 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
     }
 
     fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
-        if self.once.contains(&id) {
-            self.pieces(id, offset, data.len(), |sm, at, r| {
-                Ok(sm.write_at_once(at, &data[r])?)
-            })
-        } else {
-            self.pieces(id, offset, data.len(), |sm, at, r| {
-                Ok(sm.write_at(at, &data[r])?)
-            })
-        }
+        self.pieces(id, offset, data.len(), |sm, at, r| {
+            Ok(sm.write_at_once(at, &data[r])?)
+        })
     }
 
     fn read(&mut self, id: BlobId, offset: u64, buf: &mut [u8]) -> Result<()> {
@@ -320,11 +313,6 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
             out.push((at, r));
             Ok(())
         })?;
-        if !self.once.contains(&id) {
-            for (at, r) in &out {
-                self.sm.prepare_space(*at, r.len() as u64);
-            }
-        }
         Ok(Some(out))
     }
     fn device_writer(&mut self) -> Option<Box<dyn DeviceWriter>> {
@@ -347,7 +335,6 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
 
     fn remove(&mut self, id: BlobId) -> Result<()> {
         let ext = self.blobs.remove(&id).ok_or(LsmError::NoSuchBlob(id))?;
-        self.once.remove(&id);
         self.sm.free_extents(&ext)?;
         Ok(())
     }
@@ -370,7 +357,6 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
                 self.sm.free_extents(&extents)?;
                 for id in batch.drain(..) {
                     self.blobs.remove(&id);
-                    self.once.remove(&id);
                 }
                 extents.clear();
             }
@@ -566,7 +552,6 @@ mod tests {
             sm,
             blobs: HashMap::default(),
             unsynced: false,
-            once: HashSet::default(),
         };
         for (id, loc) in &locators {
             assert_eq!(env.open(*id, loc).is_ok(), id % 3 == 0, "blob {id}");
@@ -613,9 +598,9 @@ mod tests {
         }
     }
 
-    /// A table (`create_once`) is allocated without a sync and written without readying
-    /// its space; a log (`create`) is readied; the manifest's root slot is written only
-    /// after a sync that follows every allocation.
+    /// A blob is allocated without a sync and written without readying its space until
+    /// the engine says it is a log whose commits sync (`ready`); the manifest's root slot
+    /// is written only after a sync that follows every allocation.
     #[test]
     fn tables_skip_readying_and_a_root_write_follows_a_sync_of_every_allocation() {
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -638,7 +623,7 @@ mod tests {
             })
         };
 
-        env.create_once(1, 64 << 10).unwrap();
+        env.create(1, 64 << 10).unwrap();
         env.write(1, 0, &[7; 64 << 10]).unwrap();
         assert!(env.placement(1, 0, 4096).unwrap().is_some());
         let events = taken(&log);
@@ -646,10 +631,12 @@ mod tests {
         assert!(!readied(&env, 1, &events), "{events:?}");
 
         env.create(2, 64 << 10).unwrap();
+        env.ready(2).unwrap();
         env.write(2, 0, &[8; 512]).unwrap();
         let events = taken(&log);
         assert!(!events.contains(&Event::Sync), "{events:?}");
         assert!(readied(&env, 2, &events), "{events:?}");
+        assert!(!readied(&env, 1, &events), "{events:?}");
 
         let root = env.blobs[&ROOT_SLOTS[0]][0].offset;
         env.write_root(0, &[1; 64]).unwrap();

@@ -38,6 +38,8 @@ pub struct Wal {
     pub capacity: u64,
     pos: u64,
     next: u64,
+    /// The environment was told this log's commits sync ([`Env::ready`]).
+    readied: bool,
 }
 
 /// Starts a record in `rec` (cleared, its capacity kept): room for the header, then the
@@ -56,7 +58,18 @@ impl Wal {
             capacity,
             pos: 0,
             next: 1,
+            readied: false,
         }
+    }
+
+    /// Before the first commit that syncs: tells the environment that this log is written
+    /// in small pieces with syncs between ([`Env::ready`]).
+    pub fn ready(&mut self, env: &mut dyn Env) -> Result<()> {
+        if !self.readied {
+            env.ready(self.id)?;
+            self.readied = true;
+        }
+        Ok(())
     }
 
     /// Whether a record with this payload still fits.

@@ -196,22 +196,10 @@ fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
         .unwrap_or_else(|_| panic!("{what}: no end after a minute (a hang, or a panic above)"))
 }
 
-/// A counting environment over a fresh space manager on a RAM device.
-fn counting_env()
--> common::Counting<ember_lsm::SpaceEnv<ember_table::SpaceManager<ember_device::MemBlock<Vec<u8>>>>>
-{
-    let sm = ember_table::SpaceManager::format(
-        ember_device::MemBlock::new(8 << 20),
-        ember_table::FormatOptions::default(),
-    )
-    .unwrap();
-    common::Counting::new(ember_lsm::SpaceEnv::create(sm, 64 * 1024).unwrap())
-}
-
 #[test]
 fn a_full_journal_in_a_background_job_is_retried_and_its_tables_removed() {
     bounded("the retried jobs", || {
-        let env = counting_env();
+        let env = common::counting_env();
         let (journal_full, live) = (env.journal_full.clone(), env.live.clone());
         let mut db = Db::create(env, common::tiny()).unwrap();
         db.start_background();
@@ -264,7 +252,7 @@ fn a_full_journal_in_a_background_job_is_retried_and_its_tables_removed() {
 #[test]
 fn a_panic_in_a_background_job_poisons_the_engine_instead_of_hanging() {
     bounded("the writers after the panic", || {
-        let env = counting_env();
+        let env = common::counting_env();
         env.panic_in_job.store(true, Ordering::SeqCst);
         let mut db = Db::create(env, common::tiny()).unwrap();
         db.put(b"before", b"1", true).unwrap();

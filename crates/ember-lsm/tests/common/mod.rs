@@ -78,6 +78,14 @@ pub struct Counting<E> {
     pub live: Arc<std::sync::Mutex<std::collections::BTreeSet<BlobId>>>,
     /// Creates by the background thread so far.
     pub job_creates: u64,
+    /// The blobs the engine readied ([`Env::ready`]), in order.
+    pub readied: Arc<std::sync::Mutex<Vec<BlobId>>>,
+}
+
+/// A counting environment over a fresh space manager on a RAM device.
+pub fn counting_env() -> Counting<SpaceEnv<SpaceManager<MemBlock<Vec<u8>>>>> {
+    let sm = SpaceManager::format(MemBlock::new(8 << 20), FormatOptions::default()).unwrap();
+    Counting::new(SpaceEnv::create(sm, 64 * 1024).unwrap())
 }
 
 impl<E> Counting<E> {
@@ -93,6 +101,7 @@ impl<E> Counting<E> {
             journal_full: Arc::default(),
             panic_in_job: Arc::default(),
             live: Arc::default(),
+            readied: Arc::default(),
             job_creates: 0,
         }
     }
@@ -132,11 +141,9 @@ impl<E: Env> Env for Counting<E> {
         self.live.lock().unwrap().insert(id);
         Ok(locator)
     }
-    fn create_once(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
-        self.inject()?;
-        let locator = self.inner.create_once(id, capacity)?;
-        self.live.lock().unwrap().insert(id);
-        Ok(locator)
+    fn ready(&mut self, id: BlobId) -> Result<()> {
+        self.readied.lock().unwrap().push(id);
+        self.inner.ready(id)
     }
     fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()> {
         self.inner.open(id, locator)?;
