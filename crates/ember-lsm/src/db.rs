@@ -1162,7 +1162,7 @@ impl<E: Env> Core<E> {
             self.rotate(rec.len() as u64)?;
         }
         let sync = group.iter().any(|p| p.sync);
-        if sync {
+        if self.wal.wants_ready(sync) {
             self.wal.ready(&mut self.env)?;
         }
         self.wal.append(&mut self.env, rec)?;

@@ -42,6 +42,12 @@ pub struct Wal {
     readied: bool,
 }
 
+/// Records a log holds before [`Wal::wants_ready`] judges their size.
+pub const SMALL_AFTER: u64 = 64;
+/// The average record size, in bytes, under which a log is readied (see
+/// [`Wal::wants_ready`]).
+pub const SMALL_RECORD: u64 = 256;
+
 /// Starts a record in `rec` (cleared, its capacity kept): room for the header, then the
 /// payload's batch count. Append each batch's encoding, then [`Wal::append`] the record.
 pub fn start_record(rec: &mut Vec<u8>, batches: usize) {
@@ -62,8 +68,20 @@ impl Wal {
         }
     }
 
-    /// Before the first commit that syncs: tells the environment that this log is written
-    /// in small pieces with syncs between ([`Env::ready`]).
+    /// Whether the log should be readied before the next append ([`Env::ready`]): before
+    /// its first commit that syncs (the syncs that follow then find its space allocated),
+    /// or once it has [`SMALL_AFTER`] records averaging under [`SMALL_RECORD`] bytes — on a
+    /// file image a readied log takes its records through a mapping, which saves a system
+    /// call per record, and that is worth more than writing the log's size in zeros once
+    /// only where records are small. Otherwise a log is written once and synced once, as a
+    /// table is.
+    pub fn wants_ready(&self, sync: bool) -> bool {
+        let records = self.next - 1;
+        !self.readied && (sync || (records >= SMALL_AFTER && self.pos < records * SMALL_RECORD))
+    }
+
+    /// Tells the environment that this log is written in small pieces
+    /// ([`Env::ready`]), once.
     pub fn ready(&mut self, env: &mut dyn Env) -> Result<()> {
         if !self.readied {
             env.ready(self.id)?;

@@ -1,20 +1,21 @@
-//! The log and its environment: which logs are readied for small synced writes.
+//! The log and its environment: which logs are readied for small writes.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
-use ember_lsm::Db;
+use ember_lsm::{Db, Options};
 
-/// Commits that do not sync leave their logs as tables are left (written once, synced
-/// once: nothing readied); the first commit that syncs readies its log, once.
+/// Commits of big records that do not sync leave their logs as tables are left (written
+/// once, synced once: nothing readied); the first commit that syncs readies its log, once.
 #[test]
-fn only_a_log_whose_commits_sync_is_readied_and_only_once() {
+fn a_log_is_readied_at_its_first_synced_commit_and_only_once() {
     let env = common::counting_env();
     let readied = env.readied.clone();
     let db = Db::create(env, common::tiny()).unwrap();
-    // Enough unsynced commits to rotate through several logs, flush and compact.
+    // Enough unsynced commits to rotate through several logs, flush and compact (records
+    // too big to ready a log for).
     for i in 0..400u32 {
-        db.put(format!("k{i:04}").as_bytes(), &[7; 40], false)
+        db.put(format!("k{i:04}").as_bytes(), &[7; 300], false)
             .unwrap();
     }
     assert!(readied.lock().unwrap().is_empty(), "{:?}", readied.lock());
@@ -33,4 +34,35 @@ fn only_a_log_whose_commits_sync_is_readied_and_only_once() {
     distinct.dedup();
     assert_eq!(distinct, all, "a log readied twice");
     assert_eq!(db.get(b"synced").unwrap().as_deref(), Some(&b"2"[..]));
+}
+
+/// Without syncs, a log is readied once its records prove small (64 of them averaging under
+/// 256 bytes), and never while they are big.
+#[test]
+fn an_unsynced_log_is_readied_when_its_records_are_small() {
+    let opts = Options {
+        write_buffer: 1 << 20,
+        log_capacity: 2 << 20,
+        ..common::tiny()
+    };
+    for (value, readied_after) in [(40usize, Some(64usize)), (600, None)] {
+        let env = common::counting_env();
+        let readied = env.readied.clone();
+        let db = Db::create(env, opts.clone()).unwrap();
+        for i in 0..200usize {
+            let was = readied.lock().unwrap().len();
+            db.put(format!("k{i:04}").as_bytes(), &vec![7; value], false)
+                .unwrap();
+            let now = readied.lock().unwrap().len();
+            if now > was {
+                assert_eq!(Some(i), readied_after, "{value}-byte values");
+            }
+        }
+        let n = readied.lock().unwrap().len();
+        assert_eq!(
+            n,
+            usize::from(readied_after.is_some()),
+            "{value}-byte values"
+        );
+    }
 }

@@ -3533,9 +3533,6 @@ impl<D: BlockDevice> Database<D> {
         self.checkpoint_now()
     }
 
-    /// `r`, leaving the database [`failed`](Self::failed) if the device failed: the space
-    /// manager takes back in RAM what its record did, but a record that failed may still
-    /// have landed.
     /// Allocates extents for another engine, synced or not (see `ExtentSpace`).
     fn allocate_foreign(&mut self, bytes: u64, sync: bool) -> Result<Vec<crate::space::Extent>> {
         let max = u64::from(self.sm.allocator().config().max_block.max(512));
@@ -3548,6 +3545,9 @@ impl<D: BlockDevice> Database<D> {
         self.device_failed(r)
     }
 
+    /// `r`, leaving the database [`failed`](Self::failed) if the device failed: the space
+    /// manager takes back in RAM what its record did, but a record that failed may still
+    /// have landed.
     fn device_failed<T>(&mut self, r: Result<T>) -> Result<T> {
         if let Err(TableError::Device(_)) = r {
             self.failed = true;

@@ -413,9 +413,10 @@ pub trait ExtentSpace {
     /// space around them for more small writes with syncs in between (see
     /// `BlockDevice::prepare`).
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()>;
-    /// [`write_at`](Self::write_at) for bytes written once and synced once (an LSM tree's
-    /// table): nothing is readied around them — on a sparse file, readying writes zeros over
-    /// the holes of the megabyte around, and a table written once gains nothing from it. By
+    /// [`write_at`](Self::write_at) that readies nothing: for bytes written once and synced
+    /// once (an LSM tree's table), or into space the caller readied itself with
+    /// [`prepare_space`](Self::prepare_space). On a sparse file readying writes zeros over
+    /// the holes of the megabyte around, which a table written once gains nothing from. By
     /// default the same as `write_at`.
     fn write_at_once(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         self.write_at(offset, data)
@@ -428,10 +429,9 @@ pub trait ExtentSpace {
     fn device_writer(&mut self) -> Option<Box<dyn ember_device::DeviceWriter>> {
         None
     }
-    /// Readies device bytes `offset .. offset + len` for writes through a
-    /// [`device_writer`](Self::device_writer) handle, as [`write_at`](Self::write_at) does
-    /// for its own (a sparse file's holes around them filled now, never while the handle
-    /// writes there). Does nothing by default.
+    /// Readies device bytes `offset .. offset + len` for small writes with syncs in between,
+    /// as [`write_at`](Self::write_at) does around its own (a sparse file's holes around
+    /// them filled now; see `BlockDevice::prepare`). Does nothing by default.
     fn prepare_space(&mut self, offset: u64, len: u64) {
         let _ = (offset, len);
     }
