@@ -505,6 +505,35 @@ mod tests {
         assert_eq!(sm.allocator().allocated(), want);
     }
 
+    /// An unsynced allocation is durable once the device is synced, by anyone, and may be
+    /// lost by a cut before that — the blocks are then free again, and the space opens clean.
+    #[test]
+    fn an_unsynced_allocation_is_durable_at_the_next_sync_only() {
+        use ember_device::{FaultPlan, FaultyBlock, PowerFail};
+        let mut lost = 0;
+        for seed in 0..16 {
+            let dev = FaultyBlock::new(MemBlock::new(16 << 20), FaultPlan::run_to_end(seed));
+            let mut sm = SpaceManager::format(dev, FormatOptions::default()).unwrap();
+            let synced = sm.allocate(1000).unwrap();
+            let later = sm.allocate_unsynced(3000).unwrap();
+            sm.device().sync().unwrap();
+            let unsynced = sm.allocate_unsynced(5000).unwrap();
+            let spare = FaultyBlock::new(MemBlock::new(0), FaultPlan::run_to_end(0));
+            let (medium, _) = std::mem::replace(sm.device(), spare).power_off();
+            let sm = SpaceManager::open(medium).unwrap();
+            for e in synced.iter().chain(&later) {
+                assert!(sm.allocator().is_allocated(e.block), "seed {seed}");
+            }
+            if !sm.allocator().is_allocated(unsynced[0].block) {
+                lost += 1;
+            }
+        }
+        assert!(
+            lost > 0,
+            "no cut lost an unsynced allocation: it was synced"
+        );
+    }
+
     #[test]
     fn an_unformatted_device_is_refused_cleanly() {
         let err = SpaceManager::open(MemBlock::new(1 << 20)).unwrap_err();
