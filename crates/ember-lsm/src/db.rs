@@ -5,8 +5,9 @@
 //!
 //! * commit: one log record per commit group, then one `sync` if any batch asked for it;
 //!   the memtable is updated after the record is written.
-//! * rotation: a new log blob is created (its allocation is durable), then a manifest naming
-//!   the old and the new log is written and synced; the old memtable becomes immutable. If
+//! * rotation: a new log blob is created (its allocation durable at the sync that precedes
+//!   every manifest write after an allocation), then a manifest naming the old and the new
+//!   log is written and synced; the old memtable becomes immutable. If
 //!   an older immutable memtable is still unflushed, its tables are written and synced
 //!   first, and that same manifest names them instead of its log, which is removed after.
 //! * flush / compaction: the new tables are written and synced, then a manifest naming them

@@ -44,10 +44,10 @@ pub trait Env {
     fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>>;
     /// Opens blob `id` again from its locator (after a restart).
     fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()>;
-    /// Says that blob `id` is about to be written in small pieces with syncs in between (a
-    /// log whose commits sync), where a blob is otherwise written once and synced once: an
-    /// environment may ready its space for that now (see [`SpaceEnv`]). Does nothing by
-    /// default.
+    /// Says that blob `id` is about to be written in many small pieces (a log whose
+    /// commits sync, or whose records are small), where a blob is otherwise written once and
+    /// synced once: an environment may ready its space for that now (see [`SpaceEnv`]).
+    /// Does nothing by default.
     fn ready(&mut self, id: BlobId) -> Result<()> {
         let _ = id;
         Ok(())
@@ -120,7 +120,9 @@ pub struct SpaceEnv<S: ExtentSpace> {
     sm: S,
     blobs: HashMap<BlobId, Vec<SpaceExtent>, IdHash>,
     /// A blob was created since the last [`Env::sync`]: its allocation may not be durable
-    /// yet, so a root slot is not written before a sync.
+    /// yet, so a root slot is not written before a sync (see [`Env::write`] here). A sync
+    /// through a device writer handle does not clear it (a background job's table is then
+    /// synced twice, through the handle and before its manifest).
     unsynced: bool,
 }
 
@@ -242,9 +244,9 @@ impl<S: ExtentSpace> SpaceEnv<S> {
 impl<S: ExtentSpace> Env for SpaceEnv<S> {
     /// The allocation is durable at the next sync, not on return: nothing durable names a
     /// blob before a sync — the engine syncs a table before the manifest that names it, and
-    /// [`write_root`](Env::write_root) syncs first if a blob was created since the last
-    /// sync — so a cut before it leaves the extents free and unnamed. This saves a sync per
-    /// table.
+    /// a root slot write syncs first if a blob was created since the last sync — so a cut
+    /// before it leaves the extents free and unnamed. This saves a sync per table the
+    /// writer's thread writes.
     fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>> {
         let ext = self.sm.allocate_extents_unsynced(capacity.max(1))?;
         let loc = encode_locator(&ext);
@@ -255,7 +257,8 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
 
     /// Readies every extent of the blob ([`ExtentSpace::prepare_space`]: on a sparse file,
     /// the holes of the granules around are filled with zeros, so the syncs that follow its
-    /// small writes need not make an allocation durable too). Other blobs are written with
+    /// small writes need not make an allocation durable too, and the writes may go through
+    /// the file's mapping). Other blobs are written with
     /// [`ExtentSpace::write_at_once`] and never readied: a table is written once and synced
     /// once, and so is a log whose commits do not sync (on a fresh file, filling around
     /// them doubled what reached the disk and took more than a third of a 1 KiB insert's
@@ -290,7 +293,14 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
         Ok(())
     }
 
+    /// A write into a root slot (the manifest) syncs first if a blob was created since the
+    /// last sync, so the manifest never reaches the device before the allocations of the
+    /// blobs it names — whether it comes through [`Env::write_root`] or a wrapper's default
+    /// of it.
     fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
+        if self.unsynced && ROOT_SLOTS.contains(&id) {
+            self.sync()?;
+        }
         self.pieces(id, offset, data.len(), |sm, at, r| {
             Ok(sm.write_at_once(at, &data[r])?)
         })
@@ -322,15 +332,6 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
         self.sm.sync_space()?;
         self.unsynced = false;
         Ok(())
-    }
-
-    /// Syncs first if a blob was created since the last sync, so the manifest this writes
-    /// never reaches the device before the allocations of the blobs it names.
-    fn write_root(&mut self, slot: usize, data: &[u8]) -> Result<()> {
-        if self.unsynced {
-            self.sync()?;
-        }
-        self.write(ROOT_SLOTS[slot & 1], 0, data)
     }
 
     fn remove(&mut self, id: BlobId) -> Result<()> {

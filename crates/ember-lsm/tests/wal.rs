@@ -5,15 +5,15 @@ mod common;
 
 use ember_lsm::{Db, Options};
 
-/// Commits of big records that do not sync leave their logs as tables are left (written
-/// once, synced once: nothing readied); the first commit that syncs readies its log, once.
+/// Commits that do not sync leave their logs as tables are left (written once, synced once:
+/// nothing readied; each log here holds too few records to be judged small); the first
+/// commit that syncs readies its log, once.
 #[test]
 fn a_log_is_readied_at_its_first_synced_commit_and_only_once() {
     let env = common::counting_env();
     let readied = env.readied.clone();
     let db = Db::create(env, common::tiny()).unwrap();
-    // Enough unsynced commits to rotate through several logs, flush and compact (records
-    // too big to ready a log for).
+    // Enough unsynced commits to rotate through several logs, flush and compact.
     for i in 0..400u32 {
         db.put(format!("k{i:04}").as_bytes(), &[7; 300], false)
             .unwrap();
@@ -30,9 +30,10 @@ fn a_log_is_readied_at_its_first_synced_commit_and_only_once() {
     }
     let all = readied.lock().unwrap().clone();
     assert!(all.len() > 2, "{all:?}");
-    let mut distinct = all.clone();
-    distinct.dedup();
-    assert_eq!(distinct, all, "a log readied twice");
+    assert!(
+        all.windows(2).all(|w| w[0] < w[1]),
+        "a log readied twice: {all:?}"
+    );
     assert_eq!(db.get(b"synced").unwrap().as_deref(), Some(&b"2"[..]));
 }
 

@@ -2,7 +2,9 @@
 //! allocator — and hands out extents, to the table engine and to the other engines.
 //!
 //! An allocation or free is durable when its call returns: its block marks go into one
-//! journal record and one `sync` (case 3 of the allocator: atomic across size classes). The
+//! journal record and one `sync` (case 3 of the allocator: atomic across size classes) —
+//! except an allocation made with [`SpaceManager::allocate_unsynced`], whose record is
+//! durable at the next sync of the device. The
 //! bitmaps themselves are written later, at a checkpoint, with the allocator's in-place and
 //! copy-on-write updates; recovery replays the journal records after the last checkpoint,
 //! which is idempotent.
@@ -384,7 +386,8 @@ impl<D: BlockDevice> SpaceManager<D> {
 }
 
 /// The database's allocator as the other engines see it (the LSM tree's blobs, a time
-/// series' pages): durable extents, raw reads and writes inside them, and a sync barrier.
+/// series' pages): extents (durable on return, or at the next sync), raw reads and writes
+/// inside them, and a sync barrier.
 ///
 /// Implemented by [`SpaceManager`] (a device of its own) and by
 /// [`Database`](crate::Database), which hands out extents of the device its tables live on
