@@ -26,10 +26,12 @@
 //!   the file's name and initial length are durable from the start; nothing the engine does
 //!   later through `sync` could make the directory entry durable.
 //! * **No one else writes the file.** Another process or handle that writes, truncates or
-//!   extends the file behind the device's back breaks every promise above; a read that finds
-//!   the file shorter than the cached length fails with [`DeviceError::Io`] ("unexpected end
-//!   of file") rather than returning made-up bytes, and a [mapped write](#mapped-writes)
-//!   past the new end kills the process with `SIGBUS`.
+//!   extends the file behind the device's back breaks every promise above. A `pread` that
+//!   finds the file shorter than the cached length fails with [`DeviceError::Io`]
+//!   ("unexpected end of file"); through a mapping ([mapped writes](#mapped-writes) and
+//!   [reads](#mapped-reads)) an access past the new end kills the process with `SIGBUS`,
+//!   and a read in the last page of the cut file sees zeros past its end (which the
+//!   engines' checksums reject).
 //!
 //! # Holes
 //!
@@ -80,11 +82,24 @@
 //!   above): a copy past the new end is `SIGBUS` where `pwrite` would have grown the file.
 //!
 //! Databases that map their files (LMDB, SQLite with `mmap_size`) carry the same risks;
-//! [`FileBlock::with_mapped_writes`] turns mapping off for a device where they matter more
+//! [`FileBlock::with_mapping`] turns mapping off for a device where they matter more
 //! than the speed. Sector atomicity stays as it was: a page the kernel is writing back can
 //! change under the write-back on a device without stable pages whether a `pwrite` or a
 //! copy changes it, and either way the sector reaches the disk again, whole, at the next
 //! write-back or `sync`; the engines' records carry checksums for the crash in between.
+//!
+//! # Mapped reads
+//!
+//! A `pread` costs the same system call, and an LSM tree's point read on a data set larger
+//! than its cache is one `pread` of a block: a third of a 1 KiB value's read went into the
+//! kernel. So where writes map, reads of up to 64 KiB copy out of the same mappings: on ext4
+//! anywhere inside the file (a fault on a hole there maps a page of zeros and allocates
+//! nothing), on tmpfs only in filled granules (a fault on a tmpfs hole takes memory, which
+//! can run out). What a read sees is the page cache's, as with `pread`. Out of bounds is
+//! still an error, checked first. The price is the mapped writes' first risk, wider: any page
+//! not in the page cache is read from the disk inside a page fault, so a disk that fails
+//! that read is `SIGBUS` where `pread` returns `EIO`. [`FileBlock::with_mapping`] turns
+//! mapped reads off with mapped writes.
 //!
 //! # Write-behind
 //!
@@ -235,7 +250,7 @@ mod unix {
         }
     }
 
-    /// Forwards the shared part of [`BlockDevice`] (all but `write`, `sync` and `resize`) to
+    /// Forwards the shared part of [`BlockDevice`] (all but `read`, `write`, `sync` and `resize`) to
     /// the `inner` [`Positioned`].
     macro_rules! forward_positioned {
         () => {
@@ -244,9 +259,6 @@ mod unix {
             }
             fn capacity(&self) -> u64 {
                 self.inner.len
-            }
-            fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
-                self.inner.read(offset, buf)
             }
         };
     }
@@ -359,14 +371,16 @@ mod unix {
             Ok(self)
         }
 
-        /// Turns [mapped writes](super#mapped-writes) on or off. They are on by default on
-        /// 64-bit Linux on ext4 and tmpfs; off, every write is a `pwrite`. Only granules
-        /// filled with [`with_hole_fill`](Self::with_hole_fill) on are written through a
-        /// mapping, so turning mapping on for another file system trusts its `SEEK_HOLE` as
-        /// filling does, and that its filled blocks need no new space when written (no
-        /// reflinked or compressed blocks). On a target other than 64-bit Linux it does
+        /// Turns [mapped writes](super#mapped-writes) and [reads](super#mapped-reads) on or
+        /// off. They are on by default on 64-bit Linux on ext4 and tmpfs; off, every write
+        /// is a `pwrite` and every read a `pread`. Only granules filled with
+        /// [`with_hole_fill`](Self::with_hole_fill) on are written through a mapping, so
+        /// turning mapping on for another file system trusts its `SEEK_HOLE` as filling
+        /// does, and that its filled blocks need no new space when written (no reflinked or
+        /// compressed blocks). Reads go through a mapping anywhere in the file on ext4, and
+        /// only in filled granules elsewhere. On a target other than 64-bit Linux it does
         /// nothing.
-        pub fn with_mapped_writes(mut self, on: bool) -> Self {
+        pub fn with_mapping(mut self, on: bool) -> Self {
             self.mapped.set_on(on);
             self
         }
@@ -374,6 +388,11 @@ mod unix {
         /// Writes that went through a mapping so far (see the [module docs](super#mapped-writes)).
         pub fn mapped_writes(&self) -> u64 {
             self.mapped.count()
+        }
+
+        /// Reads that went through a mapping so far (see the [module docs](super#mapped-reads)).
+        pub fn mapped_reads(&self) -> u64 {
+            self.mapped.read_count()
         }
 
         /// Sets how many bytes may be written between syncs before a thread of the
@@ -402,7 +421,7 @@ mod unix {
                 } else {
                     0
                 }),
-                mapped: mapped::Mapped::new(maps_safely(&file)),
+                mapped: mapped::Mapped::new(maps_safely(&file), reads_map_anywhere(&file)),
                 behind: WriteBehind::new(WRITE_BEHIND_BYTES),
                 inner: Positioned {
                     file,
@@ -425,6 +444,18 @@ mod unix {
 
     impl BlockDevice for FileBlock {
         forward_positioned!();
+
+        fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+            check_bounds(Op::Read, offset, buf.len() as u64, self.inner.len)?;
+            // In the file, and either on a file system where a fault on a hole takes no
+            // space or in a filled granule: see `Mapped::read`.
+            if !((self.mapped.reads_anywhere() || self.holes.covers(offset, buf.len() as u64))
+                && self.mapped.read(&self.inner.file, offset, buf))
+            {
+                self.inner.read(offset, buf)?;
+            }
+            Ok(())
+        }
 
         fn sync(&mut self) -> Result<()> {
             self.behind.sync(&self.inner.file)
@@ -527,6 +558,20 @@ mod unix {
 
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     fn maps_safely(_file: &File) -> bool {
+        false
+    }
+
+    /// Whether a read through a mapping may touch any page inside `file`, holes included:
+    /// on ext4 a read fault on a hole maps a page of zeros and allocates nothing. (tmpfs
+    /// allocates memory for it, which can fail, so there only filled granules are read
+    /// through a mapping.)
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub(super) fn reads_map_anywhere(file: &File) -> bool {
+        fs_magic::of(file).is_some_and(|t| t == fs_magic::EXT4)
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    pub(super) fn reads_map_anywhere(_file: &File) -> bool {
         false
     }
 
@@ -907,9 +952,12 @@ mod unix {
         #[derive(Debug)]
         pub(super) struct Mapped {
             on: bool,
+            /// Reads may go through a mapping outside filled granules too.
+            reads_anywhere: bool,
             windows: Vec<Window>,
             clock: u64,
             writes: u64,
+            reads: u64,
         }
 
         // SAFETY: the mappings belong to this value alone and are written only through
@@ -920,13 +968,23 @@ mod unix {
         unsafe impl Sync for Mapped {}
 
         impl Mapped {
-            pub(super) fn new(on: bool) -> Self {
+            pub(super) fn new(on: bool, reads_anywhere: bool) -> Self {
                 Mapped {
                     on,
+                    reads_anywhere,
                     windows: Vec::new(),
                     clock: 0,
                     writes: 0,
+                    reads: 0,
                 }
+            }
+
+            pub(super) fn reads_anywhere(&self) -> bool {
+                self.on && self.reads_anywhere
+            }
+
+            pub(super) fn read_count(&self) -> u64 {
+                self.reads
             }
 
             pub(super) fn set_on(&mut self, on: bool) {
@@ -951,22 +1009,11 @@ mod unix {
             /// space — the two ways a write through a mapping fails with `SIGBUS` that a
             /// device can rule out.
             pub(super) fn write(&mut self, file: &File, offset: u64, data: &[u8]) -> bool {
-                if !self.on || data.is_empty() || data.len() > MAX_MAPPED_WRITE {
-                    return false;
-                }
-                let index = offset / WINDOW;
-                let Some(last) = offset.checked_add(data.len() as u64 - 1) else {
+                let Some((base, at)) = self.place(file, offset, data.len()) else {
                     return false;
                 };
-                if last / WINDOW != index {
-                    return false;
-                }
-                let Some(base) = self.window(file, index) else {
-                    return false;
-                };
-                let at = (offset - index * WINDOW) as usize;
                 // SAFETY: `base` starts a live mapping of `WINDOW` bytes (the invariant) and
-                // `at + data.len() <= WINDOW` (checked above), so the destination is inside
+                // `place` checked `at + data.len() <= WINDOW`, so the destination is inside
                 // it; the source is a slice of ordinary memory, which cannot overlap a
                 // mapping no one else has a pointer into. The pages are inside the file and
                 // allocated (the caller's promise), so the copy does not fault past its end.
@@ -975,6 +1022,48 @@ mod unix {
                 }
                 self.writes += 1;
                 true
+            }
+
+            /// Copies byte `offset` of `file` onward into `buf` through a mapping; `false` if
+            /// it did not (as for [`write`](Self::write)), and the caller must read it itself.
+            ///
+            /// The caller promises that `[offset, offset + buf.len())` lies inside the file
+            /// and that touching its pages takes no space: they are allocated (a filled
+            /// granule), or the file system maps a hole's page without allocating (ext4).
+            /// A page not in the page cache is read from the disk inside the fault, so a
+            /// disk that fails that read is `SIGBUS` where `pread` returns `EIO` (the
+            /// module docs).
+            pub(super) fn read(&mut self, file: &File, offset: u64, buf: &mut [u8]) -> bool {
+                let Some((base, at)) = self.place(file, offset, buf.len()) else {
+                    return false;
+                };
+                // SAFETY: `base` starts a live mapping of `WINDOW` bytes (the invariant) and
+                // `place` checked `at + buf.len() <= WINDOW`, so the source is inside it; the
+                // destination is ordinary memory borrowed mutably, which cannot overlap a
+                // mapping no one else has a pointer into. The pages lie inside the file and
+                // a fault on them takes no space (the caller's promise), so the copy does not
+                // fault past its end.
+                unsafe {
+                    ptr::copy_nonoverlapping(base.as_ptr().add(at), buf.as_mut_ptr(), buf.len());
+                }
+                self.reads += 1;
+                true
+            }
+
+            /// The mapping and the offset in it for `len` bytes at `offset`, if mapping is on,
+            /// `len` is 1 to [`MAX_MAPPED_WRITE`] bytes in one window, and the window can be
+            /// mapped.
+            fn place(&mut self, file: &File, offset: u64, len: usize) -> Option<(NonNull<u8>, usize)> {
+                if !self.on || len == 0 || len > MAX_MAPPED_WRITE {
+                    return None;
+                }
+                let index = offset / WINDOW;
+                let last = offset.checked_add(len as u64 - 1)?;
+                if last / WINDOW != index {
+                    return None;
+                }
+                let base = self.window(file, index)?;
+                Some((base, (offset - index * WINDOW) as usize))
             }
 
             /// The mapping of window `index`, made if need be.
@@ -1053,8 +1142,17 @@ mod unix {
         pub(super) struct Mapped;
 
         impl Mapped {
-            pub(super) fn new(_on: bool) -> Self {
+            pub(super) fn new(_on: bool, _reads_anywhere: bool) -> Self {
                 Mapped
+            }
+            pub(super) fn reads_anywhere(&self) -> bool {
+                false
+            }
+            pub(super) fn read_count(&self) -> u64 {
+                0
+            }
+            pub(super) fn read(&mut self, _file: &File, _offset: u64, _buf: &mut [u8]) -> bool {
+                false
             }
             pub(super) fn set_on(&mut self, _on: bool) {}
             pub(super) fn count(&self) -> u64 {
@@ -1112,6 +1210,10 @@ mod unix {
     impl BlockDevice for RawBlock {
         forward_positioned!();
 
+        fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+            self.inner.read(offset, buf)
+        }
+
         fn sync(&mut self) -> Result<()> {
             self.inner.sync()
         }
@@ -1163,7 +1265,7 @@ mod unix {
 #[cfg(test)]
 #[cfg(unix)]
 mod tests {
-    use super::unix::{io_error, major_minor};
+    use super::unix::{io_error, major_minor, reads_map_anywhere};
     use super::*;
     use crate::{BlockDevice, DeviceError, Op};
 
@@ -1405,7 +1507,8 @@ mod tests {
     fn a_file_shrunk_behind_the_devices_back_is_an_io_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = temp_path(&dir, "dev");
-        let mut dev = FileBlock::create(&path, 4096).unwrap();
+        // Through a mapping the device cannot see the cut (the module docs): preads only.
+        let mut dev = FileBlock::create(&path, 4096).unwrap().with_mapping(false);
         fs::OpenOptions::new()
             .write(true)
             .open(&path)
@@ -1826,7 +1929,7 @@ mod tests {
             .unwrap()
             .with_hole_fill(HOLE_FILL_GRANULE)
             .unwrap()
-            .with_mapped_writes(true);
+            .with_mapping(true);
         // Not prepared: a pwrite.
         dev.write(4096, b"plain").unwrap();
         assert_eq!(dev.mapped_writes(), 0);
@@ -1882,12 +1985,12 @@ mod tests {
             .unwrap()
             .with_hole_fill(4096)
             .unwrap()
-            .with_mapped_writes(true);
+            .with_mapping(true);
         small.prepare(8192, 100);
         small.write(8192, b"small granule").unwrap();
         assert_eq!(small.mapped_writes(), 0);
         // Turned off: pwrites only.
-        let mut dev = dev.with_mapped_writes(false);
+        let mut dev = dev.with_mapping(false);
         dev.write((2 << 20) + 9, b"off").unwrap();
         assert_eq!(dev.mapped_writes(), 5);
         dev.sync().unwrap();
@@ -1896,6 +1999,71 @@ mod tests {
         assert_eq!(image.len(), 3 << 20);
         assert_eq!(&image[(2 << 20) + 1..(2 << 20) + 12], b"refilledoff");
         assert_eq!(&image[1 << 20..(1 << 20) + 4], &[0; 4]);
+    }
+
+    #[cfg(all(
+        any(target_os = "linux", target_os = "android"),
+        target_pointer_width = "64"
+    ))]
+    #[test]
+    fn small_reads_go_through_a_mapping_and_see_every_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "mapped-reads");
+        const WINDOW: u64 = 64 << 20;
+        let mut dev = FileBlock::create(&path, WINDOW + (4 << 20))
+            .unwrap()
+            .with_hole_fill(HOLE_FILL_GRANULE)
+            .unwrap()
+            .with_mapping(true);
+        // Outside filled granules only where a fault on a hole takes no space (ext4).
+        let anywhere = u64::from(reads_map_anywhere(&fs::File::open(&path).unwrap()));
+        let mut buf = [0u8; 6];
+        dev.write(4096, b"plain!").unwrap();
+        dev.read(4096, &mut buf).unwrap();
+        assert_eq!(&buf, b"plain!");
+        assert_eq!(dev.mapped_reads(), anywhere);
+        let mut hole = [1u8; 100];
+        dev.read(3 << 20, &mut hole).unwrap();
+        assert_eq!(hole, [0u8; 100]);
+        assert_eq!(dev.mapped_reads(), 2 * anywhere);
+        // In a filled granule, always.
+        let base = 2 * anywhere;
+        dev.prepare(1 << 20, 1);
+        dev.write((1 << 20) + 10, b"mapped").unwrap();
+        dev.read((1 << 20) + 10, &mut buf).unwrap();
+        assert_eq!(&buf, b"mapped");
+        assert_eq!(dev.mapped_reads(), base + 1);
+        // A pwrite (too big to map) and a writer handle's write are seen at once.
+        let big = vec![0x5au8; MAX_MAPPED_WRITE + 1];
+        dev.write(1 << 20, &big).unwrap();
+        dev.read((1 << 20) + 10, &mut buf).unwrap();
+        assert_eq!(buf, [0x5a; 6]);
+        let mut handle = dev.writer().unwrap();
+        handle.write((1 << 20) + 12, b"handle").unwrap();
+        dev.read((1 << 20) + 12, &mut buf).unwrap();
+        assert_eq!(&buf, b"handle");
+        assert_eq!(dev.mapped_reads(), base + 3);
+        // Too big for a mapping, or across two windows: a pread.
+        let mut large = vec![0u8; MAX_MAPPED_WRITE + 1];
+        dev.read(1 << 20, &mut large).unwrap();
+        assert_eq!(&large[12..18], b"handle");
+        dev.prepare(WINDOW - 1, 2);
+        dev.write(WINDOW - 3, b"window").unwrap();
+        dev.read(WINDOW - 3, &mut buf).unwrap();
+        assert_eq!(&buf, b"window");
+        assert_eq!(dev.mapped_reads(), base + 3);
+        // Out of bounds is an error, not a fault: past the end, and past a new, shorter end.
+        assert!(dev.read(WINDOW + (4 << 20) - 2, &mut buf).is_err());
+        dev.resize(2 << 20).unwrap();
+        assert!(dev.read((2 << 20) - 2, &mut buf).is_err());
+        dev.read((1 << 20) + 12, &mut buf).unwrap();
+        assert_eq!(&buf, b"handle");
+        // Turned off: preads only.
+        let before = dev.mapped_reads();
+        let mut dev = dev.with_mapping(false);
+        dev.read((1 << 20) + 12, &mut buf).unwrap();
+        assert_eq!(&buf, b"handle");
+        assert_eq!(dev.mapped_reads(), before);
     }
 
     proptest::proptest! {
@@ -1923,7 +2091,7 @@ mod tests {
                     .unwrap()
                     .with_hole_fill(granules[granule])
                     .unwrap()
-                    .with_mapped_writes(i % 4 < 2);
+                    .with_mapping(i % 4 < 2);
                 // Zeros, a constant, or a pattern with zeros in it.
                 let data: vec::Vec<u8> = (0..len)
                     .map(|j| match fill {
@@ -1937,6 +2105,15 @@ mod tests {
                 }
                 dev.write(at, &data).unwrap();
                 model[at as usize..at as usize + len].copy_from_slice(&data);
+                // Read back through the device (a mapping or a pread), around the write.
+                let from = at.saturating_sub(100);
+                let to = (at + len as u64 + 100).min(LEN);
+                let mut back = vec![0u8; (to - from) as usize];
+                dev.read(from, &mut back).unwrap();
+                proptest::prop_assert!(
+                    back[..] == model[from as usize..to as usize],
+                    "a read differs from the model"
+                );
                 if i % 3 == 0 {
                     dev.sync().unwrap();
                 }
