@@ -1,6 +1,11 @@
 //! A bounded LRU cache of decoded blocks: data blocks of every level, and the index blocks
 //! and bloom filters of tables below the pinned levels. Its limit is whatever the memory
 //! budget leaves after the memtables and the pinned metadata.
+//!
+//! A point read keeps a data block it missed only on the block's second miss in a while
+//! ([`Cache::admit`], a doorkeeper as in TinyLFU): on a data set larger than the cache, most
+//! blocks a random read meets are not met again before they would be evicted, and keeping
+//! each cost an allocation, a copy and an eviction for nothing.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -35,13 +40,67 @@ pub struct Cache {
     map: HashMap<Key, (Cached, usize, u64), IdHash>,
     lru: VecDeque<(u64, Key)>,
     tick: u64,
+    /// Bytes of the blocks held.
     bytes: usize,
+    door: Doorkeeper,
+}
+
+/// A bit per hash slot of the blocks missed lately, cleared once a quarter of the bits are
+/// set: about as many distinct misses as the cache holds blocks of [`DOOR_BLOCK`] bytes.
+#[derive(Debug, Default)]
+struct Doorkeeper {
+    bits: Vec<u64>,
+    set: usize,
+}
+
+/// The block size the doorkeeper is sized for: four bits for each block of this size the
+/// cache's limit holds.
+const DOOR_BLOCK: usize = 4096;
+
+impl Doorkeeper {
+    fn bytes(&self) -> usize {
+        self.bits.len() * 8
+    }
+
+    /// Whether `key` was marked since the last clear; marks it. Sized to `limit` first.
+    fn seen(&mut self, key: Key, limit: usize) -> bool {
+        let words = (4 * (limit / DOOR_BLOCK)).next_power_of_two().div_ceil(64).max(16);
+        if words != self.bits.len() {
+            self.bits = vec![0; words];
+            self.set = 0;
+        }
+        // A 64-bit mix of both halves (splitmix64's finalizer), so nearby offsets and
+        // table ids spread.
+        let mut h = key.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ key.1;
+        h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        h ^= h >> 31;
+        let bit = (h as usize) & (words * 64 - 1);
+        let (w, m) = (bit / 64, 1u64 << (bit % 64));
+        if self.bits[w] & m != 0 {
+            return true;
+        }
+        if self.set >= words * 16 {
+            self.bits.iter_mut().for_each(|w| *w = 0);
+            self.set = 0;
+        }
+        self.bits[w] |= m;
+        self.set += 1;
+        false
+    }
 }
 
 impl Cache {
-    /// Bytes held.
+    /// Bytes held: the blocks, and the doorkeeper's bits.
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.bytes + self.door.bytes()
+    }
+
+    /// Whether a data block a point read missed should be kept: `true` if it was missed
+    /// (and not kept) lately, else it is remembered as missed now. Sized for a cache of
+    /// `limit` bytes, whose doorkeeper's bits then count against it.
+    pub fn admit(&mut self, key: Key, limit: usize) -> bool {
+        self.door.seen(key, limit)
     }
 
     /// Blocks held.
@@ -99,6 +158,7 @@ impl Cache {
 
     /// Evicts the least recently used blocks until at most `limit` bytes are held.
     pub fn shrink_to(&mut self, limit: usize) {
+        let limit = limit.saturating_sub(self.door.bytes());
         while self.bytes > limit {
             let Some((t, key)) = self.lru.pop_front() else {
                 break;
@@ -118,7 +178,7 @@ impl Cache {
             // Its queue records are stale now (no entry matches them).
             self.bytes -= c;
         }
-        if charge > limit {
+        if charge.saturating_add(self.door.bytes()) > limit {
             self.shrink_to(limit);
             return;
         }
@@ -145,6 +205,36 @@ mod tests {
             Cached::Bloom(b) => b.encode()[1],
             _ => 0,
         }
+    }
+
+    /// A key is admitted on its second miss, forgotten after about as many distinct misses
+    /// as the limit holds 4 KiB blocks, and the doorkeeper's bits count against the limit.
+    #[test]
+    fn the_doorkeeper_admits_a_second_miss_and_forgets_after_a_while() {
+        let mut c = Cache::default();
+        let limit = 1 << 20; // 256 blocks of 4 KiB: 1,024 bits, cleared at 256 set
+        assert!(!c.admit((1, 0), limit));
+        assert!(c.admit((1, 0), limit));
+        assert!(c.admit((1, 0), limit));
+        assert_eq!(c.bytes(), 128);
+        // Distinct blocks are mostly turned away (a few share a bit with another).
+        let admitted = (2..100u64).filter(|&i| c.admit((i, 4096 * i), limit)).count();
+        assert!(admitted < 15, "{admitted} of 98 admitted on a first miss");
+        // A window's worth of other misses later, the first key is forgotten.
+        for i in 0..300u64 {
+            c.admit((7, 4096 * i), limit);
+        }
+        assert!(!c.admit((1, 0), limit));
+        // Blocks and bits together stay within the limit.
+        for i in 0..1000u64 {
+            c.insert((9, i), block(1), 4096, limit);
+            assert!(c.bytes() <= limit, "{} bytes held", c.bytes());
+        }
+        assert_eq!(c.len(), (limit - 128) / 4096);
+        // Another limit resizes (and clears) the bits: 4,096 blocks, 16,384 bits.
+        assert!(c.admit((1, 0), limit));
+        assert!(!c.admit((1, 0), 16 << 20));
+        assert_eq!(c.bytes() - c.len() * 4096, 2048);
     }
 
     /// Against a plain list in recency order: the same blocks are evicted, in the same

@@ -584,12 +584,24 @@ impl<E: Env> Core<E> {
             return Ok(None);
         }
         let index = self.index(t)?;
-        let Some((_, h)) = index.blocks.get(index.find(key)) else {
+        let Some(&(_, h)) = index.blocks.get(index.find(key)) else {
             return Ok(None);
         };
-        let block = self.data(t, *h)?;
+        let at = (t.id, h.offset);
         let mut cur = std::mem::take(&mut self.cursor);
-        let r = block.get(key, &mut cur).map(|v| v.map(&mut *call));
+        let r = match self.cache.get(at) {
+            Some(Cached::Data(block)) => block.get(key, &mut cur).map(|v| v.map(&mut *call)),
+            _ if self.cache.admit(at, self.cache_limit()) => {
+                let block = Arc::new(sstable::read_data(&mut self.env, t, h, &mut self.scratch)?);
+                let limit = self.cache_limit();
+                self.cache
+                    .insert(at, Cached::Data(block.clone()), block.charge(), limit);
+                block.get(key, &mut cur).map(|v| v.map(&mut *call))
+            }
+            // Not met lately: searched where it was read, and not kept (the cache's docs).
+            _ => sstable::read_data_in(&mut self.env, t, h, &mut self.scratch)
+                .and_then(|block| block.get(key, &mut cur).map(|v| v.map(&mut *call))),
+        };
         self.cursor = cur;
         r
     }

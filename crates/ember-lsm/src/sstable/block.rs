@@ -134,9 +134,12 @@ impl BlockBuilder {
 /// then a scan of at most [`RESTART_INTERVAL`] entries into a [`Cursor`]. The restart array
 /// is checked when the block is loaded; a malformed entry is reported as corruption when a
 /// seek or a scan reaches it (never a panic), and so are keys out of order met by a scan.
+///
+/// `B` holds the payload: a vector for a block kept (in the cache, in an iterator), or a
+/// borrowed slice for a block searched once where it was read ([`DataBlock::check`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DataBlock {
-    buf: Vec<u8>,
+pub struct DataBlock<B = Vec<u8>> {
+    buf: B,
     /// Where the restart array starts (the end of the entries).
     body: usize,
     /// Number of restart points.
@@ -169,15 +172,35 @@ impl Cursor {
 
     /// The current entry's value in `block` (the block it was positioned in); `None`: a
     /// tombstone.
-    pub fn value<'a>(&self, block: &'a DataBlock) -> Option<&'a [u8]> {
+    pub fn value<'a, B: AsRef<[u8]>>(&self, block: &'a DataBlock<B>) -> Option<&'a [u8]> {
         self.value
-            .and_then(|(at, len)| block.buf.get(at..at.checked_add(len)?))
+            .and_then(|(at, len)| block.buf.as_ref().get(at..at.checked_add(len)?))
     }
 }
 
 impl DataBlock {
-    /// Checks a payload (already checksummed) of `table` at `offset` and keeps it.
+    /// Checks a payload (already checksummed) of `table` at `offset` and keeps a copy.
     pub fn decode(payload: &[u8], table: u64, offset: u64) -> Result<Self> {
+        let b = DataBlock::check(payload, table, offset)?;
+        Ok(DataBlock {
+            buf: payload.to_vec(),
+            body: b.body,
+            restarts: b.restarts,
+            table,
+            offset,
+        })
+    }
+
+    /// Bytes this block is charged in a cache.
+    pub fn charge(&self) -> usize {
+        64 + self.buf.capacity()
+    }
+}
+
+impl<'p> DataBlock<&'p [u8]> {
+    /// Checks a payload (already checksummed) of `table` at `offset`, to be searched where
+    /// it lies.
+    pub fn check(payload: &'p [u8], table: u64, offset: u64) -> Result<Self> {
         let r = Reader::new(payload, "data block", table, offset);
         if payload.len() < 4 {
             return Err(r.bad("no restart count"));
@@ -204,26 +227,28 @@ impl DataBlock {
             prev = Some(at);
         }
         Ok(DataBlock {
-            buf: payload.to_vec(),
+            buf: payload,
             body,
             restarts: n,
             table,
             offset,
         })
     }
+}
 
+impl<B: AsRef<[u8]>> DataBlock<B> {
     fn bad(&self, reason: &'static str) -> crate::error::LsmError {
         Reader::new(&[], "data block", self.table, self.offset).bad(reason)
     }
 
     /// Where restart point `i` (< `restarts`, checked on load) starts.
     fn restart(&self, i: usize) -> usize {
-        crate::coding::le32(&self.buf, self.body + 4 * i) as usize
+        crate::coding::le32(self.buf.as_ref(), self.body + 4 * i) as usize
     }
 
     /// The key of restart point `i`, stored whole.
     fn restart_key(&self, i: usize) -> Result<&[u8]> {
-        let body = &self.buf[..self.body];
+        let body = &self.buf.as_ref()[..self.body];
         let mut pos = self.restart(i);
         let bad = || self.bad("truncated entry");
         if varint(body, &mut pos).ok_or_else(bad)? != 0 {
@@ -241,7 +266,7 @@ impl DataBlock {
     /// Reads the entry at `cur.next` into `cur`, whose key is the previous entry's (or empty
     /// at a restart point); past the last entry, `cur` becomes invalid.
     fn parse_next(&self, cur: &mut Cursor) -> Result<()> {
-        let body = &self.buf[..self.body];
+        let body = &self.buf.as_ref()[..self.body];
         let mut pos = cur.next;
         if pos >= body.len() {
             cur.valid = false;
@@ -332,11 +357,6 @@ impl DataBlock {
         self.seek(key, cur)?;
         Ok((cur.valid && cur.key.as_slice() == key).then(|| cur.value(self)))
     }
-
-    /// Bytes this block is charged in a cache.
-    pub fn charge(&self) -> usize {
-        64 + self.buf.capacity()
-    }
 }
 
 #[cfg(test)]
@@ -345,7 +365,7 @@ mod tests {
     use super::*;
     use crate::memtable::Value;
 
-    fn entries(d: &DataBlock) -> Vec<(Vec<u8>, Value)> {
+    fn entries<B: AsRef<[u8]>>(d: &DataBlock<B>) -> Vec<(Vec<u8>, Value)> {
         let mut cur = Cursor::default();
         d.first(&mut cur).unwrap();
         let mut out = Vec::new();
@@ -376,6 +396,13 @@ mod tests {
         let p = b.finish();
         let d = DataBlock::decode(&p, 1, 0).unwrap();
         assert_eq!(entries(&d), want);
+        // Searched where it lies, the same.
+        let borrowed = DataBlock::check(&p, 1, 0).unwrap();
+        assert_eq!(entries(&borrowed), want);
+        let mut cur = Cursor::default();
+        assert_eq!(borrowed.get(b"key0007", &mut cur).unwrap(), Some(Some(&[7u8; 7][..])));
+        assert_eq!(borrowed.get(b"key0006", &mut cur).unwrap(), Some(None));
+        assert_eq!(borrowed.get(b"key00065", &mut cur).unwrap(), None);
         let mut cur = Cursor::default();
         d.seek(b"key0005", &mut cur).unwrap();
         assert_eq!(cur.key(), b"key0005");

@@ -237,6 +237,18 @@ pub fn read_data(
     block::DataBlock::decode(p, t.id, h.offset)
 }
 
+/// Reads data block `h` of `t` into `scratch` and checks it as [`read_data`] does, to be
+/// searched there (no copy kept).
+pub fn read_data_in<'a>(
+    env: &mut dyn Env,
+    t: &TableMeta,
+    h: Handle,
+    scratch: &'a mut Vec<u8>,
+) -> Result<block::DataBlock<&'a [u8]>> {
+    let p = read_block(env, t, h, BlockKind::Data, scratch)?;
+    block::DataBlock::check(p, t.id, h.offset)
+}
+
 /// Reads consecutive data blocks of `t` with one read of the environment: `blocks[0]`, then
 /// each next block as long as it starts where the one before ends and the run stays within
 /// `max_bytes` (the first block is read whatever its size). Every block is checked (its
