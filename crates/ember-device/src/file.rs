@@ -1,7 +1,9 @@
 //! Block devices in operating-system files: [`FileBlock`] (a regular file) and [`RawBlock`] (a
 //! raw block device or partition such as `/dev/sdb`, `/dev/loop0` or `/dev/mmcblk0p2`).
 //!
-//! Both do positioned I/O (`pread`/`pwrite`, never seek-then-read), keep the device length in
+//! Both do positioned I/O (`pread`/`pwrite`, never seek-then-read; a [`FileBlock`] copies
+//! small reads and writes through mappings of its file instead where it can, see [mapped
+//! writes](#mapped-writes) and [reads](#mapped-reads)), keep the device length in
 //! memory instead of asking the kernel on every call, and never grow the file implicitly: an
 //! access past the cached length is [`DeviceError::OutOfBounds`].
 //!
@@ -63,9 +65,10 @@
 //! above; granules of at least 64 KiB): a journal record, a tuple in a table block, an LSM
 //! log append. The bytes land in the same page cache a `pwrite` would put them in, so what
 //! survives is the same: a process crash loses nothing written, `sync` (`fdatasync`, which
-//! writes back pages dirtied through a mapping too) makes them durable, and reads (`pread`)
-//! see them at once. Mappings are 64 MiB windows of the file, at most eight at a time, and
-//! are dropped on [`resize`](crate::BlockDevice::resize).
+//! writes back pages dirtied through a mapping too) makes them durable, and reads see them
+//! at once. Mappings are 64 MiB windows of the file, at most 256 at a time (16 GiB
+//! of address space, so reads all over a file seldom replace one), and are dropped on
+//! [`resize`](crate::BlockDevice::resize).
 //!
 //! Why only filled granules, and only on ext4 and tmpfs: writing through a mapping into a
 //! hole would make the file system allocate space inside a page fault, and a full disk
@@ -91,15 +94,24 @@
 //! # Mapped reads
 //!
 //! A `pread` costs the same system call, and an LSM tree's point read on a data set larger
-//! than its cache is one `pread` of a block: a third of a 1 KiB value's read went into the
+//! than its cache is one `pread` of a block: 38% of a 1 KiB value's read went into the
 //! kernel. So where writes map, reads of up to 64 KiB copy out of the same mappings: on ext4
-//! anywhere inside the file (a fault on a hole there maps a page of zeros and allocates
-//! nothing), on tmpfs only in filled granules (a fault on a tmpfs hole takes memory, which
-//! can run out). What a read sees is the page cache's, as with `pread`. Out of bounds is
-//! still an error, checked first. The price is the mapped writes' first risk, wider: any page
-//! not in the page cache is read from the disk inside a page fault, so a disk that fails
-//! that read is `SIGBUS` where `pread` returns `EIO`. [`FileBlock::with_mapping`] turns
-//! mapped reads off with mapped writes.
+//! anywhere inside the file (a fault on a hole there maps a page of zeros and takes no disk
+//! space), on tmpfs only in filled granules (a fault on a tmpfs hole takes memory, which can
+//! run out). What a read sees is the page cache's, as with `pread`. Out of bounds is still
+//! an error, checked first. The price is the mapped writes' risks, wider:
+//!
+//! * any page not in the page cache is read from the disk inside a page fault, so a disk
+//!   that fails that read is `SIGBUS` where `pread` returns `EIO`;
+//! * a file cut short by another process is `SIGBUS` (or zeros in its last page) where
+//!   `pread` reports the early end;
+//! * a fault on a page not in the page cache reads the pages around it too (the kernel's
+//!   read-around for mappings, until it has seen a hundred faults miss) where a `pread`
+//!   reads only what it asks for: on a data set far larger than RAM, random reads cost
+//!   more disk reads at first.
+//!
+//! [`FileBlock::with_mapping`] turns mapped reads off with mapped writes; so does a
+//! mapping the kernel refuses (out of address space).
 //!
 //! # Write-behind
 //!
@@ -276,7 +288,8 @@ mod unix {
 
     /// A block device in a regular file.
     ///
-    /// Reads and writes are positioned (`pread`/`pwrite`); [`sync`](BlockDevice::sync) is
+    /// Reads and writes are positioned (`pread`/`pwrite`, or copies through a mapping of the
+    /// file, [module docs](super#mapped-writes)); [`sync`](BlockDevice::sync) is
     /// `fdatasync`; [`resize`](BlockDevice::resize) truncates or extends the file (new bytes
     /// read as zero). The length is cached: accesses past it fail with
     /// [`DeviceError::OutOfBounds`] and never grow the file. The sector size is 512 bytes
@@ -915,7 +928,8 @@ mod unix {
     /// `pwrite` (see the [module docs](super#mapped-writes)).
     pub const MAX_MAPPED_WRITE: usize = 64 << 10;
 
-    /// Writes through shared mappings of the file (see the [module docs](super#mapped-writes)).
+    /// Reads and writes through shared mappings of the file (see the [module
+    /// docs](super#mapped-writes)).
     #[cfg(all(
         any(target_os = "linux", target_os = "android"),
         target_pointer_width = "64"
@@ -933,28 +947,35 @@ mod unix {
 
         /// Bytes of the file one mapping covers, starting at a multiple of its size.
         const WINDOW: u64 = 64 << 20;
-        /// Mappings kept at once; a new one replaces the least recently used.
-        const MAX_WINDOWS: usize = 8;
+        /// Mappings kept at once (16 GiB of address space); past that a new one replaces
+        /// the least recently used. Reads anywhere in a file make windows all over it, and
+        /// replacing one (`munmap`, `mmap`, faults again) costs far more than a `pread`, so
+        /// the cap is set where a 64-bit address space does not mind, not low.
+        const MAX_WINDOWS: usize = 256;
 
-        #[derive(Debug)]
+        #[derive(Debug, Clone, Copy)]
         struct Window {
-            /// Which `WINDOW`-sized piece of the file it maps.
-            index: u64,
             base: NonNull<u8>,
             last_use: u64,
         }
 
         /// Up to [`MAX_WINDOWS`] shared, writable mappings of one file.
         ///
-        /// Invariant: every `Window::base` is the start of a live mapping of `WINDOW` bytes
-        /// made by [`Mapped::window`] and unmapped only by [`Mapped::unmap_all`] or
-        /// [`Mapped::window`] when it drops the window from `windows`.
+        /// Invariant: every `Window::base` in `windows` is the start of a live mapping of
+        /// `WINDOW` bytes of the file from byte `i * WINDOW`, `i` its slot, made by
+        /// [`Mapped::window`] and unmapped only by [`Mapped::unmap_all`] or by
+        /// [`Mapped::window`] when it takes the window out of its slot.
         #[derive(Debug)]
         pub(super) struct Mapped {
             on: bool,
             /// Reads may go through a mapping outside filled granules too.
             reads_anywhere: bool,
-            windows: Vec<Window>,
+            /// Slot `i`: the mapping of window `i`, if made.
+            windows: Vec<Option<Window>>,
+            /// Windows mapped.
+            live: usize,
+            /// [`MAX_WINDOWS`], but in tests.
+            max_windows: usize,
             clock: u64,
             writes: u64,
             reads: u64,
@@ -973,6 +994,8 @@ mod unix {
                     on,
                     reads_anywhere,
                     windows: Vec::new(),
+                    live: 0,
+                    max_windows: MAX_WINDOWS,
                     clock: 0,
                     writes: 0,
                     reads: 0,
@@ -1042,7 +1065,10 @@ mod unix {
                 // destination is ordinary memory borrowed mutably, which cannot overlap a
                 // mapping no one else has a pointer into. The pages lie inside the file and
                 // a fault on them takes no space (the caller's promise), so the copy does not
-                // fault past its end.
+                // fault past its end. Nothing in this process changes the source meanwhile:
+                // writes through the mapping take `&mut self`, and a writer handle's
+                // `pwrite`s go to ranges the device's user does not read until the handle is
+                // done (the `DeviceWriter` contract) — what `pread` would need as well.
                 unsafe {
                     ptr::copy_nonoverlapping(base.as_ptr().add(at), buf.as_mut_ptr(), buf.len());
                 }
@@ -1053,7 +1079,12 @@ mod unix {
             /// The mapping and the offset in it for `len` bytes at `offset`, if mapping is on,
             /// `len` is 1 to [`MAX_MAPPED_WRITE`] bytes in one window, and the window can be
             /// mapped.
-            fn place(&mut self, file: &File, offset: u64, len: usize) -> Option<(NonNull<u8>, usize)> {
+            fn place(
+                &mut self,
+                file: &File,
+                offset: u64,
+                len: usize,
+            ) -> Option<(NonNull<u8>, usize)> {
                 if !self.on || len == 0 || len > MAX_MAPPED_WRITE {
                     return None;
                 }
@@ -1069,22 +1100,31 @@ mod unix {
             /// The mapping of window `index`, made if need be.
             fn window(&mut self, file: &File, index: u64) -> Option<NonNull<u8>> {
                 self.clock += 1;
-                if let Some(w) = self.windows.iter_mut().find(|w| w.index == index) {
+                let slot = usize::try_from(index).ok()?;
+                if let Some(Some(w)) = self.windows.get_mut(slot) {
                     w.last_use = self.clock;
                     return Some(w.base);
                 }
-                if self.windows.len() == MAX_WINDOWS {
-                    let oldest = (0..self.windows.len())
-                        .min_by_key(|&i| self.windows[i].last_use)
-                        .unwrap_or(0);
-                    let w = self.windows.swap_remove(oldest);
-                    // SAFETY: `w.base` starts a live mapping of `WINDOW` bytes (the
-                    // invariant), now out of `windows`, so nothing uses it again.
-                    let _ = unsafe { munmap(w.base.as_ptr().cast::<c_void>(), WINDOW as usize) };
+                if self.live >= self.max_windows {
+                    let oldest = self
+                        .windows
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, w)| w.map(|w| (w.last_use, i)))
+                        .min()
+                        .map(|(_, i)| i);
+                    if let Some(w) = oldest.and_then(|i| self.windows[i].take()) {
+                        self.live -= 1;
+                        // SAFETY: `w.base` starts a live mapping of `WINDOW` bytes (the
+                        // invariant), now out of its slot, so nothing uses it again.
+                        let _ =
+                            unsafe { munmap(w.base.as_ptr().cast::<c_void>(), WINDOW as usize) };
+                    }
                 }
                 // SAFETY: a new mapping at an address the kernel chooses, so no memory of
                 // this process changes; mapping past the end of the file is allowed (only
-                // touching such pages is not, and `write` never does).
+                // touching such pages is not, and neither `read` nor `write` does: their
+                // callers keep to the file).
                 let made = unsafe {
                     mmap(
                         ptr::null_mut(),
@@ -1092,22 +1132,25 @@ mod unix {
                         ProtFlags::READ | ProtFlags::WRITE,
                         MapFlags::SHARED,
                         file,
-                        index * WINDOW,
+                        index.checked_mul(WINDOW)?,
                     )
                 };
                 match made.ok().and_then(|p| NonNull::new(p.cast::<u8>())) {
                     Some(base) => {
-                        self.windows.push(Window {
-                            index,
+                        if self.windows.len() <= slot {
+                            self.windows.resize(slot + 1, None);
+                        }
+                        self.windows[slot] = Some(Window {
                             base,
                             last_use: self.clock,
                         });
+                        self.live += 1;
                         Some(base)
                     }
                     None => {
-                        // Out of address space, or a file that cannot be mapped: write
-                        // with `pwrite` from now on.
-                        self.on = false;
+                        // Out of address space, or a file that cannot be mapped: `pread`
+                        // and `pwrite` from now on.
+                        self.set_on(false);
                         None
                     }
                 }
@@ -1115,11 +1158,12 @@ mod unix {
 
             /// Drops every mapping (the file is about to change length, or mapping is off).
             pub(super) fn unmap_all(&mut self) {
-                for w in self.windows.drain(..) {
+                for w in self.windows.drain(..).flatten() {
                     // SAFETY: `w.base` starts a live mapping of `WINDOW` bytes (the
                     // invariant), now out of `windows`, so nothing uses it again.
                     let _ = unsafe { munmap(w.base.as_ptr().cast::<c_void>(), WINDOW as usize) };
                 }
+                self.live = 0;
             }
         }
 
@@ -1128,9 +1172,58 @@ mod unix {
                 self.unmap_all();
             }
         }
+
+        #[cfg(test)]
+        mod tests {
+            #![allow(clippy::unwrap_used)]
+            use super::*;
+
+            /// Past the cap, the least recently used window is unmapped and made again when
+            /// next used, and what was written through it is still there.
+            #[test]
+            fn windows_past_the_cap_replace_the_least_recently_used() {
+                let dir = tempfile::tempdir().unwrap();
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(dir.path().join("windows"))
+                    .unwrap();
+                file.set_len(3 * WINDOW).unwrap();
+                // Space for what is written, so the mapped writes below take none.
+                for i in 0..3 {
+                    std::os::unix::fs::FileExt::write_all_at(&file, &[0; 4096], i * WINDOW + 4096)
+                        .unwrap();
+                }
+                let mut m = Mapped::new(true, true);
+                m.max_windows = 2;
+                assert!(m.write(&file, 4096, b"zero"));
+                assert!(m.write(&file, WINDOW + 4096, b"one"));
+                assert_eq!(m.live, 2);
+                // Window 0 is used again, so window 1 is the one replaced by window 2.
+                let mut buf = [0u8; 4];
+                assert!(m.read(&file, 4096, &mut buf));
+                assert_eq!(&buf, b"zero");
+                assert!(m.write(&file, 2 * WINDOW + 4096, b"two"));
+                assert_eq!(m.live, 2);
+                assert!(m.windows[1].is_none() && m.windows[0].is_some());
+                assert!(m.read(&file, WINDOW + 4096, &mut buf[..3]));
+                assert_eq!(&buf[..3], b"one");
+                assert!(m.windows[1].is_some() && m.windows[0].is_none());
+                assert_eq!(m.live, 2);
+                let mut back = [0u8; 3];
+                std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, 2 * WINDOW + 4096)
+                    .unwrap();
+                assert_eq!(&back, b"two");
+                m.unmap_all();
+                assert_eq!(m.live, 0);
+                assert!(m.windows.is_empty());
+            }
+        }
     }
 
-    /// Where writes cannot go through a mapping: every write is a `pwrite`.
+    /// Where nothing goes through a mapping: every read is a `pread`, every write a `pwrite`.
     #[cfg(not(all(
         any(target_os = "linux", target_os = "android"),
         target_pointer_width = "64"
@@ -2052,18 +2145,60 @@ mod tests {
         dev.read(WINDOW - 3, &mut buf).unwrap();
         assert_eq!(&buf, b"window");
         assert_eq!(dev.mapped_reads(), base + 3);
+        // In the second window, at the right place in it.
+        dev.write(WINDOW + 5, b"second").unwrap();
+        dev.read(WINDOW + 5, &mut buf).unwrap();
+        assert_eq!(&buf, b"second");
+        dev.read(WINDOW - 1, &mut buf[..4]).unwrap();
+        assert_eq!(&buf[..4], b"ndow");
+        assert_eq!(dev.mapped_reads(), base + 4);
         // Out of bounds is an error, not a fault: past the end, and past a new, shorter end.
         assert!(dev.read(WINDOW + (4 << 20) - 2, &mut buf).is_err());
         dev.resize(2 << 20).unwrap();
         assert!(dev.read((2 << 20) - 2, &mut buf).is_err());
         dev.read((1 << 20) + 12, &mut buf).unwrap();
         assert_eq!(&buf, b"handle");
+        // Grown again, what was cut reads as zeros.
+        dev.resize(WINDOW + (4 << 20)).unwrap();
+        buf = [1; 6];
+        dev.read(WINDOW + 5, &mut buf).unwrap();
+        assert_eq!(buf, [0; 6]);
         // Turned off: preads only.
         let before = dev.mapped_reads();
         let mut dev = dev.with_mapping(false);
         dev.read((1 << 20) + 12, &mut buf).unwrap();
         assert_eq!(&buf, b"handle");
         assert_eq!(dev.mapped_reads(), before);
+    }
+
+    /// On tmpfs, where a fault on a hole takes memory, only filled granules are read through
+    /// a mapping. (Runs where `/dev/shm` is a tmpfs; elsewhere there is nothing to check.)
+    #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+    #[test]
+    fn on_tmpfs_only_filled_granules_are_read_through_a_mapping() {
+        let Ok(dir) = tempfile::tempdir_in("/dev/shm") else {
+            return;
+        };
+        let path = temp_path(&dir, "tmpfs");
+        let mut dev = FileBlock::create(&path, 4 << 20)
+            .unwrap()
+            .with_hole_fill(HOLE_FILL_GRANULE)
+            .unwrap()
+            .with_mapping(true);
+        if reads_map_anywhere(&fs::File::open(&path).unwrap()) {
+            return; // not a tmpfs
+        }
+        let mut buf = [1u8; 8];
+        dev.read(3 << 20, &mut buf).unwrap();
+        assert_eq!(buf, [0; 8]);
+        dev.write(4096, b"pwritten").unwrap();
+        dev.read(4096, &mut buf).unwrap();
+        assert_eq!(&buf, b"pwritten");
+        assert_eq!(dev.mapped_reads(), 0);
+        dev.prepare(1 << 20, 1);
+        dev.read((1 << 20) + 8, &mut buf).unwrap();
+        assert_eq!(buf, [0; 8]);
+        assert_eq!(dev.mapped_reads(), 1);
     }
 
     proptest::proptest! {

@@ -19,7 +19,8 @@
 //! simulator and fault injection, and `std` adds files.
 //!
 //! Unsafe code is denied except in one module: the shared mappings through which a file
-//! device copies small writes (`file::mapped`, see [the file module](mod@file#mapped-writes)).
+//! device copies small writes and reads (`file::mapped`, see [the file
+//! module](mod@file#mapped-writes)).
 
 #![no_std]
 #![deny(unsafe_code)]

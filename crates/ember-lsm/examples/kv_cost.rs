@@ -15,13 +15,17 @@
 //! the system's temporary directory through the table engine's space manager, as the suite
 //! does; `mem` keeps it in RAM. Each phase is its own function (`phase_put`, `phase_get`)
 //! so callgrind's inclusive counts split them: divide by `N` for instructions per operation.
-//! The wall time per operation it prints is one run's (compare medians of several).
+//! The wall time per operation it prints is one run's (compare medians of several), and so
+//! are the bytes the engine wrote to the device (the table engine's own writes included).
+//!
+//! For experiments with the tree's shape, `EMBER_LSM_L0_TRIGGER`, `EMBER_LSM_LEVEL1_BYTES`
+//! and `EMBER_LSM_MULTIPLIER` override the budget's defaults.
 
 use std::error::Error;
 use std::time::Instant;
 
 use ember_device::file::FileBlock;
-use ember_device::{BlockDevice, MemBlock, SplitMix64};
+use ember_device::{Accounted, BlockDevice, MemBlock, SplitMix64};
 use ember_lsm::{Db, Env, Options, SpaceEnv};
 use ember_table::{Database, FormatOptions, Mode};
 
@@ -58,15 +62,36 @@ fn phase_get<E: Env>(db: &Db<E>, keys: &[u64]) -> Result<usize, Box<dyn Error>> 
     Ok(bytes)
 }
 
+/// The budget's options, with the overrides the environment gives.
+fn options() -> Result<Options, Box<dyn Error>> {
+    let var = |name: &str| -> Result<Option<u64>, Box<dyn Error>> {
+        match std::env::var(name) {
+            Ok(s) => Ok(Some(s.parse().map_err(|e| format!("{name}: {e}"))?)),
+            Err(_) => Ok(None),
+        }
+    };
+    let mut o = Options::with_budget(8 << 20);
+    if let Some(x) = var("EMBER_LSM_L0_TRIGGER")? {
+        o.l0_trigger = usize::try_from(x)?;
+    }
+    if let Some(x) = var("EMBER_LSM_LEVEL1_BYTES")? {
+        o.level1_bytes = x;
+    }
+    if let Some(x) = var("EMBER_LSM_MULTIPLIER")? {
+        o.level_multiplier = x;
+    }
+    Ok(o)
+}
+
 fn run<D: BlockDevice>(dev: D, n: u64, v: usize, rounds: u32) -> Result<(), Box<dyn Error>> {
     let opts = ember_table::Options {
         mode: Mode::Metadata,
         format: FormatOptions::default(),
         ..ember_table::Options::default()
     };
-    let tdb = Database::create(dev, opts)?;
+    let tdb = Database::create(Accounted::new(dev), opts)?;
     let env = SpaceEnv::create(tdb, 64 << 10)?;
-    let db = Db::create(env, Options::with_budget(8 << 20))?;
+    let db = Db::create(env, options()?)?;
     let mut rng = SplitMix64::new(3);
     let values: Vec<u8> = (0..(1 << 20)).map(|_| rng.byte()).collect();
     let (puts, gets) = (permutation(n, 1), permutation(n, 2));
@@ -79,12 +104,15 @@ fn run<D: BlockDevice>(dev: D, n: u64, v: usize, rounds: u32) -> Result<(), Box<
         bytes += phase_get(&db, &gets)?;
     }
     let get_ns = t.elapsed().as_nanos() as f64 / (n * u64::from(rounds)) as f64;
+    let levels = db.level_counts();
+    let dev = db.close()?.into_space().close()?;
+    let written = dev.stats().write_bytes;
     println!(
         "{n} puts ({put_ns:.0} ns each), {n} gets ({get_ns:.0} ns each, {bytes} bytes read), \
-         levels {:?}",
-        db.level_counts()
+         levels {levels:?}, {:.1} MB written ({:.1}x the values)",
+        written as f64 / 1e6,
+        written as f64 / (n as f64 * v as f64),
     );
-    db.close()?.into_space().close()?;
     Ok(())
 }
 

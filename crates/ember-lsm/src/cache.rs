@@ -46,29 +46,41 @@ pub struct Cache {
 }
 
 /// A bit per hash slot of the blocks missed lately, cleared once a quarter of the bits are
-/// set: about as many distinct misses as the cache holds blocks of [`DOOR_BLOCK`] bytes.
+/// set: it remembers the last one to two times as many distinct misses as the cache holds
+/// blocks of [`DOOR_BLOCK`] bytes (the bits are a power of two, 1,024 at least).
 #[derive(Debug, Default)]
 struct Doorkeeper {
     bits: Vec<u64>,
     set: usize,
 }
 
-/// The block size the doorkeeper is sized for: four bits for each block of this size the
-/// cache's limit holds.
+/// The block size the doorkeeper is sized for: four bits (rounded up to a power of two) for
+/// each block of this size the cache's limit holds.
 const DOOR_BLOCK: usize = 4096;
+
+/// The smallest doorkeeper, in 64-bit words; below eight times its size a cache limit has
+/// none (every miss is kept, as the cache is too small to churn).
+const DOOR_MIN_WORDS: usize = 16;
 
 impl Doorkeeper {
     fn bytes(&self) -> usize {
         self.bits.len() * 8
     }
 
-    /// Whether `key` was marked since the last clear; marks it. Sized to `limit` first.
+    /// Whether `key` was marked since the last clear; marks it. Sized to `limit` first (and
+    /// resized, which clears it, only when `limit` calls for under half or over twice its
+    /// bits, so a limit moving a little does not clear it).
     fn seen(&mut self, key: Key, limit: usize) -> bool {
-        let words = (4 * (limit / DOOR_BLOCK)).next_power_of_two().div_ceil(64).max(16);
-        if words != self.bits.len() {
+        let words = (4 * (limit / DOOR_BLOCK))
+            .next_power_of_two()
+            .div_ceil(64)
+            .max(DOOR_MIN_WORDS);
+        let have = self.bits.len();
+        if words > 2 * have || 2 * words < have {
             self.bits = vec![0; words];
             self.set = 0;
         }
+        let words = self.bits.len();
         // A 64-bit mix of both halves (splitmix64's finalizer), so nearby offsets and
         // table ids spread.
         let mut h = key.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ key.1;
@@ -100,7 +112,16 @@ impl Cache {
     /// (and not kept) lately, else it is remembered as missed now. Sized for a cache of
     /// `limit` bytes, whose doorkeeper's bits then count against it.
     pub fn admit(&mut self, key: Key, limit: usize) -> bool {
-        self.door.seen(key, limit)
+        if limit < 8 * 8 * DOOR_MIN_WORDS {
+            return true;
+        }
+        let had = self.door.bytes();
+        let seen = self.door.seen(key, limit);
+        if self.door.bytes() > had {
+            // Room for the bits.
+            self.shrink_to(limit);
+        }
+        seen
     }
 
     /// Blocks held.
@@ -171,8 +192,8 @@ impl Cache {
         }
     }
 
-    /// Adds a block charged `charge` bytes, keeping the total within `limit` (a block larger
-    /// than the limit is not kept).
+    /// Adds a block charged `charge` bytes, keeping the total (the doorkeeper's bits too)
+    /// within `limit`: a block larger than the limit less the bits is not kept.
     pub fn insert(&mut self, key: Key, value: Cached, charge: usize, limit: usize) {
         if let Some((_, c, _)) = self.map.remove(&key) {
             // Its queue records are stale now (no entry matches them).
@@ -217,24 +238,58 @@ mod tests {
         assert!(c.admit((1, 0), limit));
         assert!(c.admit((1, 0), limit));
         assert_eq!(c.bytes(), 128);
-        // Distinct blocks are mostly turned away (a few share a bit with another).
-        let admitted = (2..100u64).filter(|&i| c.admit((i, 4096 * i), limit)).count();
+        // Distinct blocks are mostly turned away (a few share a bit with another), and the
+        // first is still remembered after them (under a quarter of the bits are set).
+        let admitted = (2..100u64)
+            .filter(|&i| c.admit((i, 4096 * i), limit))
+            .count();
         assert!(admitted < 15, "{admitted} of 98 admitted on a first miss");
-        // A window's worth of other misses later, the first key is forgotten.
+        assert!(c.admit((1, 0), limit));
+        // Fifty keys missed, then a window's worth of other misses: the fifty are forgotten
+        // (but for the few whose bits were set again after the clear).
+        for i in 0..50u64 {
+            c.admit((3, 4096 * i), limit);
+        }
         for i in 0..300u64 {
             c.admit((7, 4096 * i), limit);
         }
-        assert!(!c.admit((1, 0), limit));
+        let kept = (0..50u64)
+            .filter(|&i| c.admit((3, 4096 * i), limit))
+            .count();
+        assert!(kept < 15, "{kept} of 50 remembered past the window");
         // Blocks and bits together stay within the limit.
         for i in 0..1000u64 {
             c.insert((9, i), block(1), 4096, limit);
             assert!(c.bytes() <= limit, "{} bytes held", c.bytes());
         }
         assert_eq!(c.len(), (limit - 128) / 4096);
-        // Another limit resizes (and clears) the bits: 4,096 blocks, 16,384 bits.
-        assert!(c.admit((1, 0), limit));
-        assert!(!c.admit((1, 0), 16 << 20));
-        assert_eq!(c.bytes() - c.len() * 4096, 2048);
+        // A limit calling for twice the bits keeps them; four times resizes (and clears)
+        // them (1,024 blocks: 4,096 bits), and half keeps them again.
+        c.admit((1, 0), limit);
+        assert!(c.admit((1, 0), 2 << 20));
+        assert!(!c.admit((1, 0), 4 << 20));
+        assert!(c.admit((1, 0), 4 << 20));
+        assert_eq!(c.bytes() - c.len() * 4096, 512);
+        assert!(c.admit((1, 0), 2 << 20));
+        assert_eq!(c.bytes() - c.len() * 4096, 512);
+        // Bits that need room make it: a cache full to its limit before it had any.
+        let mut d = Cache::default();
+        for i in 0..256u64 {
+            d.insert((9, i), block(1), 4096, limit);
+        }
+        assert_eq!(d.bytes(), limit);
+        assert!(!d.admit((1, 0), limit));
+        assert_eq!((d.len(), d.bytes()), (255, limit - 4096 + 128));
+        assert!(!c.admit((2, 0), 16 << 20));
+        assert!(!c.admit((2, 0), limit));
+        assert_eq!(c.bytes() - c.len() * 4096, 128);
+        assert!(!c.admit((2, 0), 4 << 20));
+        assert!(c.bytes() <= 4 << 20);
+        c.insert((9, 5000), block(1), 4096, limit);
+        assert!(c.bytes() <= limit, "{} bytes held", c.bytes());
+        assert_eq!(c.len(), (limit - c.door.bytes()) / 4096);
+        // Under 1 KiB, no doorkeeper: every miss is kept.
+        assert!(c.admit((5, 5), 1000));
     }
 
     /// Against a plain list in recency order: the same blocks are evicted, in the same

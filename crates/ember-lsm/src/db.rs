@@ -592,11 +592,16 @@ impl<E: Env> Core<E> {
         let r = match self.cache.get(at) {
             Some(Cached::Data(block)) => block.get(key, &mut cur).map(|v| v.map(&mut *call)),
             _ if self.cache.admit(at, self.cache_limit()) => {
-                let block = Arc::new(sstable::read_data(&mut self.env, t, h, &mut self.scratch)?);
-                let limit = self.cache_limit();
-                self.cache
-                    .insert(at, Cached::Data(block.clone()), block.charge(), limit);
-                block.get(key, &mut cur).map(|v| v.map(&mut *call))
+                match sstable::read_data(&mut self.env, t, h, &mut self.scratch) {
+                    Ok(block) => {
+                        let block = Arc::new(block);
+                        let limit = self.cache_limit();
+                        self.cache
+                            .insert(at, Cached::Data(block.clone()), block.charge(), limit);
+                        block.get(key, &mut cur).map(|v| v.map(&mut *call))
+                    }
+                    Err(e) => Err(e),
+                }
             }
             // Not met lately: searched where it was read, and not kept (the cache's docs).
             _ => sstable::read_data_in(&mut self.env, t, h, &mut self.scratch)
@@ -1778,8 +1783,8 @@ impl<E: Env> Db<E> {
         lock(&self.shared.core).opts.prefix_rule = rule;
     }
 
-    /// `f` on the value of `key`, borrowed where it lies (the memtable or a cached block,
-    /// under the lock: `f` must not call back into the database); `None` if the key has no
+    /// `f` on the value of `key`, borrowed where it lies (the memtable, a cached block or the
+    /// block just read, under the lock: `f` must not call back into the database); `None` if the key has no
     /// value. A point read that decodes the value saves [`get`](Self::get)'s copy.
     pub fn get_with<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
         lock(&self.shared.core).get_with(key, f)

@@ -48,7 +48,7 @@ fn the_engine_stays_within_its_memory_budget() {
     }
     let u = db.memory_usage();
     eprintln!("levels {counts:?}, peak {peak} of {budget} bytes, now {u:?}");
-    assert!(u.cache > 0, "the cache is used: {u:?}");
+    assert!(u.cache > 4 * 1024, "the cache holds blocks: {u:?}");
     assert!(
         peak <= budget,
         "peak {peak} bytes over a budget of {budget}: {u:?}"

@@ -400,7 +400,10 @@ mod tests {
         let borrowed = DataBlock::check(&p, 1, 0).unwrap();
         assert_eq!(entries(&borrowed), want);
         let mut cur = Cursor::default();
-        assert_eq!(borrowed.get(b"key0007", &mut cur).unwrap(), Some(Some(&[7u8; 7][..])));
+        assert_eq!(
+            borrowed.get(b"key0007", &mut cur).unwrap(),
+            Some(Some(&[7u8; 7][..]))
+        );
         assert_eq!(borrowed.get(b"key0006", &mut cur).unwrap(), Some(None));
         assert_eq!(borrowed.get(b"key00065", &mut cur).unwrap(), None);
         let mut cur = Cursor::default();
