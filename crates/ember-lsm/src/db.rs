@@ -1784,8 +1784,9 @@ impl<E: Env> Db<E> {
     }
 
     /// `f` on the value of `key`, borrowed where it lies (the memtable, a cached block or the
-    /// block just read, under the lock: `f` must not call back into the database); `None` if the key has no
-    /// value. A point read that decodes the value saves [`get`](Self::get)'s copy.
+    /// block just read, under the lock: `f` must not call back into the database); `None` if
+    /// the key has no value. A point read that decodes the value saves [`get`](Self::get)'s
+    /// copy.
     pub fn get_with<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
         lock(&self.shared.core).get_with(key, f)
     }
