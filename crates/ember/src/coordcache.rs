@@ -6,9 +6,13 @@
 //! [`PAGE_BYTES`] (smaller when the budget is), each page serving one size class and cut into
 //! equal slots — 128, 512 or 4,096 bytes. A result goes into the smallest class that holds it;
 //! a result over 4,096 bytes takes several 4,096-byte slots. When its class has no free slot
-//! and no page is left, the class's least recently used results are evicted until one fits
-//! (so a result never fragments memory and the budget is never exceeded). A result larger
-//! than an eighth of the budget is not kept.
+//! and no page is left, the class's results are evicted until one fits, chosen by CLOCK
+//! (second chance): a ring of the class's results in the order they were kept, and a bit
+//! per result set when a query reads it; the eviction hand passes over a result whose bit is
+//! set (clearing it) and takes the first whose bit is clear — the least recently used,
+//! roughly, at the cost of a store on a hit instead of reordering a list. A result never
+//! fragments memory and the budget is never exceeded. A result larger than an eighth of the
+//! budget is not kept.
 //!
 //! **What a result covers.** Each entry lists the keys it depends on: key ranges of the LSM
 //! key space (a rowid range scan: its row-key range; an index range: its index-key range) and
@@ -29,7 +33,8 @@
 //! nothing, no bytes. Nothing here is on a device.
 
 use foldhash::HashMap;
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::VecDeque;
 
 /// Bytes of a slab page (or the whole budget, if smaller).
 pub const PAGE_BYTES: usize = 64 << 10;
@@ -54,8 +59,13 @@ struct SlotRef {
 #[derive(Debug, Default)]
 struct Class {
     free: Vec<SlotRef>,
-    /// Last use → entry, oldest first.
-    lru: BTreeMap<u64, usize>,
+    /// The CLOCK ring: `(entry, stamp)` of the class's results in the order they were kept
+    /// (the hand is the front). A pair whose entry is gone, or holds a newer result (its
+    /// stamp differs), is stale and skipped; stale pairs are swept out when they outnumber
+    /// the live ones.
+    ring: VecDeque<(usize, u64)>,
+    /// Results of the class in the cache.
+    live: usize,
 }
 
 #[derive(Debug)]
@@ -64,7 +74,10 @@ struct Entry {
     class: usize,
     slots: Vec<SlotRef>,
     len: usize,
+    /// When it was kept (unique: it names this result in the ring).
     stamp: u64,
+    /// Read since the hand last passed it (CLOCK's reference bit).
+    used: bool,
     points: Vec<Vec<u8>>,
     ranges: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
@@ -170,18 +183,25 @@ impl CoordCache {
 
     /// The bytes of a cached result, if there is one (and marks it used).
     pub fn get(&mut self, query: &[u8]) -> Option<Vec<u8>> {
+        self.lookup(query).map(Cow::into_owned)
+    }
+
+    /// The bytes of a cached result, if there is one (and marks it used): borrowed from its
+    /// slot when it fits one (every result of up to 4,096 bytes), gathered from its slots
+    /// otherwise.
+    pub fn lookup(&mut self, query: &[u8]) -> Option<Cow<'_, [u8]>> {
         let Some(&id) = self.by_query.get(query) else {
             self.stats.misses += 1;
             return None;
         };
-        self.clock += 1;
-        let stamp = self.clock;
-        let e = self.entries[id].as_mut()?;
-        let class = &mut self.classes[e.class];
-        class.lru.remove(&e.stamp);
-        class.lru.insert(stamp, id);
-        e.stamp = stamp;
+        let e = self.entries.get_mut(id)?.as_mut()?;
+        e.used = true;
+        self.stats.hits += 1;
         let size = CLASSES[e.class];
+        if let [s] = e.slots[..] {
+            let at = s.slot as usize * size;
+            return Some(Cow::Borrowed(&self.pages[s.page as usize][at..at + e.len]));
+        }
         let mut out = Vec::with_capacity(e.len);
         let mut left = e.len;
         for s in &e.slots {
@@ -190,8 +210,7 @@ impl CoordCache {
             out.extend_from_slice(&self.pages[s.page as usize][at..at + n]);
             left -= n;
         }
-        self.stats.hits += 1;
-        Some(out)
+        Some(Cow::Owned(out))
     }
 
     /// Keeps `bytes` as the result of `query`, depending on the single keys `points` and the
@@ -230,6 +249,7 @@ impl CoordCache {
             slots,
             len: bytes.len(),
             stamp: self.clock,
+            used: false,
             points,
             ranges,
         };
@@ -253,9 +273,17 @@ impl CoordCache {
                 crowded.push(list[0]);
             }
         }
-        self.classes[class].lru.insert(entry.stamp, id);
+        let stamp = entry.stamp;
         self.by_query.insert(query, id);
         self.entries[id] = Some(entry);
+        let c = &mut self.classes[class];
+        c.ring.push_back((id, stamp));
+        c.live += 1;
+        if c.ring.len() > 2 * c.live + 64 {
+            let entries = &self.entries;
+            c.ring
+                .retain(|&(i, st)| entries[i].as_ref().is_some_and(|e| e.stamp == st));
+        }
         for old in crowded {
             if self.remove(old) {
                 self.stats.evictions += 1;
@@ -303,7 +331,7 @@ impl CoordCache {
             return false;
         };
         let class = &mut self.classes[e.class];
-        class.lru.remove(&e.stamp);
+        class.live -= 1;
         class.free.extend(e.slots);
         self.by_query.remove(&e.query);
         for k in &e.points {
@@ -349,10 +377,33 @@ impl CoordCache {
                 );
                 continue;
             }
-            let oldest = self.classes[class].lru.values().next().copied()?;
-            self.remove(oldest);
+            let victim = self.clock_victim(class)?;
+            self.remove(victim);
             self.stats.evictions += 1;
         }
+    }
+
+    /// The class's next result to evict: the hand moves over the ring, dropping stale pairs
+    /// and giving each result read since it last passed a second chance (its bit cleared,
+    /// back of the ring); the first result not read since is the one. `None` if the class
+    /// holds none.
+    fn clock_victim(&mut self, class: usize) -> Option<usize> {
+        let c = &mut self.classes[class];
+        while let Some((id, stamp)) = c.ring.pop_front() {
+            let Some(e) = self.entries.get_mut(id).and_then(Option::as_mut) else {
+                continue;
+            };
+            if e.stamp != stamp {
+                continue;
+            }
+            if e.used {
+                e.used = false;
+                c.ring.push_back((id, stamp));
+                continue;
+            }
+            return Some(id);
+        }
+        None
     }
 }
 
@@ -499,6 +550,64 @@ mod tests {
         assert_eq!(c.get(&key(19_999)), Some(vec![19_999u32 as u8; 9000]));
         assert_eq!(c.get(&key(19_996)), Some(vec![19_996u32 as u8; 60]));
         assert_eq!(c.get(&key(0)), None);
+    }
+
+    #[test]
+    fn a_result_read_since_it_was_kept_outlives_one_that_was_not() {
+        // One page of 128-byte slots: 512 results, then each new one evicts.
+        let mut c = CoordCache::new(PAGE_BYTES).unwrap();
+        let per_page = (PAGE_BYTES / CLASSES[0]) as u32;
+        for i in 0..per_page {
+            assert!(c.put(key(i), &[i as u8; 100], vec![key(i)], vec![]));
+        }
+        assert_eq!(c.stats().evictions, 0);
+        // Read the even ones; the odd ones go first, oldest first.
+        for i in (0..per_page).step_by(2) {
+            assert!(c.lookup(&key(i)).is_some());
+        }
+        for j in 0..per_page / 2 {
+            assert!(c.put(key(per_page + j), b"new", vec![], vec![]));
+        }
+        assert_eq!(c.stats().evictions, u64::from(per_page / 2));
+        for i in 0..per_page {
+            assert_eq!(c.get(&key(i)).is_some(), i % 2 == 0, "result {i}");
+        }
+        // Their second chance used, the even ones (read again just now by `get`) stay
+        // ahead of the new ones, which were never read.
+        for j in 0..per_page / 2 {
+            assert!(c.put(key(2 * per_page + j), b"newer", vec![], vec![]));
+        }
+        for j in 0..per_page / 2 {
+            assert!(c.get(&key(per_page + j)).is_none(), "new result {j}");
+            assert!(c.get(&key(2 * j)).is_some(), "even result {}", 2 * j);
+        }
+    }
+
+    #[test]
+    fn invalidated_results_leave_the_ring_and_their_ids_are_reused_safely() {
+        let mut c = CoordCache::new(PAGE_BYTES).unwrap();
+        let per_page = (PAGE_BYTES / CLASSES[0]) as u32;
+        // Keep and drop many times the page's worth: the ring's stale pairs are swept, and
+        // a reused entry id never lets an old pair evict the new result early.
+        for round in 0..20u32 {
+            for i in 0..per_page {
+                let k = key(round * per_page + i);
+                assert!(c.put(k.clone(), &[1; 50], vec![k.clone()], vec![]));
+                if i % 3 != 0 {
+                    c.invalidate(&k);
+                }
+            }
+            let ring: usize = c.classes.iter().map(|cl| cl.ring.len()).sum();
+            let live: usize = c.classes.iter().map(|cl| cl.live).sum();
+            assert_eq!(live, c.by_query.len());
+            assert!(
+                ring <= 2 * live + 65,
+                "round {round}: ring {ring}, live {live}"
+            );
+        }
+        let last = 19 * per_page;
+        assert!(c.get(&key(last + 3)).is_some());
+        assert!(c.get(&key(last + 4)).is_none());
     }
 
     #[test]

@@ -134,6 +134,8 @@ pub struct LsmStore<E: Env> {
     max: HashMap<String, Option<i64>>,
     /// Where the last [`scan_chunk`](Self::scan_chunk) stopped, to go on from there.
     resume: Option<Resume<E>>,
+    /// A point query's cache identity is built here (no allocation per read).
+    query_buf: Vec<u8>,
 }
 
 /// A range read left where a chunk ended (see [`LsmStore::scan_chunk`]).
@@ -161,6 +163,7 @@ impl<E: Env> LsmStore<E> {
             cache: None,
             max: HashMap::default(),
             resume: None,
+            query_buf: Vec::new(),
         })
     }
 
@@ -213,44 +216,47 @@ impl<E: Env> LsmStore<E> {
 
     /// The value under a key: pending writes, then the cache, then the tree.
     fn read(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(v) = self.pending.get(k) {
-            return Ok(v.clone());
-        }
-        let Some(cache) = self.cache.as_mut() else {
-            return self.db.get(k).map_err(lerr);
-        };
-        let query = query_key(b'P', k, None);
-        if let Some(b) = cache.get(&query) {
-            return Ok(b
-                .split_first()
-                .and_then(|(f, v)| (*f == 1).then(|| v.to_vec())));
-        }
-        let v = self.db.get(k).map_err(lerr)?;
-        if !cache.admit(&query) {
-            return Ok(v);
-        }
-        let mut b = Vec::with_capacity(1 + v.as_ref().map_or(0, Vec::len));
-        match &v {
-            Some(v) => {
-                b.push(1);
-                b.extend_from_slice(v);
-            }
-            None => b.push(0),
-        }
-        cache.put(query, &b, vec![k.to_vec()], Vec::new());
-        Ok(v)
+        self.read_with(k, <[u8]>::to_vec)
     }
 
     /// `f` on the value under a key — pending writes, then the cache, then the tree —
-    /// borrowed where it lies when the cache is off (no copy); `None` if there is none.
+    /// borrowed where it lies (no copy), but for a result the cache admits on this miss;
+    /// `None` if there is none.
+    ///
+    /// A point query's cached result is `1 | value`, or `0` for a key with no value.
     fn read_with<T>(&mut self, k: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
         if let Some(v) = self.pending.get(k) {
             return Ok(v.as_deref().map(f));
         }
-        if self.cache.is_none() {
+        let Some(cache) = self.cache.as_mut() else {
             return self.db.get_with(k, f).map_err(lerr);
-        }
-        Ok(self.read(k)?.as_deref().map(f))
+        };
+        let mut query = std::mem::take(&mut self.query_buf);
+        query_key_into(&mut query, b'P', k, None);
+        let r = (|| {
+            if let Some(b) = cache.lookup(&query) {
+                return Ok(match b.split_first() {
+                    Some((1, v)) => Some(f(v)),
+                    _ => None,
+                });
+            }
+            if !cache.admit(&query) {
+                return self.db.get_with(k, f).map_err(lerr);
+            }
+            let v = self.db.get(k).map_err(lerr)?;
+            let mut b = Vec::with_capacity(1 + v.as_ref().map_or(0, Vec::len));
+            match &v {
+                Some(v) => {
+                    b.push(1);
+                    b.extend_from_slice(v);
+                }
+                None => b.push(0),
+            }
+            cache.put(query.clone(), &b, vec![k.to_vec()], Vec::new());
+            Ok(v.as_deref().map(f))
+        })();
+        self.query_buf = query;
+        r
     }
 
     /// A row decoded from where it lies ([`read_with`](Self::read_with)).
@@ -279,7 +285,7 @@ impl<E: Env> LsmStore<E> {
 
     /// Rows `(rowid, row encoding)` cached for a query, decoded.
     fn cached_rows(&mut self, query: &[u8]) -> Result<Option<Vec<Row>>> {
-        let Some(bytes) = self.cache.as_mut().and_then(|c| c.get(query)) else {
+        let Some(bytes) = self.cache.as_mut().and_then(|c| c.lookup(query)) else {
             return Ok(None);
         };
         let rows = coordcache::decode_rows(&bytes).ok_or_else(|| {
@@ -1223,7 +1229,15 @@ fn index_rowid(k: &[u8]) -> Result<i64> {
 /// A query's identity in the cache: kind (`P` point, `R` rowid range, `I` index range),
 /// then the key range.
 fn query_key(kind: u8, lo: &[u8], hi: Option<&[u8]>) -> Vec<u8> {
-    let mut q = Vec::with_capacity(2 + lo.len() + hi.map_or(0, <[u8]>::len) + 8);
+    let mut q = Vec::new();
+    query_key_into(&mut q, kind, lo, hi);
+    q
+}
+
+/// [`query_key`] into `q` (cleared first, its capacity kept).
+fn query_key_into(q: &mut Vec<u8>, kind: u8, lo: &[u8], hi: Option<&[u8]>) {
+    q.clear();
+    q.reserve(6 + lo.len() + hi.map_or(0, <[u8]>::len));
     q.push(kind);
     q.extend_from_slice(&(lo.len() as u32).to_le_bytes());
     q.extend_from_slice(lo);
@@ -1231,7 +1245,6 @@ fn query_key(kind: u8, lo: &[u8], hi: Option<&[u8]>) -> Vec<u8> {
         q.push(1);
         q.extend_from_slice(h);
     }
-    q
 }
 
 /// The cache's identity of a limited index scan: `L`, the direction (1: descending), the
