@@ -18,13 +18,14 @@
 //! key space (a rowid range scan: its row-key range; an index range: its index-key range) and
 //! single keys (a point query: its row key; an index range: the row key of each row it
 //! returned). A write to a key drops exactly the entries that depend on it — writes to other
-//! keys leave them alone.
+//! keys leave them alone — except that a write to the one key a point query covers rewrites
+//! that result when the write commits ([`CoordCache::refresh`]), instead of dropping it.
 //!
 //! **Admission** (TinyLFU's "doorkeeper"): a result is kept the second time its query
 //! misses, not the first. A bit array with two bits per query remembers the queries that
 //! missed once; it is cleared when a quarter of its bits are set, so "once" means "recently".
 //! A stream of one-off queries (uniform random reads, the uniqueness probe of each INSERT)
-//! then costs a hash and two bits a miss instead of a slab slot, an LRU entry, the
+//! then costs a hash and two bits a miss instead of a slab slot, a ring entry, the
 //! invalidation maps and, soon after, an eviction; a query that repeats is kept from its
 //! second miss on.
 //!
@@ -61,8 +62,8 @@ struct Class {
     free: Vec<SlotRef>,
     /// The CLOCK ring: `(entry, stamp)` of the class's results in the order they were kept
     /// (the hand is the front). A pair whose entry is gone, or holds a newer result (its
-    /// stamp differs), is stale and skipped; stale pairs are swept out when they outnumber
-    /// the live ones.
+    /// stamp differs), is stale and skipped; stale pairs are swept out when a result is kept
+    /// in the class and the ring holds more than `2 × live + 64` pairs.
     ring: VecDeque<(usize, u64)>,
     /// Results of the class in the cache.
     live: usize,
@@ -91,6 +92,8 @@ pub struct CacheStats {
     pub misses: u64,
     /// Results dropped by a write to a key they cover.
     pub invalidations: u64,
+    /// Point results rewritten in place by a committed write to their key.
+    pub refreshes: u64,
     /// Results dropped for room.
     pub evictions: u64,
     /// Bytes of slab pages in use (never above the budget).
@@ -294,7 +297,21 @@ impl CoordCache {
 
     /// Drops every result that depends on `key` (a write to it).
     pub fn invalidate(&mut self, key: &[u8]) {
-        let mut victims = self.by_key.remove(key).unwrap_or_default();
+        self.invalidate_except(key, None);
+    }
+
+    /// Drops every result that depends on `key` but the result of query `keep` (the key's
+    /// point query, which the writer [refreshes](Self::refresh) when the write commits).
+    pub fn invalidate_except(&mut self, key: &[u8], keep: Option<&[u8]>) {
+        let keep = keep.and_then(|q| self.by_query.get(q).copied());
+        let mut victims: Vec<usize> = match keep {
+            None => self.by_key.remove(key).unwrap_or_default(),
+            Some(k) => self
+                .by_key
+                .get(key)
+                .map(|ids| ids.iter().copied().filter(|&id| id != k).collect())
+                .unwrap_or_default(),
+        };
         for &id in self.ranged.get(group(key)).map_or(&[][..], Vec::as_slice) {
             if let Some(e) = &self.entries[id]
                 && e.ranges
@@ -308,6 +325,58 @@ impl CoordCache {
             if self.remove(id) {
                 self.stats.invalidations += 1;
             }
+        }
+    }
+
+    /// Replaces the bytes of `query`'s result with `head` then `body` (a committed write to
+    /// the one key a point query covers), in place when they take as many slots of its
+    /// class as the old bytes did; otherwise the result is dropped (an invalidation).
+    /// Whether the result is there, refreshed.
+    pub fn refresh(&mut self, query: &[u8], head: &[u8], body: &[u8]) -> bool {
+        let Some(&id) = self.by_query.get(query) else {
+            return false;
+        };
+        let Some(e) = self.entries.get_mut(id).and_then(Option::as_mut) else {
+            return false;
+        };
+        let len = head.len() + body.len();
+        let size = CLASSES[e.class];
+        let fits = CLASSES
+            .iter()
+            .position(|&c| len <= c)
+            .unwrap_or(CLASSES.len() - 1)
+            == e.class
+            && len.div_ceil(size).max(1) == e.slots.len();
+        if !fits {
+            if self.remove(id) {
+                self.stats.invalidations += 1;
+            }
+            return false;
+        }
+        let mut bytes = head.iter().chain(body).copied();
+        let mut left = len;
+        for s in &e.slots {
+            let n = left.min(size);
+            let at = s.slot as usize * size;
+            for (dst, b) in self.pages[s.page as usize][at..at + n]
+                .iter_mut()
+                .zip(&mut bytes)
+            {
+                *dst = b;
+            }
+            left -= n;
+        }
+        e.len = len;
+        self.stats.refreshes += 1;
+        true
+    }
+
+    /// Drops the result of `query`, if there is one (an invalidation).
+    pub fn forget(&mut self, query: &[u8]) {
+        if let Some(&id) = self.by_query.get(query)
+            && self.remove(id)
+        {
+            self.stats.invalidations += 1;
         }
     }
 
@@ -355,7 +424,7 @@ impl CoordCache {
     }
 
     /// `need` free slots of `class`: free ones, then a new page while the budget allows, then
-    /// the class's least recently used results evicted.
+    /// the class's results evicted by the CLOCK hand ([`clock_victim`](Self::clock_victim)).
     fn take_slots(&mut self, class: usize, need: usize) -> Option<Vec<SlotRef>> {
         let size = CLASSES[class];
         let per_page = self.page_bytes / size;
@@ -608,6 +677,71 @@ mod tests {
         let last = 19 * per_page;
         assert!(c.get(&key(last + 3)).is_some());
         assert!(c.get(&key(last + 4)).is_none());
+    }
+
+    #[test]
+    fn a_stale_ring_pair_never_evicts_the_result_that_reused_its_id() {
+        let mut c = CoordCache::new(PAGE_BYTES).unwrap();
+        let per_page = (PAGE_BYTES / CLASSES[0]) as u32;
+        for i in 0..per_page {
+            c.put(key(i), b"x", vec![key(i)], vec![]);
+        }
+        // The oldest goes; the next result takes its entry id (and its slot), while the
+        // ring still holds the old pair at the hand.
+        c.invalidate(&key(0));
+        c.put(key(1000), b"z", vec![], vec![]);
+        c.put(key(1001), b"y", vec![], vec![]);
+        assert!(
+            c.get(&key(1000)).is_some(),
+            "the reused id's new result stays"
+        );
+        assert!(c.get(&key(1)).is_none(), "the next oldest is evicted");
+        assert!(c.get(&key(1001)).is_some());
+    }
+
+    #[test]
+    fn when_every_result_was_read_the_hand_still_evicts_the_oldest() {
+        let mut c = CoordCache::new(PAGE_BYTES).unwrap();
+        let per_page = (PAGE_BYTES / CLASSES[0]) as u32;
+        for i in 0..per_page {
+            c.put(key(i), b"x", vec![], vec![]);
+        }
+        for i in 0..per_page {
+            assert!(c.lookup(&key(i)).is_some());
+        }
+        // One full turn clears every bit; then the oldest goes.
+        assert!(c.put(key(per_page), b"new", vec![], vec![]));
+        assert!(c.get(&key(0)).is_none());
+        assert_eq!(c.stats().evictions, 1);
+        assert!(c.get(&key(1)).is_some());
+    }
+
+    #[test]
+    fn a_refresh_rewrites_in_place_or_drops_a_result_that_outgrew_its_slots() {
+        let mut c = CoordCache::new(1 << 20).unwrap();
+        let q = b"P5".to_vec();
+        assert!(!c.refresh(&q, &[1], b"none"), "nothing to refresh");
+        c.put(q.clone(), b"\x01old", vec![key(5)], vec![]);
+        c.put(b"ix".to_vec(), b"index", vec![key(5)], vec![]);
+        // A write to key 5 drops the index result but keeps the point result for refreshing.
+        c.invalidate_except(&key(5), Some(&q));
+        assert!(c.get(b"ix").is_none());
+        assert!(c.refresh(&q, &[1], b"new value"));
+        assert_eq!(c.get(&q).unwrap(), b"\x01new value");
+        assert!(c.refresh(&q, &[0], &[]));
+        assert_eq!(c.get(&q).unwrap(), b"\x00");
+        // Still covered by key 5: a plain invalidation drops it.
+        c.invalidate(&key(5));
+        assert!(c.get(&q).is_none());
+        // Across several 4 KiB slots, the same count is rewritten; a bigger one is dropped.
+        let big = vec![7u8; 9000];
+        c.put(q.clone(), &big, vec![key(5)], vec![]);
+        assert!(c.refresh(&q, &[2], &[8u8; 8500]));
+        let got = c.get(&q).unwrap();
+        assert_eq!((got.len(), got[0], got[8500]), (8501, 2, 8));
+        assert!(!c.refresh(&q, &[2], &[9u8; 13000]));
+        assert!(c.get(&q).is_none());
+        assert_eq!(c.stats().refreshes, 3);
     }
 
     #[test]

@@ -201,17 +201,25 @@ impl<E: Env> LsmStore<E> {
     }
 
     fn put(&mut self, k: Vec<u8>, v: Vec<u8>) {
-        if let Some(c) = self.cache.as_mut() {
-            c.invalidate(&k);
-        }
+        self.invalidate(&k);
         self.pending.insert(k, Some(v));
     }
 
     fn del(&mut self, k: Vec<u8>) {
-        if let Some(c) = self.cache.as_mut() {
-            c.invalidate(&k);
-        }
+        self.invalidate(&k);
         self.pending.insert(k, None);
+    }
+
+    /// Drops the cached results a write to `k` changes, but `k`'s own point result: reads
+    /// see the pending write before the cache, a rollback leaves the committed value that
+    /// result holds, and a commit [refreshes](CoordCache::refresh) it.
+    fn invalidate(&mut self, k: &[u8]) {
+        if let Some(c) = self.cache.as_mut() {
+            let mut q = std::mem::take(&mut self.query_buf);
+            query_key_into(&mut q, b'P', k, None);
+            c.invalidate_except(k, Some(&q));
+            self.query_buf = q;
+        }
     }
 
     /// The value under a key: pending writes, then the cache, then the tree.
@@ -389,6 +397,23 @@ impl<E: Env> LsmStore<E> {
         if self.pending.is_empty() {
             return Ok(());
         }
+        // The point results of the keys written take their new values (`1 | value`, or `0`
+        // for a delete); if the batch then fails, they are dropped instead.
+        let mut refreshed = Vec::new();
+        if let Some(c) = self.cache.as_mut() {
+            let mut q = std::mem::take(&mut self.query_buf);
+            for (k, v) in &self.pending {
+                query_key_into(&mut q, b'P', k, None);
+                let kept = match v {
+                    Some(v) => c.refresh(&q, &[1], v),
+                    None => c.refresh(&q, &[0], &[]),
+                };
+                if kept {
+                    refreshed.push(q.clone());
+                }
+            }
+            self.query_buf = q;
+        }
         let mut b = WriteBatch::new();
         for (k, v) in std::mem::take(&mut self.pending) {
             match v {
@@ -398,7 +423,15 @@ impl<E: Env> LsmStore<E> {
         }
         // A kept iterator would read an old snapshot (and hold its memtable and tables).
         self.resume = None;
-        self.db.write(b, self.sync).map_err(lerr)
+        let r = self.db.write(b, self.sync).map_err(lerr);
+        if r.is_err()
+            && let Some(c) = self.cache.as_mut()
+        {
+            for q in &refreshed {
+                c.forget(q);
+            }
+        }
+        r
     }
 
     /// Whether writes wait for the next commit.

@@ -601,6 +601,7 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
                     ("invalidations".into(), int(s.invalidations)),
                     ("evictions".into(), int(s.evictions)),
                     ("slab_bytes".into(), int(s.slab_bytes as u64)),
+                    ("refreshes".into(), int(s.refreshes)),
                 ],
             }));
         }

@@ -435,7 +435,14 @@ fn check(medium: MemBlock<Vec<u8>>, st: &State) -> Result<(), String> {
 
 fn cache_counter(conn: &Connection, name: &str) -> i64 {
     let rows = all(conn, "PRAGMA lsm_cache");
-    let names = ["hits", "misses", "invalidations", "evictions", "slab_bytes"];
+    let names = [
+        "hits",
+        "misses",
+        "invalidations",
+        "evictions",
+        "slab_bytes",
+        "refreshes",
+    ];
     let i = names.iter().position(|n| *n == name).unwrap();
     match rows.first().and_then(|r| r.get(i)) {
         Some(Value::Integer(v)) => *v,
@@ -496,10 +503,34 @@ fn the_coordination_cache_answers_repeated_queries_and_writes_refresh_it() {
     assert_eq!(all(&conn, index), want);
     conn.execute("DELETE FROM kv WHERE id = 15", []).unwrap();
     assert_eq!(all(&conn, range).len(), 9);
+    // A committed write to the row a point result covers rewrites that result: the next
+    // read hits and sees the new value.
+    let (hits, refreshes) = (
+        cache_counter(&conn, "hits"),
+        cache_counter(&conn, "refreshes"),
+    );
     conn.execute("UPDATE kv SET v = 'changed' WHERE id = 42", [])
         .unwrap();
+    assert_eq!(cache_counter(&conn, "refreshes"), refreshes + 1);
     assert_eq!(all(&conn, point), vec![vec![Value::Text("changed".into())]]);
+    assert!(
+        cache_counter(&conn, "hits") > hits,
+        "the refreshed result hits"
+    );
     assert!(cache_counter(&conn, "invalidations") > 0);
+    // A rolled-back write leaves it as committed; a committed delete makes it "no row".
+    conn.execute_batch("BEGIN; UPDATE kv SET v = 'gone' WHERE id = 42; ROLLBACK;")
+        .unwrap();
+    assert_eq!(all(&conn, point), vec![vec![Value::Text("changed".into())]]);
+    conn.execute("DELETE FROM kv WHERE id = 42", []).unwrap();
+    assert_eq!(all(&conn, point), Vec::<Vec<Value>>::new());
+    // A longer value than the result's slots hold drops it instead.
+    conn.execute(
+        "INSERT INTO kv VALUES (42, ?1, 0)",
+        ember::params!["x".repeat(600)],
+    )
+    .unwrap();
+    assert_eq!(all(&conn, point), vec![vec![Value::Text("x".repeat(600))]]);
 
     let off = Connection::open_with(
         dir.path().join("off.ember"),
