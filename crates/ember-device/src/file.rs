@@ -2009,6 +2009,28 @@ mod tests {
         assert_eq!(dev.background_syncs(), 0);
     }
 
+    /// Mapping windows are this big: the tests' devices span more than one.
+    #[cfg(all(
+        any(target_os = "linux", target_os = "android"),
+        target_pointer_width = "64"
+    ))]
+    const WINDOW: u64 = 64 << 20;
+
+    /// A file device of a window and 4 MiB, holes filled by granule, mapping on.
+    #[cfg(all(
+        any(target_os = "linux", target_os = "android"),
+        target_pointer_width = "64"
+    ))]
+    fn mapped_device(dir: &tempfile::TempDir, name: &str) -> (std::path::PathBuf, FileBlock) {
+        let path = temp_path(dir, name);
+        let dev = FileBlock::create(&path, WINDOW + (4 << 20))
+            .unwrap()
+            .with_hole_fill(HOLE_FILL_GRANULE)
+            .unwrap()
+            .with_mapping(true);
+        (path, dev)
+    }
+
     #[cfg(all(
         any(target_os = "linux", target_os = "android"),
         target_pointer_width = "64"
@@ -2016,13 +2038,7 @@ mod tests {
     #[test]
     fn small_writes_into_filled_granules_go_through_a_mapping_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
-        let path = temp_path(&dir, "mapped");
-        const WINDOW: u64 = 64 << 20;
-        let mut dev = FileBlock::create(&path, WINDOW + (4 << 20))
-            .unwrap()
-            .with_hole_fill(HOLE_FILL_GRANULE)
-            .unwrap()
-            .with_mapping(true);
+        let (path, mut dev) = mapped_device(&dir, "mapped");
         // Not prepared: a pwrite.
         dev.write(4096, b"plain").unwrap();
         assert_eq!(dev.mapped_writes(), 0);
@@ -2101,13 +2117,7 @@ mod tests {
     #[test]
     fn small_reads_go_through_a_mapping_and_see_every_write() {
         let dir = tempfile::tempdir().unwrap();
-        let path = temp_path(&dir, "mapped-reads");
-        const WINDOW: u64 = 64 << 20;
-        let mut dev = FileBlock::create(&path, WINDOW + (4 << 20))
-            .unwrap()
-            .with_hole_fill(HOLE_FILL_GRANULE)
-            .unwrap()
-            .with_mapping(true);
+        let (path, mut dev) = mapped_device(&dir, "mapped-reads");
         // Outside filled granules only where a fault on a hole takes no space (ext4).
         let anywhere = u64::from(reads_map_anywhere(&fs::File::open(&path).unwrap()));
         let mut buf = [0u8; 6];
