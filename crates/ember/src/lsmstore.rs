@@ -210,16 +210,22 @@ impl<E: Env> LsmStore<E> {
         self.pending.insert(k, None);
     }
 
-    /// Drops the cached results a write to `k` changes, but `k`'s own point result: reads
-    /// see the pending write before the cache, a rollback leaves the committed value that
-    /// result holds, and a commit [refreshes](CoordCache::refresh) it.
+    /// Drops the cached results a write to `k` changes, but a row key's own point result:
+    /// reads see the pending write before the cache, a rollback leaves the committed value
+    /// that result holds, and a commit [refreshes](CoordCache::refresh) it. (Only row keys
+    /// are read by point queries.)
     fn invalidate(&mut self, k: &[u8]) {
-        if let Some(c) = self.cache.as_mut() {
-            let mut q = std::mem::take(&mut self.query_buf);
-            query_key_into(&mut q, b'P', k, None);
-            c.invalidate_except(k, Some(&q));
-            self.query_buf = q;
+        let Some(c) = self.cache.as_mut() else {
+            return;
+        };
+        if k.first() != Some(&ROW) {
+            c.invalidate(k);
+            return;
         }
+        let mut q = std::mem::take(&mut self.query_buf);
+        query_key_into(&mut q, b'P', k, None);
+        c.invalidate_except(k, Some(&q));
+        self.query_buf = q;
     }
 
     /// The value under a key: pending writes, then the cache, then the tree.
@@ -402,7 +408,7 @@ impl<E: Env> LsmStore<E> {
         let mut refreshed = Vec::new();
         if let Some(c) = self.cache.as_mut() {
             let mut q = std::mem::take(&mut self.query_buf);
-            for (k, v) in &self.pending {
+            for (k, v) in self.pending.iter().filter(|(k, _)| k.first() == Some(&ROW)) {
                 query_key_into(&mut q, b'P', k, None);
                 let kept = match v {
                     Some(v) => c.refresh(&q, &[1], v),
@@ -999,7 +1005,7 @@ impl<E: Env> LsmStore<E> {
         };
         let items = self.index_items(&b)?;
         let (out, raw) = self.index_rows(index, b.table, &items, cacheable)?;
-        if cacheable {
+        if let Some(raw) = raw {
             self.keep_index_result(query, raw, b);
         }
         Ok(out)
@@ -1038,14 +1044,17 @@ impl<E: Env> LsmStore<E> {
             self.range_limited(&b.start, b.end.as_deref(), limit)?
         };
         let (out, raw) = self.index_rows(index, b.table, &items, cacheable)?;
-        if cacheable {
+        if let Some(raw) = raw {
             self.keep_index_result(query, raw, b);
         }
         Ok(out)
     }
 
     /// The rows of table object `obj` that index entries name, in the entries' order; with
-    /// `keep`, also each one's rowid, row key and encoding (for the cache).
+    /// `keep`, also each one's rowid, row key and encoding (for the cache) — unless a row
+    /// has a pending write: the cache holds committed state only, and the index range
+    /// alone (which [`range_cacheable`](Self::range_cacheable) checks) does not show a
+    /// write that left the indexed columns as they were.
     #[allow(clippy::type_complexity)]
     fn index_rows(
         &mut self,
@@ -1053,9 +1062,9 @@ impl<E: Env> LsmStore<E> {
         obj: u64,
         items: &[(Vec<u8>, Vec<u8>)],
         keep: bool,
-    ) -> Result<(Vec<Row>, Vec<(i64, Vec<u8>, Vec<u8>)>)> {
+    ) -> Result<(Vec<Row>, Option<Vec<(i64, Vec<u8>, Vec<u8>)>>)> {
         let mut out = Vec::with_capacity(items.len());
-        let mut raw = Vec::with_capacity(if keep { items.len() } else { 0 });
+        let mut raw = keep.then(|| Vec::with_capacity(items.len()));
         for (k, _) in items {
             let rowid = index_rowid(k)?;
             let key = lsmkey::row_key(obj, rowid);
@@ -1065,7 +1074,10 @@ impl<E: Env> LsmStore<E> {
                      missing"
                 ))
             };
-            if keep {
+            if raw.is_some() && self.pending.contains_key(&key) {
+                raw = None;
+            }
+            if let Some(raw) = raw.as_mut() {
                 let bytes = self.read(&key)?.ok_or_else(missing)?;
                 out.push((rowid, decode_row(&key, &bytes)?));
                 raw.push((rowid, key, bytes));
