@@ -450,27 +450,39 @@ fn cache_counter(conn: &Connection, name: &str) -> i64 {
     }
 }
 
-#[test]
-fn the_coordination_cache_answers_repeated_queries_and_writes_refresh_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = OpenOptions {
+/// A metadata-mode database of 32 MiB with the default coordination cache.
+fn cache_test_options() -> OpenOptions {
+    OpenOptions {
         capacity: 32 << 20,
         mode: Mode::Metadata,
         ..OpenOptions::default()
-    };
-    let conn = Connection::open_with(dir.path().join("c.ember"), opts).unwrap();
+    }
+}
+
+/// `kv(id, v, n) USING lsm` indexed on `n`, with rows `(i, 'v<i>', i % 10)` for `i` below
+/// `rows`, in a new database at `path`.
+fn indexed_kv(path: &std::path::Path, rows: i64) -> Connection {
+    let conn = Connection::open_with(path, cache_test_options()).unwrap();
     conn.execute_batch(
         "CREATE TABLE kv(id INTEGER PRIMARY KEY, v TEXT, n INTEGER) USING lsm;
          CREATE INDEX kv_n ON kv(n);",
     )
     .unwrap();
-    for i in 0..200i64 {
+    for i in 0..rows {
         conn.execute(
             "INSERT INTO kv VALUES (?1, ?2, ?3)",
             ember::params![i, format!("v{i}"), i % 10],
         )
         .unwrap();
     }
+    conn
+}
+
+#[test]
+fn the_coordination_cache_answers_repeated_queries_and_writes_refresh_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = cache_test_options();
+    let conn = indexed_kv(&dir.path().join("c.ember"), 200);
     let point = "SELECT v FROM kv WHERE id = 42";
     let range = "SELECT id FROM kv WHERE id BETWEEN 10 AND 19";
     let index = "SELECT id FROM kv WHERE n = 3 ORDER BY id";
@@ -551,24 +563,7 @@ fn the_coordination_cache_answers_repeated_queries_and_writes_refresh_it() {
 #[test]
 fn an_index_result_read_over_a_pending_row_is_not_cached() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = OpenOptions {
-        capacity: 32 << 20,
-        mode: Mode::Metadata,
-        ..OpenOptions::default()
-    };
-    let conn = Connection::open_with(dir.path().join("p.ember"), opts).unwrap();
-    conn.execute_batch(
-        "CREATE TABLE kv(id INTEGER PRIMARY KEY, v TEXT, n INTEGER) USING lsm;
-         CREATE INDEX kv_n ON kv(n);",
-    )
-    .unwrap();
-    for i in 0..40i64 {
-        conn.execute(
-            "INSERT INTO kv VALUES (?1, ?2, ?3)",
-            ember::params![i, format!("v{i}"), i % 10],
-        )
-        .unwrap();
-    }
+    let conn = indexed_kv(&dir.path().join("p.ember"), 40);
     let index = "SELECT id, v FROM kv WHERE n = 3 ORDER BY id";
     let committed = all(&conn, index);
     conn.execute_batch("BEGIN; UPDATE kv SET v = 'uncommitted' WHERE id = 13;")
