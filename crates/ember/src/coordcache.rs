@@ -229,22 +229,11 @@ impl CoordCache {
             return false;
         }
         self.remove_query(&query);
-        let class = CLASSES
-            .iter()
-            .position(|&c| bytes.len() <= c)
-            .unwrap_or(CLASSES.len() - 1);
-        let size = CLASSES[class];
-        let need = bytes.len().div_ceil(size).max(1);
+        let (class, need) = slots_for(bytes.len());
         let Some(slots) = self.take_slots(class, need) else {
             return false;
         };
-        let mut left = bytes;
-        for s in &slots {
-            let n = left.len().min(size);
-            let at = s.slot as usize * size;
-            self.pages[s.page as usize][at..at + n].copy_from_slice(&left[..n]);
-            left = &left[n..];
-        }
+        fill_slots(&mut self.pages, &slots, CLASSES[class], &[bytes]);
         self.clock += 1;
         let entry = Entry {
             query: query.clone(),
@@ -340,32 +329,13 @@ impl CoordCache {
             return false;
         };
         let len = head.len() + body.len();
-        let size = CLASSES[e.class];
-        let fits = CLASSES
-            .iter()
-            .position(|&c| len <= c)
-            .unwrap_or(CLASSES.len() - 1)
-            == e.class
-            && len.div_ceil(size).max(1) == e.slots.len();
-        if !fits {
+        if slots_for(len) != (e.class, e.slots.len()) {
             if self.remove(id) {
                 self.stats.invalidations += 1;
             }
             return false;
         }
-        let mut bytes = head.iter().chain(body).copied();
-        let mut left = len;
-        for s in &e.slots {
-            let n = left.min(size);
-            let at = s.slot as usize * size;
-            for (dst, b) in self.pages[s.page as usize][at..at + n]
-                .iter_mut()
-                .zip(&mut bytes)
-            {
-                *dst = b;
-            }
-            left -= n;
-        }
+        fill_slots(&mut self.pages, &e.slots, CLASSES[e.class], &[head, body]);
         e.len = len;
         self.stats.refreshes += 1;
         true
@@ -373,9 +343,7 @@ impl CoordCache {
 
     /// Drops the result of `query`, if there is one (an invalidation).
     pub fn forget(&mut self, query: &[u8]) {
-        if let Some(&id) = self.by_query.get(query)
-            && self.remove(id)
-        {
+        if self.remove_query(query) {
             self.stats.invalidations += 1;
         }
     }
@@ -388,9 +356,11 @@ impl CoordCache {
         }
     }
 
-    fn remove_query(&mut self, query: &[u8]) {
-        if let Some(&id) = self.by_query.get(query) {
-            self.remove(id);
+    /// Drops the result of `query`; whether there was one.
+    fn remove_query(&mut self, query: &[u8]) -> bool {
+        match self.by_query.get(query) {
+            Some(&id) => self.remove(id),
+            None => false,
         }
     }
 
@@ -473,6 +443,40 @@ impl CoordCache {
             return Some(id);
         }
         None
+    }
+}
+
+/// The class of a result of `len` bytes and how many of its slots it takes.
+fn slots_for(len: usize) -> (usize, usize) {
+    let class = CLASSES
+        .iter()
+        .position(|&c| len <= c)
+        .unwrap_or(CLASSES.len() - 1);
+    (class, len.div_ceil(CLASSES[class]).max(1))
+}
+
+/// Copies `parts`, one after the other, into `slots` of `size` bytes each (which hold them).
+fn fill_slots(pages: &mut [Box<[u8]>], slots: &[SlotRef], size: usize, parts: &[&[u8]]) {
+    let mut parts = parts.iter().copied();
+    let mut part: &[u8] = parts.next().unwrap_or_default();
+    for s in slots {
+        let start = s.slot as usize * size;
+        let mut dst = &mut pages[s.page as usize][start..start + size];
+        loop {
+            while part.is_empty() {
+                match parts.next() {
+                    Some(p) => part = p,
+                    None => return,
+                }
+            }
+            if dst.is_empty() {
+                break;
+            }
+            let n = part.len().min(dst.len());
+            dst[..n].copy_from_slice(&part[..n]);
+            dst = &mut dst[n..];
+            part = &part[n..];
+        }
     }
 }
 

@@ -257,17 +257,21 @@ impl<E: Env> LsmStore<E> {
             if !cache.admit(&query) {
                 return self.db.get_with(k, f).map_err(lerr);
             }
-            let v = self.db.get(k).map_err(lerr)?;
-            let mut b = Vec::with_capacity(1 + v.as_ref().map_or(0, Vec::len));
-            match &v {
-                Some(v) => {
+            // Read into the result's bytes once: `1 | value`, or `0`.
+            let mut b = Vec::new();
+            let found = self
+                .db
+                .get_with(k, |v| {
+                    b.reserve_exact(1 + v.len());
                     b.push(1);
                     b.extend_from_slice(v);
-                }
-                None => b.push(0),
+                })
+                .map_err(lerr)?;
+            if found.is_none() {
+                b.push(0);
             }
             cache.put(query.clone(), &b, vec![k.to_vec()], Vec::new());
-            Ok(v.as_deref().map(f))
+            Ok(found.map(|()| f(&b[1..])))
         })();
         self.query_buf = query;
         r
