@@ -173,7 +173,8 @@ impl std::hash::Hasher for IdHasher {
 /// A `HashMap` builder with [`IdHasher`].
 pub type IdHash = std::hash::BuildHasherDefault<IdHasher>;
 
-/// Format version of every block this build writes.
+/// Format version of every block this build writes but data blocks, whose version is
+/// their format ([`crate::sstable::block::FORMAT`]).
 pub const VERSION: u8 = 1;
 /// Magic of a sorted-table block.
 pub const BLOCK_MAGIC: [u8; 4] = *b"ELBK";
@@ -196,6 +197,14 @@ pub enum BlockKind {
 }
 
 impl BlockKind {
+    /// The version this build writes blocks of this kind with.
+    fn version(self) -> u8 {
+        match self {
+            BlockKind::Data => crate::sstable::block::FORMAT,
+            _ => VERSION,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             BlockKind::Data => "data block",
@@ -209,7 +218,7 @@ impl BlockKind {
 ///
 /// ```text
 ///  0 4  magic "ELBK"
-///  4 1  format version (1)
+///  4 1  format version (1; a data block: its format, 1 or 2)
 ///  5 1  kind (1 data, 2 index, 3 bloom, 4 prefix bloom)
 ///  6 2  reserved, zero
 ///  8 8  table id
@@ -226,7 +235,7 @@ pub fn seal(kind: BlockKind, table: u64, payload: &[u8], out: &mut Vec<u8>) {
 pub fn seal_with(kind: BlockKind, table: u64, out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
     let start = out.len();
     out.extend_from_slice(&BLOCK_MAGIC);
-    out.push(VERSION);
+    out.push(kind.version());
     out.push(kind as u8);
     out.extend_from_slice(&[0, 0]);
     out.extend_from_slice(&table.to_le_bytes());
@@ -238,8 +247,13 @@ pub fn seal_with(kind: BlockKind, table: u64, out: &mut Vec<u8>, write: impl FnO
     out[start + 20..start + 24].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// Checks a block read at `offset` of `table` and returns its payload.
-pub fn open_block(kind: BlockKind, table: u64, offset: u64, block: &[u8]) -> Result<&[u8]> {
+/// Checks a block read at `offset` of `table` and returns its version and payload.
+pub fn open_block(
+    kind: BlockKind,
+    table: u64,
+    offset: u64,
+    block: &[u8],
+) -> Result<(u8, &[u8])> {
     let bad = |reason| LsmError::Corrupt {
         structure: kind.name(),
         table,
@@ -252,7 +266,8 @@ pub fn open_block(kind: BlockKind, table: u64, offset: u64, block: &[u8]) -> Res
     if block[0..4] != BLOCK_MAGIC {
         return Err(bad("bad magic"));
     }
-    if block[4] != VERSION {
+    let version = block[4];
+    if version != kind.version() && !(kind == BlockKind::Data && version == 1) {
         return Err(bad("unknown format version"));
     }
     if block[5] != kind as u8 {
@@ -271,7 +286,7 @@ pub fn open_block(kind: BlockKind, table: u64, offset: u64, block: &[u8]) -> Res
     if h.finalize() != le32(block, 20) {
         return Err(bad("checksum mismatch"));
     }
-    Ok(&block[BLOCK_HEADER..])
+    Ok((version, &block[BLOCK_HEADER..]))
 }
 
 #[cfg(test)]

@@ -6,10 +6,13 @@
 //! that, one of its tables (round robin through the key space) and the tables it overlaps in
 //! level `n + 1` are merged into level `n + 1`. A table that overlaps nothing below moves
 //! down without being rewritten. A tombstone is dropped when no deeper level has a table
-//! whose range holds its key.
+//! whose range holds its key. When no level is over its limit, a value blob that has become
+//! mostly garbage is collected ([`collect`]): a table that points into it is rewritten in
+//! its own level, and the merge copies the values it still points to into a new blob.
 
 use std::sync::Arc;
 
+use crate::env::BlobId;
 use crate::sstable::TableMeta;
 
 /// Levels in the tree.
@@ -27,6 +30,8 @@ pub struct Pick {
     pub inputs: Vec<Arc<TableMeta>>,
     /// Overlapping tables of `level + 1`, in key order.
     pub next: Vec<Arc<TableMeta>>,
+    /// The level its output goes to: `level + 1`, or `level` for a [`collect`].
+    pub into: usize,
 }
 
 /// Bytes level `level ≥ 1` may hold.
@@ -63,6 +68,7 @@ pub fn pick(
             level: 0,
             inputs,
             next,
+            into: 1,
         });
     }
     for level in 1..LEVELS - 1 {
@@ -81,9 +87,32 @@ pub fn pick(
             level,
             inputs: vec![t],
             next,
+            into: level + 1,
         });
     }
     None
+}
+
+/// A compaction that collects value blob `blob`: the table of level 1 or deeper that points
+/// to the most of its bytes, rewritten in its own level. `None` if only level 0 points into
+/// it (level 0 is merged soon anyway).
+pub fn collect(levels: &Levels, blob: BlobId) -> Option<Pick> {
+    let (_, level, t) = levels
+        .iter()
+        .enumerate()
+        .skip(1)
+        .flat_map(|(l, ts)| ts.iter().map(move |t| (l, t)))
+        .filter_map(|(l, t)| {
+            let (_, n) = t.values.iter().find(|(b, _)| *b == blob)?;
+            Some((*n, l, t))
+        })
+        .max_by_key(|(n, l, _)| (*n, std::cmp::Reverse(*l)))?;
+    Some(Pick {
+        level,
+        inputs: vec![t.clone()],
+        next: Vec::new(),
+        into: level,
+    })
 }
 
 /// Whether a level deeper than `out` may hold `key` (so its tombstone must be kept).

@@ -16,7 +16,7 @@
 //! * open: the manifest, then every live log is replayed into a memtable, which is written
 //!   as a level-0 table with a fresh log and a new manifest before the old logs go.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -31,9 +31,10 @@ use crate::error::{LsmError, Result};
 use crate::iter::{Fetch, Merge, Source};
 use crate::manifest::{LogMeta, Manifest};
 use crate::memtable::{ENTRY_OVERHEAD, Memtable, Value, WriteBatch};
-use crate::sstable::block::{Cursor, DataBlock};
+use crate::sstable::block::{Cursor, DataBlock, Stored};
 use crate::sstable::bloom::{Bloom, PrefixRule, key_hash};
 use crate::sstable::{self, Handle, Index, TableBuilder, TableMeta};
+use crate::vlog::{self, ValueMeta, ValuePtr, ValueWriter};
 use crate::wal::{self, Wal};
 
 /// Settings of a database. [`Options::with_budget`] derives every size from one memory cap.
@@ -62,7 +63,14 @@ pub struct Options {
     /// Keys whose prefixes also enter the bloom filters of the tables written (so
     /// [`Db::probe`] can skip tables by prefix); `None`: full keys only.
     pub prefix_rule: Option<PrefixRule>,
+    /// Values of at least this many bytes are written to value blobs when they leave the
+    /// memtable, and their tables hold pointers to them ([`crate::vlog`]): compactions then
+    /// move keys and pointers, not the values. `None`: every value stays in its table.
+    pub separate_values: Option<usize>,
 }
+
+/// [`Options::with_budget`]'s threshold of [`Options::separate_values`].
+pub const SEPARATE_VALUES: usize = 512;
 
 impl Options {
     /// Settings for a RAM cap of `bytes`: memtables of an eighth of it each, tables of the
@@ -88,6 +96,7 @@ impl Options {
             pinned_levels: 2,
             log_capacity: wb as u64 + wb as u64 / 2 + 4096,
             prefix_rule: None,
+            separate_values: Some(SEPARATE_VALUES),
         }
     }
 }
@@ -125,6 +134,17 @@ impl MemoryUsage {
     }
 }
 
+/// A value blob as [`Db::value_blobs`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueBlob {
+    /// Its blob id.
+    pub id: BlobId,
+    /// Bytes of values written to it.
+    pub values: u64,
+    /// Bytes of them the tables still point to.
+    pub live: u64,
+}
+
 struct Pinned {
     index: Arc<Index>,
     bloom: Arc<Bloom>,
@@ -139,6 +159,9 @@ struct Core<E: Env> {
     log: LogMeta,
     imm: Option<(Arc<Memtable>, LogMeta)>,
     levels: Arc<Levels>,
+    /// Value blobs not removed yet: those the levels point into, and those only merged
+    /// tables an iterator still reads point into.
+    values: BTreeMap<BlobId, ValueMeta>,
     next_blob: BlobId,
     generation: u64,
     seq: u64,
@@ -157,6 +180,8 @@ struct Core<E: Env> {
     rec: Vec<u8>,
     /// The block being read (its capacity reused from read to read).
     scratch: Vec<u8>,
+    /// The value being read from a value blob (its capacity reused).
+    vbuf: Vec<u8>,
     /// The cursor point reads search blocks with (its key buffer reused).
     cursor: Cursor,
     /// A background thread flushes and compacts: commits leave compactions to it.
@@ -298,12 +323,23 @@ fn pause<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
         .unwrap_or_else(|p| p.into_inner().0)
 }
 
+/// What a flush or compaction wrote: its tables, and the value blobs they point into that
+/// it wrote.
+#[derive(Default)]
+struct Built {
+    tables: Vec<Arc<TableMeta>>,
+    values: Vec<ValueMeta>,
+}
+
 /// Builds tables from entries in key order (split at `table_size` if asked) and writes
-/// them, unsynced.
+/// them, unsynced; values of at least `separate` bytes go to value blobs (split at
+/// `table_size` too), written likewise.
 struct TableSink {
     builder: Option<TableBuilder>,
-    out: Vec<Arc<TableMeta>>,
+    values: Option<ValueWriter>,
+    out: Built,
     split: bool,
+    separate: Option<usize>,
     /// About how many bytes of entries are still to come (what the tables' buffers are
     /// reserved for).
     coming: usize,
@@ -311,17 +347,23 @@ struct TableSink {
 
 impl TableSink {
     /// A sink for about `coming` bytes of entries.
-    fn new(split: bool, coming: u64) -> Self {
+    fn new(split: bool, coming: u64, separate: Option<usize>) -> Self {
         TableSink {
             builder: None,
-            out: Vec::new(),
+            values: None,
+            out: Built::default(),
             split,
+            separate,
             coming: usize::try_from(coming).unwrap_or(usize::MAX),
         }
     }
 
-    fn add(&mut self, out: &mut impl TableOut, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        if self.builder.is_none() {
+    /// The table being built (begun if there is none).
+    fn builder(&mut self, out: &mut impl TableOut) -> &mut TableBuilder {
+        let coming = self.coming;
+        let split = self.split;
+        let separate = self.separate.is_some();
+        self.builder.get_or_insert_with(|| {
             let id = out.blob_id();
             let opts = out.opts();
             let mut b = TableBuilder::with_rule(
@@ -333,59 +375,116 @@ impl TableSink {
             // Room for what is still to come, or for one table of a split: it ends after the
             // entry that takes it past `table_size`, then come its index and filter. Only a
             // hint: a table outgrowing it grows its buffer, and one that cannot be had is
-            // not reserved.
-            let most = if self.split {
-                self.coming.min(opts.table_size)
+            // not reserved. (With values kept apart, most of what comes goes elsewhere.)
+            let mut most = if split {
+                coming.min(opts.table_size)
             } else {
-                self.coming
+                coming
             };
+            if separate {
+                most /= 8;
+            }
             b.reserve(
                 most.saturating_add(most / 8)
                     .saturating_add(opts.block_size.saturating_mul(2)),
             );
-            self.builder = Some(b);
+            b
+        })
+    }
+
+    /// Adds an entry with its value (`None`: a tombstone).
+    fn add(&mut self, out: &mut impl TableOut, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        match value {
+            Some(v) if self.separate.is_some_and(|n| v.len() >= n) => {
+                let w = match &mut self.values {
+                    Some(w) => w,
+                    None => {
+                        let id = out.blob_id();
+                        let most = if self.split {
+                            self.coming.min(out.opts().table_size)
+                        } else {
+                            self.coming
+                        };
+                        self.values.insert(ValueWriter::new(id, most))
+                    }
+                };
+                let p = w.add(v);
+                if self.split
+                    && w.size() >= out.opts().table_size
+                    && let Some(w) = self.values.take()
+                {
+                    self.out.values.push(write_values(out, w)?);
+                }
+                self.add_pointer(out, key, &p)
+            }
+            _ => {
+                self.builder(out).add(key, value);
+                self.cut(out)
+            }
         }
+    }
+
+    /// Adds an entry whose value lies in a value blob already.
+    fn add_pointer(&mut self, out: &mut impl TableOut, key: &[u8], p: &ValuePtr) -> Result<()> {
+        self.builder(out).add_pointer(key, p);
+        self.cut(out)
+    }
+
+    /// Writes the table if it is full (and the sink splits).
+    fn cut(&mut self, out: &mut impl TableOut) -> Result<()> {
         let table_size = out.opts().table_size;
-        let Some(b) = self.builder.as_mut() else {
-            return Ok(());
-        };
-        b.add(key, value);
         if self.split
-            && b.size() >= table_size
+            && self.builder.as_ref().is_some_and(|b| b.size() >= table_size)
             && let Some(b) = self.builder.take()
         {
-            self.out.push(out.write_table(b)?);
+            self.out.tables.push(write_table(out, b)?);
         }
         Ok(())
     }
 
-    fn finish(mut self, out: &mut impl TableOut) -> Result<Vec<Arc<TableMeta>>> {
+    fn finish(mut self, out: &mut impl TableOut) -> Result<Built> {
+        if let Some(w) = self.values.take()
+            && !w.is_empty()
+        {
+            self.out.values.push(write_values(out, w)?);
+        }
         if let Some(b) = self.builder.take()
             && b.entries() > 0
         {
-            self.out.push(out.write_table(b)?);
+            self.out.tables.push(write_table(out, b)?);
         }
         Ok(self.out)
     }
 }
 
-/// Where a flush or compaction puts the tables it builds: the core itself (under its lock),
+/// Where a flush or compaction puts the blobs it builds: the core itself (under its lock),
 /// or a background job's [`Detached`] handle.
 trait TableOut {
     fn opts(&self) -> &Options;
     /// A new blob number (from the manifest's counter).
     fn blob_id(&mut self) -> BlobId;
-    /// Creates the table's blob and writes it, unsynced.
-    fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>>;
-    /// Makes the tables written so far durable.
+    /// Creates blob `id` and writes `bytes` to it, unsynced; returns its locator.
+    fn write_blob(&mut self, id: BlobId, bytes: &[u8]) -> Result<Vec<u8>>;
+    /// Makes the blobs written so far durable.
     fn sync(&mut self) -> Result<()>;
 }
 
-fn write_table(env: &mut impl Env, b: TableBuilder) -> Result<Arc<TableMeta>> {
+fn write_table(out: &mut impl TableOut, b: TableBuilder) -> Result<Arc<TableMeta>> {
     let (bytes, mut meta) = b.finish();
-    meta.locator = env.create(meta.id, bytes.len() as u64)?;
-    env.write(meta.id, 0, &bytes)?;
+    meta.locator = out.write_blob(meta.id, &bytes)?;
     Ok(Arc::new(meta))
+}
+
+fn write_values(out: &mut impl TableOut, w: ValueWriter) -> Result<ValueMeta> {
+    let (bytes, mut meta) = w.finish();
+    meta.locator = out.write_blob(meta.id, &bytes)?;
+    Ok(meta)
+}
+
+fn write_blob(env: &mut impl Env, id: BlobId, bytes: &[u8]) -> Result<Vec<u8>> {
+    let locator = env.create(id, bytes.len() as u64)?;
+    env.write(id, 0, bytes)?;
+    Ok(locator)
 }
 
 impl<E: Env> TableOut for Core<E> {
@@ -397,8 +496,8 @@ impl<E: Env> TableOut for Core<E> {
         self.next_blob += 1;
         id
     }
-    fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>> {
-        write_table(&mut self.env, b)
+    fn write_blob(&mut self, id: BlobId, bytes: &[u8]) -> Result<Vec<u8>> {
+        write_blob(&mut self.env, id, bytes)
     }
     fn sync(&mut self) -> Result<()> {
         self.env.sync()
@@ -406,18 +505,28 @@ impl<E: Env> TableOut for Core<E> {
 }
 
 /// The tables a flush builds from memtable `imm`, written and synced.
-fn build_flush(imm: &Memtable, out: &mut impl TableOut) -> Result<Vec<Arc<TableMeta>>> {
-    let mut sink = TableSink::new(false, imm.bytes() as u64);
+fn build_flush(imm: &Memtable, out: &mut impl TableOut) -> Result<Built> {
+    let mut sink = TableSink::new(false, imm.bytes() as u64, out.opts().separate_values);
     imm.for_each_newest(|k, v| sink.add(out, k, v))?;
-    let tables = sink.finish(out)?;
+    let built = sink.finish(out)?;
     out.sync()?;
-    Ok(tables)
+    Ok(built)
 }
 
-/// A compaction picked, to be merged: its tables, and the levels when it was picked.
+/// A compaction picked, to be merged: its tables, the levels when it was picked, and the
+/// value blobs whose values it copies to a new blob (those below [`vlog::LIVE_FLOOR`]).
 struct Compaction {
     pick: Pick,
     snapshot: Arc<Levels>,
+    relocate: HashSet<BlobId, IdHash>,
+}
+
+/// What a merge found at a key.
+enum Got {
+    Tombstone,
+    /// The value, in the merge's value buffer.
+    Value,
+    Pointer(ValuePtr),
 }
 
 /// What [`Core::start_compaction`] did.
@@ -430,10 +539,11 @@ enum Started {
     Merge(Compaction),
 }
 
-/// Merges a compaction's tables into new tables of the level below, written and synced.
-fn run_compaction(c: &Compaction, io: &mut (impl Fetch + TableOut)) -> Result<Vec<Arc<TableMeta>>> {
+/// Merges a compaction's tables into new tables of the level below (or of the same level,
+/// for a pick that collects value blobs), written and synced.
+fn run_compaction(c: &Compaction, io: &mut (impl Fetch + TableOut)) -> Result<Built> {
     let p = &c.pick;
-    let out = p.level + 1;
+    let out = p.into;
     let mut sources: Vec<Source> = if p.level == 0 {
         p.inputs
             .iter()
@@ -445,17 +555,79 @@ fn run_compaction(c: &Compaction, io: &mut (impl Fetch + TableOut)) -> Result<Ve
     sources.push(Source::tables(p.next.clone(), None));
     let mut merge = Merge::new(sources, Bound::Unbounded, Bound::Unbounded);
     let coming = p.inputs.iter().chain(&p.next).map(|t| t.size).sum();
-    let mut sink = TableSink::new(true, coming);
+    let mut sink = TableSink::new(true, coming, io.opts().separate_values);
     let (mut key, mut value) = (Vec::new(), Vec::new());
-    while let Some(is_value) = merge.next_into(io, &mut key, &mut value)? {
-        if !is_value && !compaction::deeper_may_hold(&c.snapshot, out, &key) {
-            continue;
+    loop {
+        let got = merge.next_with(io, |k, v| -> Result<Got> {
+            key.clear();
+            key.extend_from_slice(k);
+            Ok(match v {
+                None => Got::Tombstone,
+                Some(Stored::Inline(v)) => {
+                    value.clear();
+                    value.extend_from_slice(v);
+                    Got::Value
+                }
+                // The merge does not say which table the pointer came from.
+                Some(Stored::Pointer(b)) => Got::Pointer(ValuePtr::decode(b, 0, 0)?),
+            })
+        })?;
+        match got.transpose()? {
+            None => break,
+            Some(Got::Tombstone) => {
+                if compaction::deeper_may_hold(&c.snapshot, out, &key) {
+                    sink.add(io, &key, None)?;
+                }
+            }
+            Some(Got::Value) => sink.add(io, &key, Some(&value))?,
+            Some(Got::Pointer(ptr)) if c.relocate.contains(&ptr.blob) => {
+                io.value(&ptr, &mut value)?;
+                sink.add(io, &key, Some(&value))?;
+            }
+            Some(Got::Pointer(ptr)) => sink.add_pointer(io, &key, &ptr)?,
         }
-        sink.add(io, &key, is_value.then_some(value.as_slice()))?;
     }
-    let tables = sink.finish(io)?;
+    let built = sink.finish(io)?;
     io.sync()?;
-    Ok(tables)
+    Ok(built)
+}
+
+/// Bytes `tables` point to, per value blob.
+fn referenced<'a>(
+    tables: impl IntoIterator<Item = &'a Arc<TableMeta>>,
+) -> HashMap<BlobId, u64, IdHash> {
+    let mut live: HashMap<BlobId, u64, IdHash> = HashMap::default();
+    for t in tables {
+        for &(blob, bytes) in &t.values {
+            *live.entry(blob).or_default() += bytes;
+        }
+    }
+    live
+}
+
+/// A table's answer for a key, with a pointer not followed yet.
+enum Found<T> {
+    /// The table does not know the key.
+    Absent,
+    /// The value or tombstone, given to the caller's function.
+    Done(T),
+    /// The value lies in a value blob.
+    Pointer(ValuePtr),
+}
+
+/// [`Found`] of a block's answer for `key` (`call` on a value or tombstone there).
+fn found<T>(
+    r: Option<Option<Stored<'_>>>,
+    t: &TableMeta,
+    h: Handle,
+    call: &mut impl FnMut(Option<&[u8]>) -> T,
+) -> Result<Found<T>> {
+    Ok(match r {
+        None => Found::Absent,
+        Some(None) => Found::Done(call(None)),
+        Some(Some(Stored::Inline(v))) => Found::Done(call(Some(v))),
+        Some(Some(Stored::Pointer(p))) => Found::Pointer(ValuePtr::decode(p, t.id, h.offset)?),
+    })
 }
 
 fn charge(batch: &WriteBatch) -> usize {
@@ -482,7 +654,35 @@ impl<E: Env> Core<E> {
                 .iter()
                 .map(|l| l.iter().map(|t| (**t).clone()).collect())
                 .collect(),
+            // The blobs the levels point into: one only merged tables still point into is
+            // not named, as those tables are not (it is removed once no iterator reads them).
+            values: {
+                let live = referenced(self.levels.iter().flatten());
+                self.values
+                    .values()
+                    .filter(|v| live.contains_key(&v.id))
+                    .cloned()
+                    .collect()
+            },
         }
+    }
+
+    /// Value blobs below [`vlog::LIVE_FLOOR`] of live bytes, least live first, with their
+    /// share of live bytes.
+    fn collectable(&self) -> Vec<(f64, BlobId)> {
+        let live = referenced(self.levels.iter().flatten());
+        let mut out: Vec<(f64, BlobId)> = self
+            .values
+            .values()
+            .filter(|v| v.values > 0)
+            .map(|v| {
+                let l = live.get(&v.id).copied().unwrap_or(0);
+                (l as f64 / v.values as f64, v.id)
+            })
+            .filter(|&(share, _)| share < vlog::LIVE_FLOOR)
+            .collect();
+        out.sort_by(|a, b| a.0.total_cmp(&b.0));
+        out
     }
 
     fn write_manifest(&mut self) -> Result<()> {
@@ -597,7 +797,9 @@ impl<E: Env> Core<E> {
         let at = (t.id, h.offset);
         let mut cur = std::mem::take(&mut self.cursor);
         let r = match self.cache.get(at) {
-            Some(Cached::Data(block)) => block.get(key, &mut cur).map(|v| v.map(&mut *call)),
+            Some(Cached::Data(block)) => {
+                block.get(key, &mut cur).and_then(|v| found(v, t, h, call))
+            }
             _ if self.cache.admit(at, self.cache_limit()) => {
                 match sstable::read_data(&mut self.env, t, h, &mut self.scratch) {
                     Ok(block) => {
@@ -605,17 +807,24 @@ impl<E: Env> Core<E> {
                         let limit = self.cache_limit();
                         self.cache
                             .insert(at, Cached::Data(block.clone()), block.charge(), limit);
-                        block.get(key, &mut cur).map(|v| v.map(&mut *call))
+                        block.get(key, &mut cur).and_then(|v| found(v, t, h, call))
                     }
                     Err(e) => Err(e),
                 }
             }
             // Not met lately: searched where it was read, and not kept (the cache's docs).
             _ => sstable::read_data_in(&mut self.env, t, h, &mut self.scratch)
-                .and_then(|block| block.get(key, &mut cur).map(|v| v.map(&mut *call))),
+                .and_then(|block| block.get(key, &mut cur).and_then(|v| found(v, t, h, call))),
         };
         self.cursor = cur;
-        r
+        match r? {
+            Found::Absent => Ok(None),
+            Found::Done(v) => Ok(Some(v)),
+            Found::Pointer(p) => {
+                vlog::read_value(&mut self.env, &p, &mut self.vbuf)?;
+                Ok(Some(call(Some(&self.vbuf))))
+            }
+        }
     }
 
     /// `f` on the value of `key` where it lies (no copy); `None` if there is none.
@@ -728,7 +937,14 @@ impl<E: Env> Core<E> {
                     if cur.key() >= hi {
                         return Ok(());
                     }
-                    f(cur.key(), cur.value(&block));
+                    match cur.value(&block) {
+                        Some(Stored::Pointer(p)) => {
+                            let p = ValuePtr::decode(p, t.id, h.offset)?;
+                            vlog::read_value(&mut self.env, &p, &mut self.vbuf)?;
+                            f(cur.key(), Some(&self.vbuf));
+                        }
+                        v => f(cur.key(), v.and_then(Stored::inline)),
+                    }
                     block.step(&mut cur)?;
                 }
             }
@@ -897,7 +1113,17 @@ impl<E: Env> Core<E> {
                 }
                 let at = out.len();
                 for _ in 0..want {
-                    out.push((cur.key().to_vec(), cur.value(&block).map(<[u8]>::to_vec)));
+                    let v = match cur.value(&block) {
+                        None => None,
+                        Some(Stored::Inline(v)) => Some(v.to_vec()),
+                        Some(Stored::Pointer(p)) => {
+                            let p = ValuePtr::decode(p, t.id, h.offset)?;
+                            let mut v = Vec::new();
+                            vlog::read_value(&mut self.env, &p, &mut v)?;
+                            Some(v)
+                        }
+                    };
+                    out.push((cur.key().to_vec(), v));
                     block.step(&mut cur)?;
                 }
                 out[at..].reverse();
@@ -919,9 +1145,9 @@ impl<E: Env> Core<E> {
         let flushed = self.write_imm()?;
         let (wal, log) = self.new_log(at_least)?;
         let old_log_id = match flushed {
-            Some((levels, id)) => {
+            Some((built, id)) => {
                 self.imm = None;
-                self.set_levels(levels);
+                self.install_level0(built);
                 Some(id)
             }
             None => None,
@@ -947,9 +1173,10 @@ impl<E: Env> Core<E> {
         Ok(())
     }
 
-    /// Writes the immutable memtable as level-0 tables and syncs them; returns the levels
-    /// with them (not installed yet) and the id of its log, or `None` if there is none.
-    fn write_imm(&mut self) -> Result<Option<(Levels, BlobId)>> {
+    /// Writes the immutable memtable as level-0 tables (and value blobs) and syncs them;
+    /// returns what was written (not installed yet) and the id of its log, or `None` if there
+    /// is none.
+    fn write_imm(&mut self) -> Result<Option<(Built, BlobId)>> {
         let Some((imm, log)) = self.imm.clone() else {
             return Ok(None);
         };
@@ -959,32 +1186,35 @@ impl<E: Env> Core<E> {
                 "the immutable memtable was flushed while the background thread flushed it".into(),
             ));
         }
-        let tables = build_flush(&imm, self)?;
-        Ok(Some((self.with_level0(tables), log.id)))
+        let built = build_flush(&imm, self)?;
+        Ok(Some((built, log.id)))
     }
 
-    /// The current levels with `tables` (a flush's, in key order) as the newest of level 0.
-    fn with_level0(&self, tables: Vec<Arc<TableMeta>>) -> Levels {
+    /// Installs a flush's tables as the newest of level 0, and its value blobs (no manifest
+    /// written).
+    fn install_level0(&mut self, built: Built) {
         let mut levels = (*self.levels).clone();
-        for t in tables.into_iter().rev() {
+        for t in built.tables.into_iter().rev() {
             levels[0].insert(0, t);
         }
-        levels
+        self.values
+            .extend(built.values.into_iter().map(|v| (v.id, v)));
+        self.set_levels(levels);
     }
 
     fn flush_imm(&mut self) -> Result<()> {
-        let Some((levels, log)) = self.write_imm()? else {
+        let Some((built, log)) = self.write_imm()? else {
             return Ok(());
         };
         self.imm = None;
-        self.set_levels(levels);
+        self.install_level0(built);
         self.write_manifest()?;
         self.env.remove(log)
     }
 
     /// Installs the tables a background flush built from memtable `imm`: one manifest names
     /// them instead of its log, which is removed after.
-    fn finish_flush(&mut self, imm: &Arc<Memtable>, tables: Vec<Arc<TableMeta>>) -> Result<()> {
+    fn finish_flush(&mut self, imm: &Arc<Memtable>, built: Built) -> Result<()> {
         let log = match &self.imm {
             Some((m, log)) if Arc::ptr_eq(m, imm) => log.id,
             _ => {
@@ -993,9 +1223,8 @@ impl<E: Env> Core<E> {
                 ));
             }
         };
-        let levels = self.with_level0(tables);
         self.imm = None;
-        self.set_levels(levels);
+        self.install_level0(built);
         self.write_manifest()?;
         self.remove_unnamed(log)
     }
@@ -1008,6 +1237,8 @@ impl<E: Env> Core<E> {
         self.compact_inline()
     }
 
+    /// The next compaction: a level over its limit first, else the collection of the
+    /// least live value blob that a table of level 1 or deeper points into.
     fn pick(&self) -> Option<Pick> {
         compaction::pick(
             &self.levels,
@@ -1016,6 +1247,11 @@ impl<E: Env> Core<E> {
             self.opts.level_multiplier,
             &self.pointers,
         )
+        .or_else(|| {
+            self.collectable()
+                .into_iter()
+                .find_map(|(_, blob)| compaction::collect(&self.levels, blob))
+        })
     }
 
     /// Picks the next compaction. A table that overlaps nothing below moves down at once
@@ -1028,11 +1264,12 @@ impl<E: Env> Core<E> {
             return Ok(Started::Idle);
         };
         if let Some(t) = p.inputs.last()
+            && p.into > p.level
             && let Some(ptr) = self.pointers.get_mut(p.level)
         {
             ptr.clone_from(&t.largest);
         }
-        if p.level > 0 && p.next.is_empty() {
+        if p.level > 0 && p.next.is_empty() && p.into > p.level {
             // Nothing below overlaps: move the table down.
             let gone: Vec<BlobId> = p.inputs.iter().map(|t| t.id).collect();
             let mut levels = (*self.levels).clone();
@@ -1046,22 +1283,25 @@ impl<E: Env> Core<E> {
         Ok(Started::Merge(Compaction {
             pick: p,
             snapshot: self.levels.clone(),
+            relocate: self.collectable().into_iter().map(|(_, b)| b).collect(),
         }))
     }
 
     /// Installs a merge's output: the current levels (a flush may have added level-0 tables
     /// meanwhile) without its inputs and with `tables`, under a new manifest; then the
     /// inputs go once no iterator reads them.
-    fn finish_compaction(&mut self, c: Compaction, tables: Vec<Arc<TableMeta>>) -> Result<()> {
+    fn finish_compaction(&mut self, c: Compaction, built: Built) -> Result<()> {
         let p = c.pick;
-        let out = p.level + 1;
+        let out = p.into;
         let gone: HashSet<BlobId, IdHash> = p.inputs.iter().chain(&p.next).map(|t| t.id).collect();
         let mut levels = (*self.levels).clone();
         for l in levels.iter_mut() {
             l.retain(|t| !gone.contains(&t.id));
         }
-        levels[out].extend(tables);
+        levels[out].extend(built.tables);
         levels[out].sort_by(|a, b| a.smallest.cmp(&b.smallest));
+        self.values
+            .extend(built.values.into_iter().map(|v| (v.id, v)));
         self.set_levels(levels);
         self.write_manifest()?;
         self.obsolete.extend(p.inputs.into_iter().chain(p.next));
@@ -1075,23 +1315,40 @@ impl<E: Env> Core<E> {
             Started::Idle => Ok(false),
             Started::Moved => Ok(true),
             Started::Merge(c) => {
-                let tables = run_compaction(&c, &mut Direct(self))?;
-                self.finish_compaction(c, tables)?;
+                let built = run_compaction(&c, &mut Direct(self))?;
+                self.finish_compaction(c, built)?;
                 Ok(true)
             }
         }
     }
 
-    /// Removes merged tables no iterator reads any more, and the doomed blobs.
+    /// Removes merged tables no iterator reads any more, the value blobs no table left
+    /// points into, and the doomed blobs.
     fn purge(&mut self) -> Result<()> {
         let (gone, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.obsolete)
             .into_iter()
             .partition(|t| Arc::strong_count(t) == 1);
+        // No manifest names a value blob the levels do not point into (see `manifest`).
+        let live = if self.values.is_empty() {
+            HashMap::default()
+        } else {
+            referenced(self.levels.iter().flatten().chain(&keep))
+        };
+        let dead: Vec<BlobId> = self
+            .values
+            .keys()
+            .copied()
+            .filter(|id| !live.contains_key(id))
+            .collect();
+        for id in &dead {
+            self.values.remove(id);
+        }
         let doomed = std::mem::take(&mut self.doomed);
         let ids: Vec<BlobId> = gone
             .iter()
             .map(|t| t.id)
             .chain(doomed.iter().copied())
+            .chain(dead.iter().copied())
             .collect();
         if ids.is_empty() {
             self.obsolete = keep;
@@ -1104,6 +1361,7 @@ impl<E: Env> Core<E> {
                 .extend(gone.into_iter().filter(|t| self.env.capacity(t.id).is_ok()));
             self.doomed = doomed
                 .into_iter()
+                .chain(dead)
                 .filter(|&id| self.env.capacity(id).is_ok())
                 .collect();
             return if transient(&e) { Ok(()) } else { Err(e) };
@@ -1360,6 +1618,9 @@ impl<E: Env> Fetch for Direct<'_, E> {
         let core = &mut *self.0;
         read_uncached(&mut core.env, &mut core.scratch, t, h)
     }
+    fn value(&mut self, p: &ValuePtr, buf: &mut Vec<u8>) -> Result<()> {
+        vlog::read_value(&mut self.0.env, p, buf)
+    }
     fn data_run(
         &mut self,
         t: &TableMeta,
@@ -1379,8 +1640,8 @@ impl<E: Env> TableOut for Direct<'_, E> {
     fn blob_id(&mut self) -> BlobId {
         self.0.blob_id()
     }
-    fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>> {
-        self.0.write_table(b)
+    fn write_blob(&mut self, id: BlobId, bytes: &[u8]) -> Result<Vec<u8>> {
+        self.0.write_blob(id, bytes)
     }
     fn sync(&mut self) -> Result<()> {
         self.0.env.sync()
@@ -1424,6 +1685,9 @@ impl<E: Env> Fetch for Detached<'_, E> {
     fn data(&mut self, t: &TableMeta, h: Handle) -> Result<Arc<DataBlock>> {
         read_uncached(&mut self.env, &mut self.scratch, t, h)
     }
+    fn value(&mut self, p: &ValuePtr, buf: &mut Vec<u8>) -> Result<()> {
+        vlog::read_value(&mut self.env, p, buf)
+    }
     fn data_run(
         &mut self,
         t: &TableMeta,
@@ -1442,30 +1706,29 @@ impl<E: Env> TableOut for Detached<'_, E> {
     fn blob_id(&mut self) -> BlobId {
         lock(self.core).blob_id()
     }
-    fn write_table(&mut self, b: TableBuilder) -> Result<Arc<TableMeta>> {
-        let (bytes, mut meta) = b.finish();
-        meta.locator = self.env.create(meta.id, bytes.len() as u64)?;
-        self.created.push(meta.id);
+    fn write_blob(&mut self, id: BlobId, bytes: &[u8]) -> Result<Vec<u8>> {
+        let locator = self.env.create(id, bytes.len() as u64)?;
+        self.created.push(id);
         // Through the device's writer where the environment says where the bytes lie,
         // else through the environment.
         let placed = match self.writer {
-            Some(_) => self.env.placement(meta.id, 0, bytes.len())?,
+            Some(_) => self.env.placement(id, 0, bytes.len())?,
             None => None,
         };
         match (self.writer.as_mut(), placed) {
             (Some(w), Some(pieces)) => {
                 for (at, r) in pieces {
                     let bad = LsmError::OutOfBounds {
-                        blob: meta.id,
+                        blob: id,
                         offset: r.start as u64,
                         len: r.len() as u64,
                     };
                     w.write(at, bytes.get(r).ok_or(bad)?)?;
                 }
             }
-            _ => self.env.write(meta.id, 0, &bytes)?,
+            _ => self.env.write(id, 0, bytes)?,
         }
-        Ok(Arc::new(meta))
+        Ok(locator)
     }
     fn sync(&mut self) -> Result<()> {
         match self.writer.as_mut() {
@@ -1484,6 +1747,11 @@ impl<E: Env> Fetch for Locked<'_, E> {
     }
     fn data(&mut self, t: &TableMeta, h: Handle) -> Result<Arc<DataBlock>> {
         lock(self.0).data(t, h)
+    }
+    fn value(&mut self, p: &ValuePtr, buf: &mut Vec<u8>) -> Result<()> {
+        // The environment has a lock of its own: the core's is not held for the read.
+        let mut env = lock(self.0).env.clone();
+        vlog::read_value(&mut env, p, buf)
     }
     fn data_run(
         &mut self,
@@ -1529,6 +1797,7 @@ impl<E: Env> Db<E> {
             },
             imm: None,
             levels: Arc::new(vec![Vec::new(); LEVELS]),
+            values: BTreeMap::new(),
             next_blob: 1,
             generation: 0,
             seq: 0,
@@ -1542,6 +1811,7 @@ impl<E: Env> Db<E> {
             group: Vec::new(),
             rec: Vec::new(),
             scratch: Vec::new(),
+            vbuf: Vec::new(),
             cursor: Cursor::default(),
             background: false,
             flushing: false,
@@ -1580,10 +1850,17 @@ impl<E: Env> Db<E> {
                 levels[i].push(Arc::new(t.clone()));
             }
         }
+        let mut values = BTreeMap::new();
+        for v in &m.values {
+            env.open(v.id, &v.locator)?;
+            vlog::check_header(&mut env, v.id)?;
+            values.insert(v.id, v.clone());
+        }
         let mut core = Self::empty_core(env, opts);
         core.next_blob = m.next_blob;
         core.generation = m.generation;
         core.levels = Arc::new(levels);
+        core.values = values;
         let mem = Memtable::new();
         for l in &m.logs {
             core.env.open(l.id, &l.locator)?;
@@ -1596,15 +1873,8 @@ impl<E: Env> Db<E> {
         core.log = log;
         if !mem.is_empty() {
             // The replayed memtable becomes a level-0 table under the next manifest.
-            let mut sink = TableSink::new(false, mem.bytes() as u64);
-            mem.for_each_newest(|k, v| sink.add(&mut core, k, v))?;
-            let tables = sink.finish(&mut core)?;
-            core.env.sync()?;
-            let mut levels = (*core.levels).clone();
-            for t in tables.into_iter().rev() {
-                levels[0].insert(0, t);
-            }
-            core.levels = Arc::new(levels);
+            let built = build_flush(&mem, &mut core)?;
+            core.install_level0(built);
         }
         core.write_manifest()?;
         for l in &m.logs {
@@ -1825,6 +2095,8 @@ impl<E: Env> Db<E> {
             merge: Merge::new(sources, from, upper.map(<[u8]>::to_vec)),
             failed: false,
             seq,
+            key: Vec::new(),
+            value: Vec::new(),
         }
     }
 
@@ -1891,6 +2163,21 @@ impl<E: Env> Db<E> {
             .levels
             .iter()
             .map(Vec::len)
+            .collect()
+    }
+
+    /// Every value blob not removed yet, by id: its bytes of values and how many of them the
+    /// levels' tables still point to.
+    pub fn value_blobs(&self) -> Vec<ValueBlob> {
+        let core = lock(&self.shared.core);
+        let live = referenced(core.levels.iter().flatten());
+        core.values
+            .values()
+            .map(|v| ValueBlob {
+                id: v.id,
+                values: v.values,
+                live: live.get(&v.id).copied().unwrap_or(0),
+            })
             .collect()
     }
 
@@ -2116,6 +2403,18 @@ pub struct Iter<E: Env> {
     failed: bool,
     /// The sequence number of its snapshot.
     seq: u64,
+    /// The key and value of an entry whose value lies in a value blob (their capacity
+    /// reused).
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+/// What an iterator's merge found.
+enum Next<T> {
+    Tombstone,
+    Done(T),
+    /// The value lies in a value blob; the key is in the iterator's buffer.
+    Pointer(Result<ValuePtr>),
 }
 
 impl<E: Env> Iter<E> {
@@ -2130,19 +2429,38 @@ impl<E: Env> Iter<E> {
         let mut fetch = Locked(&self.shared.core);
         let mut f = Some(f);
         loop {
-            // A tombstone (`Some(None)`) is skipped; `f` runs on the first value only.
-            let r = self
-                .merge
-                .next_with(&mut fetch, |k, v| v.and_then(|v| f.take().map(|f| f(k, v))));
-            match r {
-                Ok(None) => return None,
-                Ok(Some(None)) => continue,
-                Ok(Some(Some(t))) => return Some(Ok(t)),
-                Err(e) => {
-                    self.failed = true;
-                    return Some(Err(e));
+            // A tombstone is skipped; `f` runs on the first value only.
+            let key = &mut self.key;
+            let r = self.merge.next_with(&mut fetch, |k, v| match v {
+                None => Next::Tombstone,
+                Some(Stored::Inline(v)) => match f.take() {
+                    Some(f) => Next::Done(f(k, v)),
+                    None => Next::Tombstone,
+                },
+                Some(Stored::Pointer(p)) => {
+                    key.clear();
+                    key.extend_from_slice(k);
+                    Next::Pointer(ValuePtr::decode(p, 0, 0))
                 }
+            });
+            let r = match r {
+                Ok(None) => return None,
+                Ok(Some(Next::Tombstone)) => continue,
+                Ok(Some(Next::Done(t))) => Ok(t),
+                Ok(Some(Next::Pointer(p))) => p
+                    .and_then(|p| fetch.value(&p, &mut self.value))
+                    .and_then(|()| {
+                        let f = f.take().ok_or(LsmError::Poisoned(
+                            "an iterator's function was spent before its value was read".into(),
+                        ))?;
+                        Ok(f(&self.key, &self.value))
+                    }),
+                Err(e) => Err(e),
+            };
+            if r.is_err() {
+                self.failed = true;
             }
+            return Some(r);
         }
     }
 

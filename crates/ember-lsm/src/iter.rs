@@ -7,15 +7,13 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::memtable::{Memtable, Value};
-use crate::sstable::block::{Cursor, DataBlock};
+use crate::memtable::Memtable;
+use crate::sstable::block::{Cursor, DataBlock, Stored};
 use crate::sstable::{Handle, Index, TableMeta};
+use crate::vlog::ValuePtr;
 
-/// A key and its newest value or tombstone.
-pub type Entry = (Vec<u8>, Value);
-
-/// A key and its value or tombstone, borrowed where they lie.
-type Kv<'a> = (&'a [u8], Option<&'a [u8]>);
+/// A key and its value or pointer or tombstone, borrowed where they lie.
+type Kv<'a> = (&'a [u8], Option<Stored<'a>>);
 
 /// Reads table blocks for a source (through the cache, or straight from the environment).
 pub trait Fetch {
@@ -23,6 +21,8 @@ pub trait Fetch {
     fn index(&mut self, t: &TableMeta) -> Result<Arc<Index>>;
     /// A data block of a table.
     fn data(&mut self, t: &TableMeta, h: Handle) -> Result<Arc<DataBlock>>;
+    /// The value `p` points to, into `buf` (checked).
+    fn value(&mut self, p: &ValuePtr, buf: &mut Vec<u8>) -> Result<()>;
     /// The data block `blocks[0]` of a table, and maybe some of those after it (read
     /// ahead, as one read of the environment, about `ahead` bytes of them at most), pushed
     /// onto `out` in order. The default reads the first alone.
@@ -277,9 +277,11 @@ impl Source {
     }
 
     /// The source's current key and value (`None` value: a tombstone).
-    fn current(&self) -> Option<(&[u8], Option<&[u8]>)> {
+    fn current(&self) -> Option<Kv<'_>> {
         match self {
-            Source::Mem { buf, .. } => buf.entry(buf.at),
+            Source::Mem { buf, .. } => buf
+                .entry(buf.at)
+                .map(|(k, v)| (k, v.map(Stored::Inline))),
             Source::Tables { block, cur, .. } => block
                 .as_ref()
                 .filter(|_| cur.valid())
@@ -322,42 +324,13 @@ impl Merge {
         }
     }
 
-    /// The next key with its newest value or tombstone.
-    pub fn next_entry(&mut self, f: &mut dyn Fetch) -> Result<Option<Entry>> {
-        let (mut key, mut value) = (Vec::new(), Vec::new());
-        Ok(match self.next_into(f, &mut key, &mut value)? {
-            None => None,
-            Some(true) => Some((key, Some(value))),
-            Some(false) => Some((key, None)),
-        })
-    }
-
-    /// The next key with its newest value or tombstone, into `key` and `value` (cleared
-    /// first; a merge that writes tables reuses them, allocating nothing per entry):
-    /// `Some(true)` for a value, `Some(false)` for a tombstone, `None` at the end.
-    pub fn next_into(
-        &mut self,
-        f: &mut dyn Fetch,
-        key: &mut Vec<u8>,
-        value: &mut Vec<u8>,
-    ) -> Result<Option<bool>> {
-        self.next_with(f, |k, v| {
-            key.clear();
-            key.extend_from_slice(k);
-            value.clear();
-            if let Some(v) = v {
-                value.extend_from_slice(v);
-            }
-            v.is_some()
-        })
-    }
-
-    /// `visit` on the next key and its newest value or tombstone (`None`), borrowed where
-    /// they lie (a memtable chunk or a data block: nothing is copied); `None` at the end.
+    /// `visit` on the next key and its newest value, value pointer or tombstone (`None`),
+    /// borrowed where they lie (a memtable chunk or a data block: nothing is copied);
+    /// `None` at the end.
     pub fn next_with<T>(
         &mut self,
         f: &mut dyn Fetch,
-        visit: impl FnOnce(&[u8], Option<&[u8]>) -> T,
+        visit: impl FnOnce(&[u8], Option<Stored<'_>>) -> T,
     ) -> Result<Option<T>> {
         let mut visit = Some(visit);
         loop {

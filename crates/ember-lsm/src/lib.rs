@@ -45,9 +45,10 @@ pub mod iter;
 pub mod manifest;
 pub mod memtable;
 pub mod sstable;
+pub mod vlog;
 pub mod wal;
 
-pub use db::{Db, Iter, MemoryUsage, Options};
+pub use db::{Db, Iter, MemoryUsage, Options, ValueBlob};
 pub use env::{BlobId, Env, FileEnv, SpaceEnv};
 pub use error::{LsmError, Result};
 pub use memtable::WriteBatch;

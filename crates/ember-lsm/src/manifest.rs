@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  0 4  magic "ELMF"
-//!  4 1  format version (1)
+//!  4 1  format version (2; 1 is read too: it has no value blobs)
 //!  5 3  reserved, zero
 //!  8 8  generation (the slot written is generation % 2)
 //! 16 4  payload length
@@ -13,7 +13,11 @@
 //!       log count varint, per log (oldest first): id varint, capacity varint, locator bytes
 //!       level count varint, per level: table count varint, per table:
 //!         id, size, entries, index offset, index length, bloom offset, bloom length
-//!         (varints), smallest key, largest key, locator (varint length + bytes)
+//!         (varints), smallest key, largest key, locator (varint length + bytes),
+//!         (version 2) count varint and per value blob it points into: blob id, bytes
+//!         (varints)
+//!       (version 2) value blob count varint, per value blob: id, size, bytes of values
+//!         (varints), locator
 //! ```
 //!
 //! A snapshot is written with one write and made durable with one sync; the reader takes the
@@ -24,8 +28,11 @@ use crate::coding::{Reader, le32, le64, put_bytes, put_varint};
 use crate::env::{BlobId, Env};
 use crate::error::{LsmError, Result};
 use crate::sstable::{Handle, TableMeta};
+use crate::vlog::ValueMeta;
 
 const MAGIC: [u8; 4] = *b"ELMF";
+/// The format this build writes.
+const VERSION: u8 = 2;
 const HEADER: usize = 24;
 
 /// A log the manifest names.
@@ -50,6 +57,8 @@ pub struct Manifest {
     pub logs: Vec<LogMeta>,
     /// Tables per level (level 0 newest first; deeper levels in key order).
     pub levels: Vec<Vec<TableMeta>>,
+    /// Value blobs the tables point into, by id.
+    pub values: Vec<ValueMeta>,
 }
 
 impl Manifest {
@@ -80,11 +89,23 @@ impl Manifest {
                 put_bytes(&mut p, &t.smallest);
                 put_bytes(&mut p, &t.largest);
                 put_bytes(&mut p, &t.locator);
+                put_varint(&mut p, t.values.len() as u64);
+                for &(blob, bytes) in &t.values {
+                    put_varint(&mut p, blob);
+                    put_varint(&mut p, bytes);
+                }
             }
+        }
+        put_varint(&mut p, self.values.len() as u64);
+        for v in &self.values {
+            put_varint(&mut p, v.id);
+            put_varint(&mut p, v.size);
+            put_varint(&mut p, v.values);
+            put_bytes(&mut p, &v.locator);
         }
         let mut out = Vec::with_capacity(HEADER + p.len());
         out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&[1, 0, 0, 0]);
+        out.extend_from_slice(&[VERSION, 0, 0, 0]);
         out.extend_from_slice(&self.generation.to_le_bytes());
         out.extend_from_slice(&(p.len() as u32).to_le_bytes());
         let mut h = crc32fast::Hasher::new();
@@ -95,7 +116,7 @@ impl Manifest {
         out
     }
 
-    fn decode(payload: &[u8], generation: u64, slot: usize) -> Result<Self> {
+    fn decode(payload: &[u8], version: u8, generation: u64, slot: usize) -> Result<Self> {
         let mut r = Reader::new(payload, "manifest", 0, slot as u64);
         let next_blob = r.varint()?;
         let n = r.varint()?;
@@ -141,9 +162,37 @@ impl Manifest {
                     smallest: r.bytes()?.to_vec(),
                     largest: r.bytes()?.to_vec(),
                     locator: r.bytes()?.to_vec(),
+                    values: if version >= 2 {
+                        let n = r.varint()?;
+                        if n > r.remaining() as u64 {
+                            return Err(r.bad("value blob count beyond the snapshot"));
+                        }
+                        let mut v = Vec::new();
+                        for _ in 0..n {
+                            v.push((r.varint()?, r.varint()?));
+                        }
+                        v
+                    } else {
+                        Vec::new()
+                    },
                 });
             }
             levels.push(level);
+        }
+        let mut values = Vec::new();
+        if version >= 2 {
+            let n = r.varint()?;
+            if n > r.remaining() as u64 {
+                return Err(r.bad("value blob count beyond the snapshot"));
+            }
+            for _ in 0..n {
+                values.push(ValueMeta {
+                    id: r.varint()?,
+                    size: r.varint()?,
+                    values: r.varint()?,
+                    locator: r.bytes()?.to_vec(),
+                });
+            }
         }
         if r.remaining() != 0 {
             return Err(r.bad("trailing bytes"));
@@ -153,6 +202,7 @@ impl Manifest {
             next_blob,
             logs,
             levels,
+            values,
         })
     }
 
@@ -179,7 +229,9 @@ impl Manifest {
             Err(e) => return Err(e),
         }
         let generation = le64(&head, 8);
-        if head[0..4] != MAGIC || head[4] != 1 || generation % 2 != slot as u64 {
+        let version = head[4];
+        if head[0..4] != MAGIC || !(1..=VERSION).contains(&version) || generation % 2 != slot as u64
+        {
             return Ok(None);
         }
         let len = u64::from(le32(&head, 16));
@@ -200,7 +252,7 @@ impl Manifest {
         }
         // The checksum holds, so the engine wrote these bytes: a payload that does not
         // decode is an error, not a torn write.
-        Self::decode(&p, generation, slot).map(Some)
+        Self::decode(&p, version, generation, slot).map(Some)
     }
 
     /// The newest valid snapshot.

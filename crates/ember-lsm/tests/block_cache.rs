@@ -14,13 +14,15 @@ use ember_lsm::{Db, Options};
 fn a_point_read_keeps_a_data_block_on_its_second_miss() {
     let env = common::counting_env();
     let reads = env.reads.clone();
-    // One table in level 0 (pinned: its index and filter are in RAM), blocks of 1 KiB.
+    // One table in level 0 (pinned: its index and filter are in RAM), blocks of 1 KiB, the
+    // values in them.
     let opts = Options {
         memory_budget: 4 << 20,
         write_buffer: 1 << 20,
         table_size: 1 << 20,
         block_size: 1024,
         log_capacity: 1 << 20,
+        separate_values: None,
         ..common::tiny()
     };
     let db = Db::create(env, opts).unwrap();

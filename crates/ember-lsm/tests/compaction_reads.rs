@@ -22,6 +22,7 @@ fn a_compaction_reads_runs_of_data_blocks() {
         block_size: 512,
         l0_trigger: 4,
         level1_bytes: 256 << 10,
+        separate_values: None,
         ..common::tiny()
     };
     let db = Db::create(env, opts).unwrap();

@@ -232,12 +232,17 @@ fn a_full_journal_in_a_background_job_is_retried_and_its_tables_removed() {
             got == model,
             "the contents after the retries differ from the model"
         );
-        // Nothing leaked: the blobs alive are the tables the levels name and one log.
+        // Nothing leaked: the blobs alive are the tables the levels name, the value blobs
+        // they point into and one log.
         let tables: usize = db.level_counts().iter().sum();
+        let values = db.value_blobs();
+        assert!(!values.is_empty(), "values of 32 bytes or more are kept apart");
+        assert!(values.iter().all(|v| v.live > 0), "{values:?}");
         assert_eq!(
             live.lock().unwrap().len(),
-            tables + 1,
-            "blobs alive besides the {tables} tables and the log"
+            tables + values.len() + 1,
+            "blobs alive besides the {tables} tables, {} value blobs and the log",
+            values.len()
         );
         let env = db.close().unwrap();
         let db = Db::open(env, common::tiny()).unwrap();

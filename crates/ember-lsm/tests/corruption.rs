@@ -1,7 +1,8 @@
 //! Flipped bits in the stored blocks: every data block, index block and bloom filter is
-//! checked on read, so a flipped bit gives a clean error (naming the table and the block's
-//! offset) or — where the bit lies outside anything read — the right data; never a panic and
-//! never a wrong value. Flips anywhere else on the device never panic.
+//! checked on read, and so is every value read from a value blob (against the checksum in
+//! its pointer), so a flipped bit gives a clean error (naming the table or blob and the
+//! offset) or — where the bit lies outside anything read — the right data; never a panic
+//! and never a wrong value. Flips anywhere else on the device never panic.
 
 #![allow(clippy::unwrap_used)]
 
@@ -43,11 +44,17 @@ fn build() -> Built {
     }
     db.flush().unwrap();
     while db.step().unwrap() {}
-    // Byte ranges of every table on the device.
+    // Byte ranges of every table and value blob on the device.
     let mut ranges = Vec::new();
-    for (_, t) in db.tables() {
-        let ext = db.with_env(|e| e.extents(t.id)).unwrap();
-        let mut left = t.size;
+    let blobs = db.tables().into_iter().map(|(_, t)| (t.id, t.size)).chain(
+        db.value_blobs()
+            .into_iter()
+            .map(|v| (v.id, v.values + ember_lsm::vlog::HEADER as u64)),
+    );
+    assert!(!db.value_blobs().is_empty(), "values of 32 bytes or more are kept apart");
+    for (id, size) in blobs {
+        let ext = db.with_env(|e| e.extents(id)).unwrap();
+        let mut left = size;
         for (off, len) in ext {
             let n = len.min(left);
             ranges.push((off, n));

@@ -7,7 +7,10 @@
 //! after some commit no older than the last acknowledged sync-mode commit: every
 //! acknowledged sync commit present, no partial batch, commits lost only from the end. A
 //! second test cuts a sample of points of the same workload with the background thread
-//! flushing and compacting (`CrashTest::run_threaded`: each run's own interleaving).
+//! flushing and compacting (`CrashTest::run_threaded`: each run's own interleaving). The
+//! workload runs with every value in its table and, in a third test, with values of 32 bytes
+//! or more kept in value blobs (with smaller tables, so that keys and pointers alone still
+//! fill several levels, and blobs that the overwrites leave mostly garbage are collected).
 
 #![allow(clippy::unwrap_used)]
 
@@ -17,7 +20,7 @@ use std::collections::BTreeMap;
 
 use ember_crashtest::{CrashTest, SharedDevice};
 use ember_device::{FaultyBlock, MemBlock, PowerFail, SplitMix64};
-use ember_lsm::{Db, Env, LsmError, SpaceEnv, WriteBatch};
+use ember_lsm::{Db, Env, LsmError, Options, SpaceEnv, WriteBatch};
 use ember_table::{FormatOptions, SpaceManager};
 
 const DEV: usize = 2 << 20;
@@ -26,6 +29,8 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 #[derive(Default)]
 struct State {
+    /// The engine's settings.
+    opts: Options,
     root: Option<Vec<u8>>,
     /// The model after each commit (index 0: empty; the last may be the commit in flight).
     commits: Vec<Model>,
@@ -44,9 +49,13 @@ fn workload(dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, st: &mut State) -> Result<
     let sm = SpaceManager::format(&mut *dev, format())?;
     let env = SpaceEnv::create(sm, 16 * 1024)?;
     let root = env.root_locator();
-    let db = Db::create(env, common::tiny())?;
+    let db = Db::create(env, st.opts.clone())?;
     st.root = Some(root);
     drive(&db, st)?;
+    if st.opts.separate_values.is_some() {
+        let values = db.value_blobs();
+        assert!(!values.is_empty(), "no value blob was written");
+    }
     let counts = db.level_counts();
     assert!(
         counts.iter().skip(1).filter(|&&c| c > 0).count() >= 2,
@@ -66,7 +75,7 @@ fn threaded_workload(
     let sm = SpaceManager::format(dev, format())?;
     let env = SpaceEnv::create(sm, 16 * 1024)?;
     let root = env.root_locator();
-    let mut db = Db::create(env, common::tiny())?;
+    let mut db = Db::create(env, st.opts.clone())?;
     st.root = Some(root);
     db.start_background();
     // Settled, so that a job that failed after the last commit is reported too.
@@ -162,13 +171,13 @@ fn check(mut medium: MemBlock<Vec<u8>>, st: &State) -> Result<(), String> {
         return Ok(());
     };
     let got = {
-        let db = common::open(&mut medium, root, common::tiny())
+        let db = common::open(&mut medium, root, st.opts.clone())
             .map_err(|e| format!("reopen failed: {e}"))?;
         let got = contents(&db)?;
         db.close().map_err(|e| format!("close: {e}"))?;
         got
     };
-    let db = common::open(&mut medium, root, common::tiny())
+    let db = common::open(&mut medium, root, st.opts.clone())
         .map_err(|e| format!("second reopen failed: {e}"))?;
     if contents(&db)? != got {
         return Err("a second reopen changed the contents".into());
@@ -183,16 +192,45 @@ fn check(mut medium: MemBlock<Vec<u8>>, st: &State) -> Result<(), String> {
     }
 }
 
-#[test]
-fn every_acknowledged_sync_commit_survives_and_no_batch_is_partial() {
+/// Values in their tables.
+fn inline() -> Options {
+    Options {
+        separate_values: None,
+        ..common::tiny()
+    }
+}
+
+/// Values of 32 bytes or more in value blobs, tables small enough for keys and pointers.
+fn separated() -> Options {
+    Options {
+        table_size: 256,
+        level1_bytes: 512,
+        ..common::tiny()
+    }
+}
+
+fn cut_everywhere(opts: fn() -> Options) {
     let report = CrashTest::new()
         .run(
             || MemBlock::new(DEV),
-            |dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, st: &mut State| workload(dev, st),
+            |dev: &mut FaultyBlock<MemBlock<Vec<u8>>>, st: &mut State| {
+                st.opts = opts();
+                workload(dev, st)
+            },
             |medium, st, _| check(medium, st),
         )
         .unwrap_or_else(|f| panic!("{f}"));
     assert!(report.ops >= 200, "only {} operations", report.ops);
+}
+
+#[test]
+fn every_acknowledged_sync_commit_survives_and_no_batch_is_partial() {
+    cut_everywhere(inline);
+}
+
+#[test]
+fn with_values_apart_every_acknowledged_sync_commit_survives() {
+    cut_everywhere(separated);
 }
 
 /// The same promises with the background thread: its flushes and compactions, their
@@ -204,7 +242,10 @@ fn with_the_background_thread_every_acknowledged_sync_commit_survives() {
         .max_points(600)
         .run_threaded(
             || MemBlock::new(DEV),
-            threaded_workload,
+            |dev, st: &mut State| {
+                st.opts = separated();
+                threaded_workload(dev, st)
+            },
             |medium, st, _| check(medium, st),
         )
         .unwrap_or_else(|f| panic!("{f}"));

@@ -91,13 +91,14 @@ struct Kept {
     writes: usize,
 }
 
-fn run(ops: Vec<Op>) {
+fn run(ops: Vec<Op>, separate_values: Option<usize>) {
     // Every table's filter also holds key prefixes (the key without its last byte).
     let opts = ember_lsm::Options {
         prefix_rule: Some(ember_lsm::PrefixRule {
             kind: b'k',
             suffix: 1,
         }),
+        separate_values,
         ..common::tiny()
     };
     let (mut db, root) = common::fresh(opts.clone());
@@ -248,9 +249,14 @@ fn run(ops: Vec<Op>) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
+    /// Values kept in their tables, or those of at least some length (from 0: all of them)
+    /// kept in value blobs.
     #[test]
-    fn the_engine_behaves_like_a_btreemap(ops in prop::collection::vec(op(), 1..300)) {
-        run(ops);
+    fn the_engine_behaves_like_a_btreemap(
+        ops in prop::collection::vec(op(), 1..300),
+        separate in prop::option::of(0usize..64),
+    ) {
+        run(ops, separate);
     }
 }
 

@@ -5,7 +5,9 @@
 //! ```text
 //! entries:   shared varint | unshared varint | vtag varint | key suffix | value
 //!            (shared: bytes of the previous key reused, 0 at a restart point;
-//!             vtag 0: tombstone, n + 1: a value of n bytes)
+//!             format 2, what this build writes — vtag 0: tombstone, 2n + 1: a value of
+//!             n bytes, 2n + 2: a value pointer of n bytes (see [`crate::vlog`]);
+//!             format 1, read still — vtag 0: tombstone, n + 1: a value of n bytes)
 //! restarts:  count × u32 offset of a restart entry (every RESTART_INTERVAL-th entry as
 //!            this build writes them, every 16th before; a reader takes any spacing)
 //! count:     u32 number of restarts
@@ -15,6 +17,30 @@
 
 use crate::coding::{Reader, put_varint};
 use crate::error::Result;
+
+/// The data-block format this build writes (the envelope's version byte of a data block).
+pub const FORMAT: u8 = 2;
+
+/// What an entry holds besides its key: the value itself, or a pointer to it in a value
+/// blob ([`crate::vlog::ValuePtr`], encoded). A tombstone is `None` where a `Stored` is
+/// optional.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored<'a> {
+    /// The value's bytes.
+    Inline(&'a [u8]),
+    /// An encoded pointer to the value.
+    Pointer(&'a [u8]),
+}
+
+impl<'a> Stored<'a> {
+    /// The value's bytes if they are here (`None`: a pointer).
+    pub fn inline(self) -> Option<&'a [u8]> {
+        match self {
+            Stored::Inline(v) => Some(v),
+            Stored::Pointer(_) => None,
+        }
+    }
+}
 
 /// Entries between restart points this build writes (a reader takes any spacing: the
 /// restart array says where they are). Eight, not LevelDB's sixteen: a point read scans
@@ -71,7 +97,7 @@ impl BlockBuilder {
     }
 
     /// Adds an entry (keys in strictly ascending order).
-    pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) {
+    pub fn add(&mut self, key: &[u8], value: Option<Stored<'_>>) {
         let shared = if self.count.is_multiple_of(self.interval) {
             self.restarts.push(self.buf.len() as u32);
             0
@@ -83,14 +109,22 @@ impl BlockBuilder {
         };
         put_varint(&mut self.buf, shared as u64);
         put_varint(&mut self.buf, (key.len() - shared) as u64);
-        match value {
-            None => put_varint(&mut self.buf, 0),
-            Some(v) => put_varint(&mut self.buf, v.len() as u64 + 1),
-        }
+        let bytes = match value {
+            None => {
+                put_varint(&mut self.buf, 0);
+                &[][..]
+            }
+            Some(Stored::Inline(v)) => {
+                put_varint(&mut self.buf, 2 * v.len() as u64 + 1);
+                v
+            }
+            Some(Stored::Pointer(p)) => {
+                put_varint(&mut self.buf, 2 * p.len() as u64 + 2);
+                p
+            }
+        };
         self.buf.extend_from_slice(&key[shared..]);
-        if let Some(v) = value {
-            self.buf.extend_from_slice(v);
-        }
+        self.buf.extend_from_slice(bytes);
         self.last.clear();
         self.last.extend_from_slice(key);
         self.count += 1;
@@ -144,6 +178,8 @@ pub struct DataBlock<B = Vec<u8>> {
     body: usize,
     /// Number of restart points.
     restarts: usize,
+    /// Its format (1 or [`FORMAT`]): how value tags read.
+    format: u8,
     table: u64,
     offset: u64,
 }
@@ -152,8 +188,9 @@ pub struct DataBlock<B = Vec<u8>> {
 #[derive(Debug, Default, Clone)]
 pub struct Cursor {
     key: Vec<u8>,
-    /// The current entry's value, as (start, length) in the block; `None`: a tombstone.
-    value: Option<(usize, usize)>,
+    /// The current entry's value, as (start, length, a pointer?) in the block; `None`: a
+    /// tombstone.
+    value: Option<(usize, usize, bool)>,
     /// Where the next entry starts.
     next: usize,
     valid: bool,
@@ -172,20 +209,27 @@ impl Cursor {
 
     /// The current entry's value in `block` (the block it was positioned in); `None`: a
     /// tombstone.
-    pub fn value<'a, B: AsRef<[u8]>>(&self, block: &'a DataBlock<B>) -> Option<&'a [u8]> {
-        self.value
-            .and_then(|(at, len)| block.buf.as_ref().get(at..at.checked_add(len)?))
+    pub fn value<'a, B: AsRef<[u8]>>(&self, block: &'a DataBlock<B>) -> Option<Stored<'a>> {
+        let (at, len, pointer) = self.value?;
+        let bytes = block.buf.as_ref().get(at..at.checked_add(len)?)?;
+        Some(if pointer {
+            Stored::Pointer(bytes)
+        } else {
+            Stored::Inline(bytes)
+        })
     }
 }
 
 impl DataBlock {
-    /// Checks a payload (already checksummed) of `table` at `offset` and keeps a copy.
-    pub fn decode(payload: &[u8], table: u64, offset: u64) -> Result<Self> {
-        let b = DataBlock::check(payload, table, offset)?;
+    /// Checks a payload (already checksummed) of `format` of `table` at `offset` and keeps
+    /// a copy.
+    pub fn decode(payload: &[u8], format: u8, table: u64, offset: u64) -> Result<Self> {
+        let b = DataBlock::check(payload, format, table, offset)?;
         Ok(DataBlock {
             buf: payload.to_vec(),
             body: b.body,
             restarts: b.restarts,
+            format,
             table,
             offset,
         })
@@ -198,10 +242,13 @@ impl DataBlock {
 }
 
 impl<'p> DataBlock<&'p [u8]> {
-    /// Checks a payload (already checksummed) of `table` at `offset`, to be searched where
-    /// it lies.
-    pub fn check(payload: &'p [u8], table: u64, offset: u64) -> Result<Self> {
+    /// Checks a payload (already checksummed) of `format` of `table` at `offset`, to be
+    /// searched where it lies.
+    pub fn check(payload: &'p [u8], format: u8, table: u64, offset: u64) -> Result<Self> {
         let r = Reader::new(payload, "data block", table, offset);
+        if format != 1 && format != FORMAT {
+            return Err(r.bad("unknown data-block format"));
+        }
         if payload.len() < 4 {
             return Err(r.bad("no restart count"));
         }
@@ -230,6 +277,7 @@ impl<'p> DataBlock<&'p [u8]> {
             buf: payload,
             body,
             restarts: n,
+            format,
             table,
             offset,
         })
@@ -296,14 +344,19 @@ impl<B: AsRef<[u8]>> DataBlock<B> {
         cur.value = match vtag {
             0 => None,
             n => {
-                let end = usize::try_from(n - 1)
+                let (len, pointer) = if self.format == 1 {
+                    (n - 1, false)
+                } else {
+                    ((n - 1) / 2, n % 2 == 0)
+                };
+                let end = usize::try_from(len)
                     .ok()
                     .and_then(|n| pos.checked_add(n))
                     .filter(|&e| e <= body.len())
                     .ok_or_else(bad)?;
                 let start = pos;
                 pos = end;
-                Some((start, end - start))
+                Some((start, end - start, pointer))
             }
         };
         cur.next = pos;
@@ -353,7 +406,7 @@ impl<B: AsRef<[u8]>> DataBlock<B> {
 
     /// The value of `key` if the block holds it (`Some(None)`: a tombstone), found with
     /// `cur` (any cursor; it is moved).
-    pub fn get<'a>(&'a self, key: &[u8], cur: &mut Cursor) -> Result<Option<Option<&'a [u8]>>> {
+    pub fn get<'a>(&'a self, key: &[u8], cur: &mut Cursor) -> Result<Option<Option<Stored<'a>>>> {
         self.seek(key, cur)?;
         Ok((cur.valid && cur.key.as_slice() == key).then(|| cur.value(self)))
     }
@@ -363,17 +416,71 @@ impl<B: AsRef<[u8]>> DataBlock<B> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::memtable::Value;
 
-    fn entries<B: AsRef<[u8]>>(d: &DataBlock<B>) -> Vec<(Vec<u8>, Value)> {
+    /// A value or pointer, owned: `(bytes, a pointer?)`.
+    type Owned = Option<(Vec<u8>, bool)>;
+
+    fn own(v: Option<Stored<'_>>) -> Owned {
+        v.map(|s| match s {
+            Stored::Inline(b) => (b.to_vec(), false),
+            Stored::Pointer(b) => (b.to_vec(), true),
+        })
+    }
+
+    fn entries<B: AsRef<[u8]>>(d: &DataBlock<B>) -> Vec<(Vec<u8>, Owned)> {
         let mut cur = Cursor::default();
         d.first(&mut cur).unwrap();
         let mut out = Vec::new();
         while cur.valid() {
-            out.push((cur.key().to_vec(), cur.value(d).map(<[u8]>::to_vec)));
+            out.push((cur.key().to_vec(), own(cur.value(d))));
             d.step(&mut cur).unwrap();
         }
         out
+    }
+
+    fn stored(v: &Owned) -> Option<Stored<'_>> {
+        v.as_ref().map(|(b, p)| {
+            if *p {
+                Stored::Pointer(b)
+            } else {
+                Stored::Inline(b)
+            }
+        })
+    }
+
+    /// Blocks of format 1 (written before value pointers): vtag `n + 1` is a value of `n`
+    /// bytes. This builds one by hand and reads it.
+    #[test]
+    fn format_1_blocks_still_read() {
+        let mut p = Vec::new();
+        let mut want = Vec::new();
+        for i in 0..5u8 {
+            let k = vec![b'k', i];
+            p.extend_from_slice(&[0, 2]);
+            if i == 3 {
+                p.push(0);
+                p.extend_from_slice(&k);
+                want.push((k, None));
+            } else {
+                p.push(i + 1);
+                p.extend_from_slice(&k);
+                p.extend(std::iter::repeat_n(i, usize::from(i)));
+                want.push((k, Some((vec![i; usize::from(i)], false))));
+            }
+        }
+        // One restart point per entry.
+        let mut at = 0u32;
+        let mut restarts = Vec::new();
+        for i in 0..5u32 {
+            restarts.extend_from_slice(&at.to_le_bytes());
+            at += 5 + if i == 3 { 0 } else { i };
+        }
+        p.extend_from_slice(&restarts);
+        p.extend_from_slice(&5u32.to_le_bytes());
+        let d = DataBlock::decode(&p, 1, 1, 0).unwrap();
+        assert_eq!(entries(&d), want);
+        // Read as this build's format, the same bytes mean something else or nothing.
+        assert!(DataBlock::check(&p, 3, 1, 0).is_err(), "unknown format");
     }
 
     #[test]
@@ -389,20 +496,25 @@ mod tests {
         let mut want = Vec::new();
         for i in 0..40u32 {
             let k = format!("key{i:04}").into_bytes();
-            let v = (i % 3 != 0).then(|| vec![i as u8; i as usize]);
-            b.add(&k, v.as_deref());
+            // Tombstones, values (some empty) and pointers (every fifth).
+            let v = (i % 3 != 0).then(|| (vec![i as u8; i as usize], i % 5 == 1));
+            b.add(&k, stored(&v));
             want.push((k, v));
         }
         let p = b.finish();
-        let d = DataBlock::decode(&p, 1, 0).unwrap();
+        let d = DataBlock::decode(&p, FORMAT, 1, 0).unwrap();
         assert_eq!(entries(&d), want);
         // Searched where it lies, the same.
-        let borrowed = DataBlock::check(&p, 1, 0).unwrap();
+        let borrowed = DataBlock::check(&p, FORMAT, 1, 0).unwrap();
         assert_eq!(entries(&borrowed), want);
         let mut cur = Cursor::default();
         assert_eq!(
             borrowed.get(b"key0007", &mut cur).unwrap(),
-            Some(Some(&[7u8; 7][..]))
+            Some(Some(Stored::Inline(&[7u8; 7][..])))
+        );
+        assert_eq!(
+            borrowed.get(b"key0011", &mut cur).unwrap(),
+            Some(Some(Stored::Pointer(&[11u8; 11][..])))
         );
         assert_eq!(borrowed.get(b"key0006", &mut cur).unwrap(), Some(None));
         assert_eq!(borrowed.get(b"key00065", &mut cur).unwrap(), None);
@@ -411,7 +523,8 @@ mod tests {
         assert_eq!(cur.key(), b"key0005");
         // Every key, every gap between keys, before the first and after the last.
         for (i, (k, v)) in want.iter().enumerate() {
-            assert_eq!(d.get(k, &mut cur).unwrap(), Some(v.as_deref()), "{i}");
+            assert_eq!(own(d.get(k, &mut cur).unwrap().flatten()), *v, "{i}");
+            assert!(d.get(k, &mut cur).unwrap().is_some(), "{i}");
             let mut gap = k.clone();
             gap.push(0);
             d.seek(&gap, &mut cur).unwrap();
@@ -434,11 +547,16 @@ mod tests {
         let mut b = BlockBuilder::default();
         for i in 0..40u32 {
             let k = format!("key{:04}", i * 3).into_bytes();
-            b.add(&k, (i % 5 != 0).then_some(&b"value"[..]));
+            let v = match i % 5 {
+                0 => None,
+                1 => Some(Stored::Pointer(&b"ptr"[..])),
+                _ => Some(Stored::Inline(&b"value"[..])),
+            };
+            b.add(&k, v);
         }
         let p = b.finish();
         let probe = |q: &[u8]| {
-            let Ok(d) = DataBlock::decode(q, 1, 0) else {
+            let Ok(d) = DataBlock::decode(q, FORMAT, 1, 0) else {
                 return;
             };
             let mut cur = Cursor::default();
@@ -464,7 +582,7 @@ mod tests {
         // The second restart point, "key0048", follows "key0045": make it "key0008".
         let at = q.windows(7).position(|w| w == b"key0048").unwrap();
         q[at + 5] = b'0';
-        let d = DataBlock::decode(&q, 1, 0).unwrap();
+        let d = DataBlock::decode(&q, FORMAT, 1, 0).unwrap();
         let mut cur = Cursor::default();
         d.first(&mut cur).unwrap();
         let mut r = Ok(());

@@ -23,7 +23,8 @@ pub mod bloom;
 use crate::coding::{BlockKind, Reader, open_block, put_bytes, put_varint, seal, seal_with};
 use crate::env::{BlobId, Env};
 use crate::error::{LsmError, Result};
-use block::BlockBuilder;
+use crate::vlog::ValuePtr;
+use block::{BlockBuilder, Stored};
 use bloom::{Bloom, PrefixRule, key_hash};
 
 /// Where a block lies in its table blob.
@@ -54,6 +55,9 @@ pub struct TableMeta {
     pub bloom: Handle,
     /// The environment's locator of its blob.
     pub locator: Vec<u8>,
+    /// Per value blob its entries point into ([`crate::vlog`]): the blob and the bytes of
+    /// the values pointed to, by blob id.
+    pub values: Vec<(BlobId, u64)>,
 }
 
 impl TableMeta {
@@ -168,14 +172,15 @@ impl Index {
     }
 }
 
-/// Reads and checks one block of `t` into `buf` (its capacity reused); returns the payload.
+/// Reads and checks one block of `t` into `buf` (its capacity reused); returns its version
+/// and payload.
 fn read_block<'a>(
     env: &mut dyn Env,
     t: &TableMeta,
     h: Handle,
     kind: BlockKind,
     buf: &'a mut Vec<u8>,
-) -> Result<&'a [u8]> {
+) -> Result<(u8, &'a [u8])> {
     let name = match kind {
         BlockKind::Data => "data block",
         BlockKind::Index => "index block",
@@ -211,7 +216,7 @@ fn read_block<'a>(
 /// Reads a table's index block.
 pub fn read_index(env: &mut dyn Env, t: &TableMeta) -> Result<Index> {
     let mut buf = Vec::new();
-    let p = read_block(env, t, t.index, BlockKind::Index, &mut buf)?;
+    let (_, p) = read_block(env, t, t.index, BlockKind::Index, &mut buf)?;
     Index::decode(p, t)
 }
 
@@ -233,8 +238,8 @@ pub fn read_data(
     h: Handle,
     scratch: &mut Vec<u8>,
 ) -> Result<block::DataBlock> {
-    let p = read_block(env, t, h, BlockKind::Data, scratch)?;
-    block::DataBlock::decode(p, t.id, h.offset)
+    let (format, p) = read_block(env, t, h, BlockKind::Data, scratch)?;
+    block::DataBlock::decode(p, format, t.id, h.offset)
 }
 
 /// Reads data block `h` of `t` into `scratch` and checks it as [`read_data`] does, to be
@@ -245,8 +250,8 @@ pub fn read_data_in<'a>(
     h: Handle,
     scratch: &'a mut Vec<u8>,
 ) -> Result<block::DataBlock<&'a [u8]>> {
-    let p = read_block(env, t, h, BlockKind::Data, scratch)?;
-    block::DataBlock::check(p, t.id, h.offset)
+    let (format, p) = read_block(env, t, h, BlockKind::Data, scratch)?;
+    block::DataBlock::check(p, format, t.id, h.offset)
 }
 
 /// Reads consecutive data blocks of `t` with one read of the environment: `blocks[0]`, then
@@ -301,8 +306,8 @@ pub fn read_data_run(
                 offset: h.offset,
                 reason: "handle beyond the table",
             })?;
-        let p = open_block(BlockKind::Data, t.id, h.offset, bytes)?;
-        out.push(block::DataBlock::decode(p, t.id, h.offset)?);
+        let (format, p) = open_block(BlockKind::Data, t.id, h.offset, bytes)?;
+        out.push(block::DataBlock::decode(p, format, t.id, h.offset)?);
     }
     Ok(())
 }
@@ -323,6 +328,10 @@ pub struct TableBuilder {
     smallest: Option<Vec<u8>>,
     last: Vec<u8>,
     entries: u64,
+    /// Bytes of values its pointers point to, per value blob (few: a linear search).
+    values: Vec<(BlobId, u64)>,
+    /// A pointer being encoded (its capacity reused).
+    ptr: Vec<u8>,
 }
 
 impl TableBuilder {
@@ -351,11 +360,30 @@ impl TableBuilder {
             smallest: None,
             last: Vec::new(),
             entries: 0,
+            values: Vec::new(),
+            ptr: Vec::new(),
         }
     }
 
-    /// Adds an entry (keys strictly ascending).
+    /// Adds an entry with its value (`None`: a tombstone); keys strictly ascending.
     pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.add_stored(key, value.map(Stored::Inline));
+    }
+
+    /// Adds an entry whose value lies in a value blob.
+    pub fn add_pointer(&mut self, key: &[u8], p: &ValuePtr) {
+        match self.values.iter_mut().find(|(b, _)| *b == p.blob) {
+            Some((_, n)) => *n += u64::from(p.len),
+            None => self.values.push((p.blob, u64::from(p.len))),
+        }
+        let mut e = std::mem::take(&mut self.ptr);
+        e.clear();
+        p.encode(&mut e);
+        self.add_stored(key, Some(Stored::Pointer(&e)));
+        self.ptr = e;
+    }
+
+    fn add_stored(&mut self, key: &[u8], value: Option<Stored<'_>>) {
         if self.smallest.is_none() {
             self.smallest = Some(key.to_vec());
         }
@@ -443,6 +471,11 @@ impl TableBuilder {
             index,
             bloom,
             locator: Vec::new(),
+            values: {
+                let mut v = self.values;
+                v.sort_unstable();
+                v
+            },
         };
         (self.out, meta)
     }

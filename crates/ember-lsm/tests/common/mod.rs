@@ -9,7 +9,8 @@ use ember_device::{BlockDevice, MemBlock};
 use ember_lsm::{BlobId, Db, Env, Options, Result, SpaceEnv};
 use ember_table::{FormatOptions, SpaceManager};
 
-/// Options small enough that a few hundred operations flush, compact and fill several levels.
+/// Options small enough that a few hundred operations flush, compact and fill several levels;
+/// values of 32 bytes or more go to value blobs.
 pub fn tiny() -> Options {
     Options {
         memory_budget: 256 * 1024,
@@ -23,6 +24,7 @@ pub fn tiny() -> Options {
         pinned_levels: 2,
         log_capacity: 4096,
         prefix_rule: None,
+        separate_values: Some(32),
     }
 }
 

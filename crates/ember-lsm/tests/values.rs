@@ -1,0 +1,199 @@
+//! Values kept apart from keys ([`ember_lsm::vlog`]): which values go to value blobs, that
+//! blobs the overwrites leave mostly garbage are collected and removed, that an iterator
+//! still reads the blobs of its snapshot, and that a database written with every value in its
+//! tables reads the same with separation turned on.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use ember_lsm::{Db, Options};
+
+fn value(k: u32, round: u32, len: usize) -> Vec<u8> {
+    let mut v = format!("{k}/{round}/").into_bytes();
+    v.resize(len, b'a' + (round % 26) as u8);
+    v
+}
+
+fn key(k: u32) -> Vec<u8> {
+    format!("key{k:05}").into_bytes()
+}
+
+#[test]
+fn values_from_the_threshold_on_go_to_value_blobs() {
+    let opts = Options {
+        separate_values: Some(100),
+        ..common::tiny()
+    };
+    let (db, _) = common::fresh(opts);
+    for k in 0..50 {
+        db.put(&key(k), &value(k, 0, 99 + (k % 2) as usize), false)
+            .unwrap();
+    }
+    db.flush().unwrap();
+    let values: u64 = db.value_blobs().iter().map(|v| v.values).sum();
+    let live: u64 = db.value_blobs().iter().map(|v| v.live).sum();
+    assert_eq!(values, 25 * 100, "the 25 values of 100 bytes, not those of 99");
+    assert_eq!(live, values);
+    for k in 0..50 {
+        assert_eq!(
+            db.get(&key(k)).unwrap(),
+            Some(value(k, 0, 99 + (k % 2) as usize))
+        );
+    }
+}
+
+/// Overwrites leave old values behind in their blobs; compactions copy the live ones out of
+/// blobs under half live and remove blobs nothing points into — from the device too.
+#[test]
+fn blobs_that_overwrites_left_mostly_garbage_are_collected() {
+    let env = common::counting_env();
+    let alive = env.live.clone();
+    let opts = Options {
+        write_buffer: 16 << 10,
+        table_size: 4 << 10,
+        block_size: 512,
+        l0_trigger: 2,
+        level1_bytes: 8 << 10,
+        level_multiplier: 4,
+        log_capacity: 32 << 10,
+        separate_values: Some(64),
+        ..common::tiny()
+    };
+    let db = Db::create(env, opts.clone()).unwrap();
+    let mut model = BTreeMap::new();
+    for round in 0..30 {
+        for k in 0..200 {
+            let v = value(k, round, 200);
+            db.put(&key(k), &v, false).unwrap();
+            model.insert(key(k), v);
+        }
+    }
+    db.flush().unwrap();
+    while db.step().unwrap() {}
+    let blobs = db.value_blobs();
+    let values: u64 = blobs.iter().map(|v| v.values).sum();
+    let live: u64 = blobs.iter().map(|v| v.live).sum();
+    // 1.2 MB of values written for 40 KB live.
+    assert_eq!(live, 200 * 200, "{blobs:?}");
+    assert!(
+        values <= 3 * live,
+        "{values} bytes of values kept for {live} live: {blobs:?}"
+    );
+    // No blob is left under half live but those only level 0 points into.
+    let level0: Vec<u64> = db
+        .tables()
+        .into_iter()
+        .filter(|(l, _)| *l == 0)
+        .flat_map(|(_, t)| t.values.into_iter().map(|(b, _)| b))
+        .collect();
+    for b in &blobs {
+        assert!(
+            2 * b.live >= b.values || level0.contains(&b.id),
+            "blob {} is {} of {} bytes live",
+            b.id,
+            b.live,
+            b.values
+        );
+    }
+    // What the device holds: the tables, these value blobs and one log.
+    let tables = db.tables().len();
+    assert_eq!(alive.lock().unwrap().len(), tables + blobs.len() + 1);
+    let got: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|r| r.unwrap()).collect();
+    assert!(got == model);
+    // The manifest names the blobs: a reopen reads every value.
+    let env = db.close().unwrap();
+    let db = Db::open(env, opts).unwrap();
+    let got: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|r| r.unwrap()).collect();
+    assert!(got == model);
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+}
+
+/// An iterator reads the values of its snapshot even when compactions have since moved
+/// every pointer out of their blobs; the blobs go once it is dropped.
+#[test]
+fn an_iterator_keeps_the_blobs_of_its_snapshot() {
+    let env = common::counting_env();
+    let alive = env.live.clone();
+    let opts = Options {
+        separate_values: Some(16),
+        ..common::tiny()
+    };
+    let db = Db::create(env, opts).unwrap();
+    let mut old = BTreeMap::new();
+    for k in 0..100 {
+        db.put(&key(k), &value(k, 0, 40), false).unwrap();
+        old.insert(key(k), value(k, 0, 40));
+    }
+    db.flush().unwrap();
+    while db.step().unwrap() {}
+    let first: Vec<u64> = db.value_blobs().iter().map(|v| v.id).collect();
+    let it = db.iter();
+    for round in 1..6 {
+        for k in 0..100 {
+            db.put(&key(k), &value(k, round, 40), false).unwrap();
+        }
+        db.flush().unwrap();
+        while db.step().unwrap() {}
+    }
+    // Nothing the levels hold points into the first blobs any more, yet they stay.
+    let now = db.value_blobs();
+    for id in &first {
+        let b = now.iter().find(|b| b.id == *id);
+        assert_eq!(b.map(|b| b.live), Some(0), "blob {id}: {now:?}");
+    }
+    let got: BTreeMap<Vec<u8>, Vec<u8>> = it.map(|r| r.unwrap()).collect();
+    assert!(got == old, "the iterator read its snapshot");
+    // The iterator is gone: the next step removes them.
+    db.step().unwrap();
+    let now = db.value_blobs();
+    assert!(
+        first.iter().all(|id| now.iter().all(|b| b.id != *id)),
+        "{now:?}"
+    );
+    assert_eq!(
+        alive.lock().unwrap().len(),
+        db.tables().len() + now.len() + 1
+    );
+}
+
+/// A database whose values were all written into its tables (separation off, or an older
+/// build) reads the same with separation on, and its compactions move the large values out.
+#[test]
+fn values_written_inline_read_the_same_with_separation_on() {
+    let inline = Options {
+        separate_values: None,
+        ..common::tiny()
+    };
+    let (db, root) = common::fresh(inline);
+    let mut model = BTreeMap::new();
+    for k in 0..300 {
+        let v = value(k, 0, 20 + (k % 60) as usize);
+        db.put(&key(k), &v, false).unwrap();
+        model.insert(key(k), v);
+    }
+    db.flush().unwrap();
+    while db.step().unwrap() {}
+    assert!(db.value_blobs().is_empty());
+    let dev = common::shut(db);
+    let db = common::open(dev, &root, common::tiny()).unwrap();
+    let got: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|r| r.unwrap()).collect();
+    assert!(got == model);
+    for k in 0..300 {
+        let v = value(k, 1, 20 + (k % 60) as usize);
+        db.put(&key(k), &v, false).unwrap();
+        model.insert(key(k), v);
+    }
+    db.flush().unwrap();
+    while db.step().unwrap() {}
+    assert!(!db.value_blobs().is_empty());
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+    let got: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|r| r.unwrap()).collect();
+    assert!(got == model);
+}
