@@ -2060,9 +2060,9 @@ impl<E: Env> Db<E> {
         lock(&self.shared.core).opts.prefix_rule = rule;
     }
 
-    /// `f` on the value of `key`, borrowed where it lies (the memtable, a cached block or the
-    /// block just read, under the lock: `f` must not call back into the database); `None` if
-    /// the key has no value. A point read that decodes the value saves [`get`](Self::get)'s
+    /// `f` on the value of `key`, borrowed where it lies (the memtable, a cached block, the
+    /// block just read, or the engine's buffer a value blob's value was read into, under the
+    /// lock: `f` must not call back into the database); `None` if the key has no value. A point read that decodes the value saves [`get`](Self::get)'s
     /// copy.
     pub fn get_with<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
         lock(&self.shared.core).get_with(key, f)

@@ -2,8 +2,9 @@
 //!
 //! Owns (issue 7): the write-ahead log with group commit ([`wal`]), memtables and write
 //! batches ([`memtable`]), sorted tables with prefix-compressed data blocks, an index block
-//! and a bloom filter, every block checksummed and versioned ([`sstable`]), leveled
-//! compaction ([`compaction`]), the manifest of live logs and tables ([`manifest`]), ordered
+//! and a bloom filter, every block checksummed and versioned ([`sstable`]), large values
+//! kept apart from keys in value blobs and collected when mostly garbage ([`vlog`]), leveled
+//! compaction ([`compaction`]), the manifest of live logs, tables and value blobs ([`manifest`]), ordered
 //! iterators merging every source ([`iter`]), crash recovery and the RAM budget that keeps
 //! only levels 0 and 1's indexes and filters resident ([`db`], [`cache`]); and storage through
 //! an environment trait ([`mod@env`]) over space-manager extents (the default) or plain files.
