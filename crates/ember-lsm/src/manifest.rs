@@ -10,7 +10,8 @@
 //! 20 4  CRC-32 of bytes 0..20 and the payload
 //! 24 …  payload:
 //!       next blob id varint
-//!       log count varint, per log (oldest first): id varint, capacity varint, locator bytes
+//!       log count varint, per log (oldest first): id varint, (version 2) log number
+//!         varint (version 1: the id), capacity varint, locator bytes
 //!       level count varint, per level: table count varint, per table:
 //!         id, size, entries, index offset, index length, bloom offset, bloom length
 //!         (varints), smallest key, largest key, locator (varint length + bytes),
@@ -18,6 +19,8 @@
 //!         (varints)
 //!       (version 2) value blob count varint, per value blob: id, size, bytes of values
 //!         (varints), locator
+//!       (version 2) kept log count varint, per kept log (a flushed memtable's, to be
+//!         written again): as a live log
 //! ```
 //!
 //! A snapshot is written with one write and made durable with one sync; the reader takes the
@@ -40,6 +43,8 @@ const HEADER: usize = 24;
 pub struct LogMeta {
     /// Its blob.
     pub id: BlobId,
+    /// The log number its records carry ([`crate::wal`]).
+    pub number: u64,
     /// Bytes it was created with.
     pub capacity: u64,
     /// The environment's locator.
@@ -59,6 +64,26 @@ pub struct Manifest {
     pub levels: Vec<Vec<TableMeta>>,
     /// Value blobs the tables point into, by id.
     pub values: Vec<ValueMeta>,
+    /// Logs of flushed memtables kept to be written again (none is replayed).
+    pub spare: Vec<LogMeta>,
+}
+
+fn put_log(p: &mut Vec<u8>, l: &LogMeta) {
+    put_varint(p, l.id);
+    put_varint(p, l.number);
+    put_varint(p, l.capacity);
+    put_bytes(p, &l.locator);
+}
+
+fn read_log(r: &mut Reader<'_>, version: u8) -> Result<LogMeta> {
+    let id = r.varint()?;
+    let number = if version >= 2 { r.varint()? } else { id };
+    Ok(LogMeta {
+        id,
+        number,
+        capacity: r.varint()?,
+        locator: r.bytes()?.to_vec(),
+    })
 }
 
 impl Manifest {
@@ -67,9 +92,7 @@ impl Manifest {
         put_varint(&mut p, self.next_blob);
         put_varint(&mut p, self.logs.len() as u64);
         for l in &self.logs {
-            put_varint(&mut p, l.id);
-            put_varint(&mut p, l.capacity);
-            put_bytes(&mut p, &l.locator);
+            put_log(&mut p, l);
         }
         put_varint(&mut p, self.levels.len() as u64);
         for level in &self.levels {
@@ -103,6 +126,10 @@ impl Manifest {
             put_varint(&mut p, v.values);
             put_bytes(&mut p, &v.locator);
         }
+        put_varint(&mut p, self.spare.len() as u64);
+        for l in &self.spare {
+            put_log(&mut p, l);
+        }
         let mut out = Vec::with_capacity(HEADER + p.len());
         out.extend_from_slice(&MAGIC);
         out.extend_from_slice(&[VERSION, 0, 0, 0]);
@@ -125,11 +152,7 @@ impl Manifest {
         }
         let mut logs = Vec::new();
         for _ in 0..n {
-            logs.push(LogMeta {
-                id: r.varint()?,
-                capacity: r.varint()?,
-                locator: r.bytes()?.to_vec(),
-            });
+            logs.push(read_log(&mut r, version)?);
         }
         let nl = r.varint()?;
         if nl > 64 {
@@ -180,6 +203,7 @@ impl Manifest {
             levels.push(level);
         }
         let mut values = Vec::new();
+        let mut spare = Vec::new();
         if version >= 2 {
             let n = r.varint()?;
             if n > r.remaining() as u64 {
@@ -193,6 +217,13 @@ impl Manifest {
                     locator: r.bytes()?.to_vec(),
                 });
             }
+            let n = r.varint()?;
+            if n > r.remaining() as u64 {
+                return Err(r.bad("kept log count beyond the snapshot"));
+            }
+            for _ in 0..n {
+                spare.push(read_log(&mut r, version)?);
+            }
         }
         if r.remaining() != 0 {
             return Err(r.bad("trailing bytes"));
@@ -203,6 +234,7 @@ impl Manifest {
             logs,
             levels,
             values,
+            spare,
         })
     }
 

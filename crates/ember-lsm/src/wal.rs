@@ -1,14 +1,16 @@
 //! The write-ahead log.
 //!
-//! Each memtable has its own log blob, created with a fixed capacity and written front to
-//! back. A commit group (every batch waiting when the leader writes) is one record, one
+//! Each memtable has its own log blob, of a fixed capacity, written front to back: a new
+//! blob, or one a flushed memtable's log left (kept, and written over from the start with a
+//! new log number). A commit group (every batch waiting when the leader writes) is one record, one
 //! device write, and — if any batch in it asked for sync — one `sync`:
 //!
 //! ```text
 //!  0 4  magic "ELWR"
 //!  4 1  format version (1)
 //!  5 3  reserved, zero
-//!  8 8  log blob id
+//!  8 8  log number (the blob id for a new blob; a fresh number each time a kept blob is
+//!       written again)
 //! 16 8  record number (1, 2, … within the log)
 //! 24 4  payload length
 //! 28 4  CRC-32 of bytes 0..28 and the payload
@@ -16,8 +18,8 @@
 //! ```
 //!
 //! Replay reads records in order and stops at the first that fails any check (a torn or
-//! lost tail). The log id and record number reject bytes left in reused extents by another
-//! log, and a record lost while a later one survived (unsynced writes) ends the replay there,
+//! lost tail). The log number and record number reject bytes left in reused extents or a
+//! kept blob by another log, and a record lost while a later one survived (unsynced writes) ends the replay there,
 //! so what replays is always a prefix of the commits.
 
 use crate::coding::{Reader, le32, le64, put_varint};
@@ -34,6 +36,8 @@ pub const HEADER: usize = 32;
 pub struct Wal {
     /// Its blob.
     pub id: BlobId,
+    /// The log number its records carry.
+    pub number: u64,
     /// Its capacity in bytes.
     pub capacity: u64,
     pos: u64,
@@ -57,10 +61,12 @@ pub fn start_record(rec: &mut Vec<u8>, batches: usize) {
 }
 
 impl Wal {
-    /// A new, empty log in blob `id` (already created with `capacity`).
-    pub fn new(id: BlobId, capacity: u64) -> Self {
+    /// A new, empty log numbered `number` in blob `id` (of `capacity` bytes), written from
+    /// its start.
+    pub fn new(id: BlobId, number: u64, capacity: u64) -> Self {
         Wal {
             id,
+            number,
             capacity,
             pos: 0,
             next: 1,
@@ -116,7 +122,7 @@ impl Wal {
         }
         rec[0..4].copy_from_slice(&MAGIC);
         rec[4..8].copy_from_slice(&[1, 0, 0, 0]);
-        rec[8..16].copy_from_slice(&self.id.to_le_bytes());
+        rec[8..16].copy_from_slice(&self.number.to_le_bytes());
         rec[16..24].copy_from_slice(&self.next.to_le_bytes());
         rec[24..28].copy_from_slice(&len.to_le_bytes());
         let mut h = crc32fast::Hasher::new();
@@ -130,9 +136,14 @@ impl Wal {
     }
 }
 
-/// Reads every valid record of log `id` (of `capacity` bytes) and returns its batches in
-/// order.
-pub fn replay(env: &mut dyn Env, id: BlobId, capacity: u64) -> Result<Vec<WriteBatch>> {
+/// Reads every valid record of log `number` in blob `id` (of `capacity` bytes) and returns
+/// its batches in order.
+pub fn replay(
+    env: &mut dyn Env,
+    id: BlobId,
+    number: u64,
+    capacity: u64,
+) -> Result<Vec<WriteBatch>> {
     let mut out = Vec::new();
     let mut pos = 0u64;
     let mut expect = 1u64;
@@ -144,7 +155,10 @@ pub fn replay(env: &mut dyn Env, id: BlobId, capacity: u64) -> Result<Vec<WriteB
             Err(LsmError::OutOfBounds { .. }) => break,
             Err(e) => return Err(e),
         }
-        if head[0..4] != MAGIC || head[4] != 1 || le64(&head, 8) != id || le64(&head, 16) != expect
+        if head[0..4] != MAGIC
+            || head[4] != 1
+            || le64(&head, 8) != number
+            || le64(&head, 16) != expect
         {
             break;
         }
