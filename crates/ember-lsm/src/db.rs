@@ -803,6 +803,7 @@ impl<E: Env> Core<E> {
         t: &TableMeta,
         key: &[u8],
         hash: u64,
+        follow: bool,
         call: &mut impl FnMut(Option<&[u8]>) -> T,
     ) -> Result<Option<T>> {
         if !self.with_bloom(t, |b| b.may_contain_hash(hash))? {
@@ -838,15 +839,33 @@ impl<E: Env> Core<E> {
         match r? {
             Found::Absent => Ok(None),
             Found::Done(v) => Ok(Some(v)),
-            Found::Pointer(p) => {
+            Found::Pointer(p) if follow => {
                 vlog::read_value(&mut self.env, &p, &mut self.vbuf)?;
                 Ok(Some(call(Some(&self.vbuf))))
             }
+            // A value is there; the caller does not read it.
+            Found::Pointer(_) => Ok(Some(call(Some(&[])))),
         }
     }
 
     /// `f` on the value of `key` where it lies (no copy); `None` if there is none.
     fn get_with<T>(&mut self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        self.find(key, true, f)
+    }
+
+    /// Whether `key` has a value (one in a value blob is not read).
+    fn contains(&mut self, key: &[u8]) -> Result<bool> {
+        Ok(self.find(key, false, |_| ())?.is_some())
+    }
+
+    /// `f` on the value of `key` where it lies; `None` if there is none. Without `follow`,
+    /// a value in a value blob is not read and `f` gets no bytes for it.
+    fn find<T>(
+        &mut self,
+        key: &[u8],
+        follow: bool,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>> {
         let mut f = Some(f);
         let mut call = |v: Option<&[u8]>| v.and_then(|v| f.take().map(|f| f(v)));
         // One hash of the key for every filter it meets on the way down.
@@ -861,14 +880,14 @@ impl<E: Env> Core<E> {
         }
         let levels = self.levels.clone();
         for t in levels[0].iter().filter(|t| t.covers(key)) {
-            if let Some(v) = self.get_from_table(t, key, hash, &mut call)? {
+            if let Some(v) = self.get_from_table(t, key, hash, follow, &mut call)? {
                 return Ok(v);
             }
         }
         for level in levels.iter().skip(1) {
             let i = level.partition_point(|t| t.largest.as_slice() < key);
             if let Some(t) = level.get(i).filter(|t| t.covers(key))
-                && let Some(v) = self.get_from_table(t, key, hash, &mut call)?
+                && let Some(v) = self.get_from_table(t, key, hash, follow, &mut call)?
             {
                 return Ok(v);
             }
@@ -2117,6 +2136,12 @@ impl<E: Env> Db<E> {
     /// copy.
     pub fn get_with<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
         lock(&self.shared.core).get_with(key, f)
+    }
+
+    /// Whether `key` has a value — what [`get`](Self::get) tells apart from `None`, without
+    /// reading a value kept in a value blob.
+    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+        lock(&self.shared.core).contains(key)
     }
 
     /// Iterates over keys in `lower..upper`, in order, as of now.

@@ -136,6 +136,7 @@ fn run(ops: Vec<Op>, separate_values: Option<usize>) {
             }
             Op::Get(k) => {
                 assert_eq!(db.get(&key(k)).unwrap(), model.get(&key(k)).cloned());
+                assert_eq!(db.contains(&key(k)).unwrap(), model.contains_key(&key(k)));
                 // The borrowing read sees the same value (and none for a deleted key).
                 let len = db.get_with(&key(k), |v| (v.len(), v.first().copied()));
                 let want = model.get(&key(k)).map(|v| (v.len(), v.first().copied()));

@@ -710,10 +710,23 @@ impl<E: Env> LsmStore<E> {
         Ok(true)
     }
 
-    /// Whether a row has this rowid (the row is not decoded).
+    /// Whether a row has this rowid (the row is not decoded, nor read where the engine keeps
+    /// it apart from its key: a cached result answers, else the engine's `contains`).
     pub fn contains(&mut self, table: &str, rowid: i64) -> Result<bool> {
         let key = lsmkey::row_key_array(object(table)?, rowid);
-        Ok(self.read_with(&key, |_| ())?.is_some())
+        if let Some(v) = self.pending.get(&key[..]) {
+            return Ok(v.is_some());
+        }
+        if let Some(cache) = self.cache.as_mut() {
+            let mut query = std::mem::take(&mut self.query_buf);
+            query_key_into(&mut query, b'P', &key, None);
+            let hit = cache.lookup(&query).map(|b| b.first() == Some(&1));
+            self.query_buf = query;
+            if let Some(found) = hit {
+                return Ok(found);
+            }
+        }
+        self.db.contains(&key).map_err(lerr)
     }
 
     /// The row under a rowid.

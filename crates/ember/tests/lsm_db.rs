@@ -383,7 +383,9 @@ fn power_cuts_keep_every_acknowledged_commit_whole() {
         )
         .unwrap_or_else(|f| panic!("{f}"));
     eprintln!("{report}");
-    assert!(report.ops >= 400, "only {} device operations", report.ops);
+    // About 370 since a flushed log is kept for the next memtable (no allocation, sync or
+    // free per rotation); 470 before.
+    assert!(report.ops >= 300, "only {} device operations", report.ops);
 }
 
 /// The same promises with the background thread flushing and compacting the lsm table's
