@@ -248,12 +248,7 @@ pub fn seal_with(kind: BlockKind, table: u64, out: &mut Vec<u8>, write: impl FnO
 }
 
 /// Checks a block read at `offset` of `table` and returns its version and payload.
-pub fn open_block(
-    kind: BlockKind,
-    table: u64,
-    offset: u64,
-    block: &[u8],
-) -> Result<(u8, &[u8])> {
+pub fn open_block(kind: BlockKind, table: u64, offset: u64, block: &[u8]) -> Result<(u8, &[u8])> {
     let bad = |reason| LsmError::Corrupt {
         structure: kind.name(),
         table,

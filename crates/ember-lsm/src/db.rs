@@ -443,7 +443,10 @@ impl TableSink {
     fn cut(&mut self, out: &mut impl TableOut) -> Result<()> {
         let table_size = out.opts().table_size;
         if self.split
-            && self.builder.as_ref().is_some_and(|b| b.size() >= table_size)
+            && self
+                .builder
+                .as_ref()
+                .is_some_and(|b| b.size() >= table_size)
             && let Some(b) = self.builder.take()
         {
             self.out.tables.push(write_table(out, b)?);

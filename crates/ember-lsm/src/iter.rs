@@ -279,9 +279,7 @@ impl Source {
     /// The source's current key and value (`None` value: a tombstone).
     fn current(&self) -> Option<Kv<'_>> {
         match self {
-            Source::Mem { buf, .. } => buf
-                .entry(buf.at)
-                .map(|(k, v)| (k, v.map(Stored::Inline))),
+            Source::Mem { buf, .. } => buf.entry(buf.at).map(|(k, v)| (k, v.map(Stored::Inline))),
             Source::Tables { block, cur, .. } => block
                 .as_ref()
                 .filter(|_| cur.valid())

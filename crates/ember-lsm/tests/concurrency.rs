@@ -236,7 +236,10 @@ fn a_full_journal_in_a_background_job_is_retried_and_its_tables_removed() {
         // they point into, one log and one kept for the next memtable.
         let tables: usize = db.level_counts().iter().sum();
         let values = db.value_blobs();
-        assert!(!values.is_empty(), "values of 32 bytes or more are kept apart");
+        assert!(
+            !values.is_empty(),
+            "values of 32 bytes or more are kept apart"
+        );
         assert!(values.iter().all(|v| v.live > 0), "{values:?}");
         assert_eq!(
             live.lock().unwrap().len(),

@@ -51,7 +51,10 @@ fn build() -> Built {
             .into_iter()
             .map(|v| (v.id, v.values + ember_lsm::vlog::HEADER as u64)),
     );
-    assert!(!db.value_blobs().is_empty(), "values of 32 bytes or more are kept apart");
+    assert!(
+        !db.value_blobs().is_empty(),
+        "values of 32 bytes or more are kept apart"
+    );
     for (id, size) in blobs {
         let ext = db.with_env(|e| e.extents(id)).unwrap();
         let mut left = size;

@@ -35,7 +35,11 @@ fn values_from_the_threshold_on_go_to_value_blobs() {
     db.flush().unwrap();
     let values: u64 = db.value_blobs().iter().map(|v| v.values).sum();
     let live: u64 = db.value_blobs().iter().map(|v| v.live).sum();
-    assert_eq!(values, 25 * 100, "the 25 values of 100 bytes, not those of 99");
+    assert_eq!(
+        values,
+        25 * 100,
+        "the 25 values of 100 bytes, not those of 99"
+    );
     assert_eq!(live, values);
     for k in 0..50 {
         assert_eq!(
