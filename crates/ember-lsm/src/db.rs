@@ -256,6 +256,12 @@ impl<E: Env> Env for EnvCell<E> {
     fn device_writer(&mut self) -> Option<Box<dyn ember_device::DeviceWriter>> {
         lock(&self.0).device_writer()
     }
+    fn sync_mark(&self) -> u64 {
+        lock(&self.0).sync_mark()
+    }
+    fn synced_through(&mut self, mark: u64) {
+        lock(&self.0).synced_through(mark)
+    }
 }
 
 /// With a background thread, a commit that would rotate the memtable waits while level 0
@@ -1794,7 +1800,15 @@ impl<E: Env> TableOut for Detached<'_, E> {
     }
     fn sync(&mut self) -> Result<()> {
         match self.writer.as_mut() {
-            Some(w) => Ok(w.sync()?),
+            Some(w) => {
+                // The handle's sync makes the allocations of the blobs created before it
+                // durable too: the manifest that names this job's blobs need not sync for
+                // them again (`SpaceEnv`'s root writes).
+                let mark = self.env.sync_mark();
+                w.sync()?;
+                self.env.synced_through(mark);
+                Ok(())
+            }
             None => self.env.sync(),
         }
     }

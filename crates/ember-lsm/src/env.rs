@@ -98,6 +98,20 @@ pub trait Env {
     fn device_writer(&mut self) -> Option<Box<dyn DeviceWriter>> {
         None
     }
+    /// A mark of the blobs created so far, to give [`synced_through`](Env::synced_through)
+    /// after a sync through a [`device_writer`](Env::device_writer) handle that began after
+    /// it was taken. 0 (the default) if the environment keeps no such count.
+    fn sync_mark(&self) -> u64 {
+        0
+    }
+    /// Says that a sync through a device writer handle, begun after [`sync_mark`] gave
+    /// `mark`, has made durable what the environment had written by then (the allocations of
+    /// the blobs created before the mark among it). Does nothing by default.
+    ///
+    /// [`sync_mark`]: Env::sync_mark
+    fn synced_through(&mut self, mark: u64) {
+        let _ = mark;
+    }
 }
 
 /// See [`Env::placement`].
@@ -119,11 +133,12 @@ fn encode_locator(ext: &[SpaceExtent]) -> Vec<u8> {
 pub struct SpaceEnv<S: ExtentSpace> {
     sm: S,
     blobs: HashMap<BlobId, Vec<SpaceExtent>, IdHash>,
-    /// A blob was created since the last [`Env::sync`]: its allocation may not be durable
-    /// yet, so a root slot is not written before a sync (see [`Env::write`] here). A sync
-    /// through a device writer handle does not clear it (a background job's table is then
-    /// synced twice, through the handle and before its manifest).
-    unsynced: bool,
+    /// Blobs created so far, and how many of them are known durable (by a sync, or one
+    /// through a device writer handle: [`Env::synced_through`]). While some are not, their
+    /// allocations may not be durable yet, so a root slot is not written before a sync (see
+    /// [`Env::write`] here).
+    created: u64,
+    synced: u64,
 }
 
 impl<S: ExtentSpace> SpaceEnv<S> {
@@ -138,7 +153,8 @@ impl<S: ExtentSpace> SpaceEnv<S> {
         let mut env = SpaceEnv {
             sm,
             blobs,
-            unsynced: false,
+            created: 0,
+            synced: 0,
         };
         for id in ROOT_SLOTS {
             env.write(id, 0, &[0; 64])?;
@@ -152,7 +168,8 @@ impl<S: ExtentSpace> SpaceEnv<S> {
         let mut env = SpaceEnv {
             sm,
             blobs: HashMap::default(),
-            unsynced: false,
+            created: 0,
+            synced: 0,
         };
         let mut r = Reader::new(root, "root locator", 0, 0);
         for id in ROOT_SLOTS {
@@ -251,7 +268,7 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
         let ext = self.sm.allocate_extents_unsynced(capacity.max(1))?;
         let loc = encode_locator(&ext);
         self.blobs.insert(id, ext);
-        self.unsynced = true;
+        self.created += 1;
         Ok(loc)
     }
 
@@ -298,7 +315,7 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
     /// blobs it names — whether it comes through [`Env::write_root`] or a wrapper's default
     /// of it.
     fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
-        if self.unsynced && ROOT_SLOTS.contains(&id) {
+        if self.created > self.synced && ROOT_SLOTS.contains(&id) {
             self.sync()?;
         }
         self.pieces(id, offset, data.len(), |sm, at, r| {
@@ -328,9 +345,18 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
     fn device_writer(&mut self) -> Option<Box<dyn DeviceWriter>> {
         self.sm.device_writer()
     }
+    /// The count of blobs created: an allocation's record is written to the device when the
+    /// blob is created (`ExtentSpace::allocate_extents_unsynced`), so a sync of the device
+    /// through any handle that begins later makes it durable.
+    fn sync_mark(&self) -> u64 {
+        self.created
+    }
+    fn synced_through(&mut self, mark: u64) {
+        self.synced = self.synced.max(mark.min(self.created));
+    }
     fn sync(&mut self) -> Result<()> {
         self.sm.sync_space()?;
-        self.unsynced = false;
+        self.synced = self.created;
         Ok(())
     }
 
@@ -552,7 +578,8 @@ mod tests {
         let mut env = SpaceEnv {
             sm,
             blobs: HashMap::default(),
-            unsynced: false,
+            created: 0,
+            synced: 0,
         };
         for (id, loc) in &locators {
             assert_eq!(env.open(*id, loc).is_ok(), id % 3 == 0, "blob {id}");
@@ -650,5 +677,27 @@ mod tests {
         env.write_root(1, &[2; 64]).unwrap();
         let events = taken(&log);
         assert!(!events.contains(&Event::Sync), "{events:?}");
+
+        // A sync through a device handle, begun after a mark, covers the blobs created
+        // before the mark, not those created after it.
+        env.create(3, 4096).unwrap();
+        let mark = env.sync_mark();
+        env.create(4, 4096).unwrap();
+        env.synced_through(mark);
+        env.write_root(0, &[3; 64]).unwrap();
+        let events = taken(&log);
+        assert!(events.contains(&Event::Sync), "blob 4: {events:?}");
+        env.create(5, 4096).unwrap();
+        let mark = env.sync_mark();
+        env.synced_through(mark);
+        env.write_root(1, &[4; 64]).unwrap();
+        let events = taken(&log);
+        assert!(!events.contains(&Event::Sync), "{events:?}");
+        // A stale mark changes nothing.
+        env.create(6, 4096).unwrap();
+        env.synced_through(mark);
+        env.write_root(0, &[5; 64]).unwrap();
+        let events = taken(&log);
+        assert!(events.contains(&Event::Sync), "blob 6: {events:?}");
     }
 }
