@@ -194,6 +194,9 @@ pub enum BlockKind {
     /// The bloom filter of the table's keys and their prefixes under a rule (tables
     /// written from 2026-11-23 on by a database given a prefix rule).
     PrefixBloom = 4,
+    /// The value blobs the table's pointers point into, with the bytes of each (a table
+    /// with pointers; from 2026-11-28).
+    Refs = 5,
 }
 
 impl BlockKind {
@@ -210,6 +213,7 @@ impl BlockKind {
             BlockKind::Data => "data block",
             BlockKind::Index => "index block",
             BlockKind::Bloom | BlockKind::PrefixBloom => "bloom filter",
+            BlockKind::Refs => "value refs block",
         }
     }
 }
@@ -219,7 +223,7 @@ impl BlockKind {
 /// ```text
 ///  0 4  magic "ELBK"
 ///  4 1  format version (1; a data block: its format, 1 or 2)
-///  5 1  kind (1 data, 2 index, 3 bloom, 4 prefix bloom)
+///  5 1  kind (1 data, 2 index, 3 bloom, 4 prefix bloom, 5 value refs)
 ///  6 2  reserved, zero
 ///  8 8  table id
 /// 16 4  payload length

@@ -275,7 +275,8 @@ pub const L0_STOP: usize = 3;
 /// blocks).
 const SPARE_LOGS: usize = 1;
 
-/// A log record buffer above this many bytes is not kept for the next commit.
+/// A log record buffer (or a buffer a value blob's value was read into) above this many
+/// bytes is not kept for the next commit (or read).
 const KEEP_RECORD_BYTES: usize = 1 << 20;
 
 struct Pending {
@@ -850,7 +851,11 @@ impl<E: Env> Core<E> {
             Found::Done(v) => Ok(Some(v)),
             Found::Pointer(p) if follow => {
                 vlog::read_value(&mut self.env, &p, &mut self.vbuf)?;
-                Ok(Some(call(Some(&self.vbuf))))
+                let v = call(Some(&self.vbuf));
+                if self.vbuf.capacity() > KEEP_RECORD_BYTES {
+                    self.vbuf = Vec::new();
+                }
+                Ok(Some(v))
             }
             // A value is there; the caller does not read it.
             Found::Pointer(_) => Ok(Some(call(Some(&[])))),
@@ -919,18 +924,13 @@ impl<E: Env> Core<E> {
         prefix: Option<(PrefixRule, &[u8])>,
         out: &mut Vec<(Vec<u8>, Value)>,
     ) -> Result<()> {
-        fn add(out: &mut Vec<(Vec<u8>, Value)>, k: &[u8], v: Option<&[u8]>) {
-            // Sources come newest first: a key already there is a newer version.
-            if let Err(i) = out.binary_search_by(|(x, _)| x.as_slice().cmp(k)) {
-                out.insert(i, (k.to_vec(), v.map(<[u8]>::to_vec)));
-            }
-        }
         if hi <= lo {
             return Ok(());
         }
-        self.mem.range_with(lo, hi, u64::MAX, |k, v| add(out, k, v));
+        self.mem
+            .range_with(lo, hi, u64::MAX, |k, v| add_older(out, k, v));
         if let Some((imm, _)) = &self.imm {
-            imm.range_with(lo, hi, u64::MAX, |k, v| add(out, k, v));
+            imm.range_with(lo, hi, u64::MAX, |k, v| add_older(out, k, v));
         }
         let levels = self.levels.clone();
         let meets = |t: &TableMeta| t.smallest.as_slice() < hi && lo <= t.largest.as_slice();
@@ -954,19 +954,21 @@ impl<E: Env> Core<E> {
                 {
                     continue;
                 }
-                self.scan_table(t, lo, hi, &mut |k, v| add(out, k, v))?;
+                self.scan_table(t, lo, hi, out)?;
             }
         }
         Ok(())
     }
 
-    /// Calls `f` on every entry of table `t` in `lo..hi`, in key order.
+    /// Adds every entry of table `t` in `lo..hi` to `out` (sorted by key) whose key `out`
+    /// does not hold yet (newer sources came first); a value in a value blob is read only
+    /// for an entry added.
     fn scan_table(
         &mut self,
         t: &TableMeta,
         lo: &[u8],
         hi: &[u8],
-        f: &mut impl FnMut(&[u8], Option<&[u8]>),
+        out: &mut Vec<(Vec<u8>, Value)>,
     ) -> Result<()> {
         let index = self.index(t)?;
         let mut cur = std::mem::take(&mut self.cursor);
@@ -983,13 +985,19 @@ impl<E: Env> Core<E> {
                     if cur.key() >= hi {
                         return Ok(());
                     }
-                    match cur.value(&block) {
-                        Some(Stored::Pointer(p)) => {
-                            let p = ValuePtr::decode(p, t.id, h.offset)?;
-                            vlog::read_value(&mut self.env, &p, &mut self.vbuf)?;
-                            f(cur.key(), Some(&self.vbuf));
-                        }
-                        v => f(cur.key(), v.and_then(Stored::inline)),
+                    let k = cur.key();
+                    if let Err(at) = out.binary_search_by(|(x, _)| x.as_slice().cmp(k)) {
+                        let v = match cur.value(&block) {
+                            None => None,
+                            Some(Stored::Inline(v)) => Some(v.to_vec()),
+                            Some(Stored::Pointer(p)) => {
+                                let p = ValuePtr::decode(p, t.id, h.offset)?;
+                                let mut v = Vec::new();
+                                vlog::read_value(&mut self.env, &p, &mut v)?;
+                                Some(v)
+                            }
+                        };
+                        out.insert(at, (k.to_vec(), v));
                     }
                     block.step(&mut cur)?;
                 }
@@ -1617,6 +1625,14 @@ fn run_of(
         .collect()
 }
 
+/// Adds `k` with its value or tombstone to `out` (sorted by key) unless `out` holds it (a
+/// newer version: sources come newest first).
+fn add_older(out: &mut Vec<(Vec<u8>, Value)>, k: &[u8], v: Option<&[u8]>) {
+    if let Err(i) = out.binary_search_by(|(x, _)| x.as_slice().cmp(k)) {
+        out.insert(i, (k.to_vec(), v.map(<[u8]>::to_vec)));
+    }
+}
+
 /// Merges a source's entries (`older`, in descending key order) into `seen` (ascending, from
 /// newer sources, which win on equal keys) in one pass.
 fn merge_older(seen: &mut Vec<(Vec<u8>, Value)>, older: Vec<(Vec<u8>, Value)>) {
@@ -1925,7 +1941,9 @@ impl<E: Env> Db<E> {
         for (i, level) in m.levels.iter().enumerate() {
             for t in level {
                 env.open(t.id, &t.locator)?;
-                levels[i].push(Arc::new(t.clone()));
+                let mut t = t.clone();
+                t.values = sstable::read_refs(&mut env, &t)?;
+                levels[i].push(Arc::new(t));
             }
         }
         let mut values = BTreeMap::new();
@@ -1939,10 +1957,17 @@ impl<E: Env> Db<E> {
         core.generation = m.generation;
         core.levels = Arc::new(levels);
         core.values = values;
+        // A kept log of another capacity than the options' would never be taken: it goes
+        // with the logs replayed.
+        let mut gone: Vec<BlobId> = Vec::new();
         for l in &m.spare {
             core.env.open(l.id, &l.locator)?;
+            if l.capacity == core.opts.log_capacity && core.spare.len() < SPARE_LOGS {
+                core.spare.push(l.clone());
+            } else {
+                gone.push(l.id);
+            }
         }
-        core.spare = m.spare.clone();
         let mem = Memtable::new();
         for l in &m.logs {
             core.env.open(l.id, &l.locator)?;
@@ -1958,11 +1983,9 @@ impl<E: Env> Db<E> {
             let built = build_flush(&mem, &mut core)?;
             core.install_level0(built);
         }
-        let gone: Vec<BlobId> = m
-            .logs
-            .iter()
-            .filter_map(|l| core.retire(l.clone()))
-            .collect();
+        for l in &m.logs {
+            gone.extend(core.retire(l.clone()));
+        }
         core.write_manifest()?;
         for id in gone {
             core.env.remove(id)?;
@@ -2551,7 +2574,11 @@ impl<E: Env> Iter<E> {
                         let f = f.take().ok_or(LsmError::Poisoned(
                             "an iterator's function was spent before its value was read".into(),
                         ))?;
-                        Ok(f(&self.key, &self.value))
+                        let t = f(&self.key, &self.value);
+                        if self.value.capacity() > KEEP_RECORD_BYTES {
+                            self.value = Vec::new();
+                        }
+                        Ok(t)
                     }),
                 Err(e) => Err(e),
             };

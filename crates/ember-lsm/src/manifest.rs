@@ -15,8 +15,7 @@
 //!       level count varint, per level: table count varint, per table:
 //!         id, size, entries, index offset, index length, bloom offset, bloom length
 //!         (varints), smallest key, largest key, locator (varint length + bytes),
-//!         (version 2) count varint and per value blob it points into: blob id, bytes
-//!         (varints)
+//!         (version 2) value refs offset, value refs length (varints; length 0: none)
 //!       (version 2) value blob count varint, per value blob: id, size, bytes of values
 //!         (varints), locator
 //!       (version 2) kept log count varint, per kept log (a flushed memtable's, to be
@@ -112,11 +111,8 @@ impl Manifest {
                 put_bytes(&mut p, &t.smallest);
                 put_bytes(&mut p, &t.largest);
                 put_bytes(&mut p, &t.locator);
-                put_varint(&mut p, t.values.len() as u64);
-                for &(blob, bytes) in &t.values {
-                    put_varint(&mut p, blob);
-                    put_varint(&mut p, bytes);
-                }
+                put_varint(&mut p, t.refs.offset);
+                put_varint(&mut p, t.refs.len);
             }
         }
         put_varint(&mut p, self.values.len() as u64);
@@ -185,19 +181,16 @@ impl Manifest {
                     smallest: r.bytes()?.to_vec(),
                     largest: r.bytes()?.to_vec(),
                     locator: r.bytes()?.to_vec(),
-                    values: if version >= 2 {
-                        let n = r.varint()?;
-                        if n > r.remaining() as u64 {
-                            return Err(r.bad("value blob count beyond the snapshot"));
+                    refs: if version >= 2 {
+                        Handle {
+                            offset: r.varint()?,
+                            len: r.varint()?,
                         }
-                        let mut v = Vec::new();
-                        for _ in 0..n {
-                            v.push((r.varint()?, r.varint()?));
-                        }
-                        v
                     } else {
-                        Vec::new()
+                        Handle { offset: 0, len: 0 }
                     },
+                    // Read from the table's value refs block at open.
+                    values: Vec::new(),
                 });
             }
             levels.push(level);
@@ -262,8 +255,7 @@ impl Manifest {
         }
         let generation = le64(&head, 8);
         let version = head[4];
-        if head[0..4] != MAGIC || !(1..=VERSION).contains(&version) || generation % 2 != slot as u64
-        {
+        if head[0..4] != MAGIC || generation % 2 != slot as u64 {
             return Ok(None);
         }
         let len = u64::from(le32(&head, 16));
@@ -282,8 +274,18 @@ impl Manifest {
         if h.finalize() != le32(&head, 20) {
             return Ok(None);
         }
-        // The checksum holds, so the engine wrote these bytes: a payload that does not
-        // decode is an error, not a torn write.
+        // The checksum holds, so an engine wrote these bytes: a version this build does not
+        // know (a newer build's) or a payload that does not decode is an error, not a torn
+        // write — falling back to the other slot would open an older snapshot whose blobs
+        // may be gone.
+        if !(1..=VERSION).contains(&version) {
+            return Err(LsmError::Corrupt {
+                structure: "manifest",
+                table: 0,
+                offset: slot as u64,
+                reason: "a snapshot of a format version this build does not know",
+            });
+        }
         Self::decode(&p, version, generation, slot).map(Some)
     }
 
@@ -301,5 +303,143 @@ impl Manifest {
                 reason: "neither root slot holds a valid snapshot",
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::SpaceEnv;
+    use ember_device::MemBlock;
+    use ember_table::{FormatOptions, SpaceManager};
+
+    fn env() -> SpaceEnv<SpaceManager<MemBlock<Vec<u8>>>> {
+        let sm = SpaceManager::format(MemBlock::new(4 << 20), FormatOptions::default()).unwrap();
+        SpaceEnv::create(sm, 64 * 1024).unwrap()
+    }
+
+    #[test]
+    fn snapshots_round_trip_and_the_newer_slot_wins() {
+        let mut env = env();
+        let mut m = Manifest {
+            generation: 1,
+            next_blob: 9,
+            logs: vec![LogMeta {
+                id: 3,
+                number: 8,
+                capacity: 4096,
+                locator: vec![1, 2, 3],
+            }],
+            levels: vec![Vec::new(); 2],
+            values: vec![ValueMeta {
+                id: 5,
+                size: 120,
+                values: 100,
+                locator: vec![4],
+            }],
+            spare: vec![LogMeta {
+                id: 4,
+                number: 4,
+                capacity: 4096,
+                locator: vec![5],
+            }],
+        };
+        m.write(&mut env).unwrap();
+        assert_eq!(Manifest::load(&mut env).unwrap(), m);
+        m.generation = 2;
+        m.next_blob = 10;
+        m.write(&mut env).unwrap();
+        assert_eq!(Manifest::load(&mut env).unwrap(), m);
+    }
+
+    /// A snapshot of version 1 (written before value blobs and kept logs) reads: log numbers
+    /// are the blob ids, tables have no value refs, there are no value blobs or kept logs.
+    #[test]
+    fn a_version_1_snapshot_reads() {
+        let mut env = env();
+        let mut p = Vec::new();
+        put_varint(&mut p, 12); // next blob
+        put_varint(&mut p, 1); // one log
+        put_varint(&mut p, 7);
+        put_varint(&mut p, 4096);
+        put_bytes(&mut p, &[9, 9]);
+        put_varint(&mut p, 2); // two levels
+        put_varint(&mut p, 1); // level 0: one table
+        for x in [5u64, 300, 10, 200, 40, 240, 60] {
+            put_varint(&mut p, x);
+        }
+        put_bytes(&mut p, b"a");
+        put_bytes(&mut p, b"k");
+        put_bytes(&mut p, &[1]);
+        put_varint(&mut p, 0); // level 1: none
+        let generation = 3u64;
+        let mut out = Vec::new();
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&[1, 0, 0, 0]);
+        out.extend_from_slice(&generation.to_le_bytes());
+        out.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        let mut h = crc32fast::Hasher::new();
+        h.update(&out);
+        h.update(&p);
+        out.extend_from_slice(&h.finalize().to_le_bytes());
+        out.extend_from_slice(&p);
+        env.write_root(1, &out).unwrap();
+        env.sync().unwrap();
+        let m = Manifest::load(&mut env).unwrap();
+        assert_eq!(m.generation, 3);
+        assert_eq!(m.next_blob, 12);
+        assert_eq!(
+            m.logs,
+            vec![LogMeta {
+                id: 7,
+                number: 7,
+                capacity: 4096,
+                locator: vec![9, 9],
+            }]
+        );
+        let t = &m.levels[0][0];
+        assert_eq!((t.id, t.size, t.entries), (5, 300, 10));
+        assert_eq!((t.index.offset, t.bloom.len), (200, 60));
+        assert_eq!((t.refs.len, t.values.len()), (0, 0));
+        assert!(m.values.is_empty() && m.spare.is_empty());
+    }
+
+    /// A slot whose checksum holds but whose version this build does not know is an error,
+    /// not a torn write to step over (the other slot is an older snapshot).
+    #[test]
+    fn a_snapshot_of_an_unknown_version_is_an_error() {
+        let mut env = env();
+        let m = Manifest {
+            generation: 1,
+            levels: vec![Vec::new(); 1],
+            ..Manifest::default()
+        };
+        m.write(&mut env).unwrap();
+        let m2 = Manifest {
+            generation: 2,
+            ..m.clone()
+        };
+        let mut bytes = m2.encode();
+        bytes[4] = VERSION + 1;
+        bytes[20..24].fill(0);
+        let mut h = crc32fast::Hasher::new();
+        h.update(&bytes[..20]);
+        h.update(&bytes[HEADER..]);
+        let crc = h.finalize();
+        bytes[20..24].copy_from_slice(&crc.to_le_bytes());
+        env.write_root(0, &bytes).unwrap();
+        env.sync().unwrap();
+        assert!(matches!(
+            Manifest::load(&mut env),
+            Err(LsmError::Corrupt {
+                structure: "manifest",
+                ..
+            })
+        ));
+        // A torn one (bad checksum) is stepped over.
+        bytes[HEADER] ^= 1;
+        env.write_root(0, &bytes).unwrap();
+        assert_eq!(Manifest::load(&mut env).unwrap(), m);
     }
 }

@@ -169,6 +169,16 @@ impl ValueWriter {
 
 /// Reads the value `p` points to into `buf` (resized to it) and checks it.
 pub fn read_value(env: &mut dyn Env, p: &ValuePtr, buf: &mut Vec<u8>) -> Result<()> {
+    // A large value is checked against its blob before room is made for it (a damaged
+    // pointer whose block checksum still held must not cost gigabytes).
+    if p.len > 1 << 20 && p.offset.saturating_add(u64::from(p.len)) > env.capacity(p.blob)? {
+        return Err(LsmError::Corrupt {
+            structure: "value pointer",
+            table: p.blob,
+            offset: p.offset,
+            reason: "value beyond its blob",
+        });
+    }
     buf.resize(p.len as usize, 0);
     env.read(p.blob, p.offset, buf)?;
     if value_crc(p.blob, p.offset, buf) != p.crc {

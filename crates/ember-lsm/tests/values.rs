@@ -202,3 +202,41 @@ fn values_written_inline_read_the_same_with_separation_on() {
     let got: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|r| r.unwrap()).collect();
     assert!(got == model);
 }
+
+/// A kept log whose capacity the options no longer ask for is not kept across a reopen (it
+/// would never be taken again); one of the right capacity is.
+#[test]
+fn a_kept_log_of_another_capacity_goes_at_reopen() {
+    let env = common::counting_env();
+    let alive = env.live.clone();
+    let db = Db::create(env, common::tiny()).unwrap();
+    for k in 0..200 {
+        db.put(&key(k), &value(k, 0, 40), false).unwrap();
+    }
+    db.flush().unwrap();
+    while db.step().unwrap() {}
+    assert_eq!(db.kept_logs(), 1);
+    let env = db.close().unwrap();
+    let db = Db::open(env, common::tiny()).unwrap();
+    assert_eq!(db.kept_logs(), 1, "the same capacity: still kept");
+    let env = db.close().unwrap();
+    let bigger = Options {
+        log_capacity: 2 * common::tiny().log_capacity,
+        ..common::tiny()
+    };
+    let db = Db::open(env, bigger.clone()).unwrap();
+    // The old kept log went (and, the replayed log being of the old capacity too, none is
+    // kept until a log of the new capacity is flushed).
+    assert_eq!(db.kept_logs(), 0);
+    let blobs = db.tables().len() + db.value_blobs().len() + 1;
+    assert_eq!(alive.lock().unwrap().len(), blobs, "nothing leaked");
+    for k in 0..200 {
+        db.put(&key(k), &value(k, 1, 40), false).unwrap();
+    }
+    db.flush().unwrap();
+    while db.step().unwrap() {}
+    assert_eq!(db.kept_logs(), 1);
+    for k in 0..200 {
+        assert_eq!(db.get(&key(k)).unwrap(), Some(value(k, 1, 40)));
+    }
+}

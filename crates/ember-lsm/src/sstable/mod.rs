@@ -4,8 +4,14 @@
 //! carries the format version, the table id, the length and a CRC-32):
 //!
 //! ```text
-//! data block 0 | data block 1 | … | index block | bloom block
+//! data block 0 | data block 1 | … | index block | bloom block [| value refs block]
 //! ```
+//!
+//! A table whose entries point into value blobs ([`crate::vlog`]) ends with a value refs
+//! block (kind 5): `count varint`, then per value blob `blob id varint | bytes varint` (the
+//! bytes of the values its pointers point to), by blob id. The manifest keeps its handle;
+//! opening the database reads it, so the manifest stays one entry per table whatever the
+//! number of blobs.
 //!
 //! The bloom block is of kind 3, or of kind 4 (a prefix bloom block) if the table was
 //! written under a [`PrefixRule`]; readers take either.
@@ -53,10 +59,12 @@ pub struct TableMeta {
     pub index: Handle,
     /// The bloom block.
     pub bloom: Handle,
+    /// The value refs block (length 0: none, the table holds no pointers).
+    pub refs: Handle,
     /// The environment's locator of its blob.
     pub locator: Vec<u8>,
     /// Per value blob its entries point into ([`crate::vlog`]): the blob and the bytes of
-    /// the values pointed to, by blob id.
+    /// the values pointed to, by blob id (what its value refs block holds; read at open).
     pub values: Vec<(BlobId, u64)>,
 }
 
@@ -185,6 +193,7 @@ fn read_block<'a>(
         BlockKind::Data => "data block",
         BlockKind::Index => "index block",
         BlockKind::Bloom | BlockKind::PrefixBloom => "bloom filter",
+        BlockKind::Refs => "value refs block",
     };
     if h.offset.checked_add(h.len).is_none_or(|e| e > t.size) || h.len > 1 << 30 {
         return Err(LsmError::Corrupt {
@@ -218,6 +227,32 @@ pub fn read_index(env: &mut dyn Env, t: &TableMeta) -> Result<Index> {
     let mut buf = Vec::new();
     let (_, p) = read_block(env, t, t.index, BlockKind::Index, &mut buf)?;
     Index::decode(p, t)
+}
+
+/// Reads a table's value refs (none if it has no refs block).
+pub fn read_refs(env: &mut dyn Env, t: &TableMeta) -> Result<Vec<(BlobId, u64)>> {
+    if t.refs.len == 0 {
+        return Ok(Vec::new());
+    }
+    let mut buf = Vec::new();
+    let (_, p) = read_block(env, t, t.refs, BlockKind::Refs, &mut buf)?;
+    let mut r = Reader::new(p, "value refs block", t.id, t.refs.offset);
+    let n = r.varint()?;
+    if n > r.remaining() as u64 {
+        return Err(r.bad("blob count beyond the block"));
+    }
+    let mut out: Vec<(BlobId, u64)> = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let blob = r.varint()?;
+        if out.last().is_some_and(|&(b, _)| b >= blob) {
+            return Err(r.bad("blob ids out of order"));
+        }
+        out.push((blob, r.varint()?));
+    }
+    if r.remaining() != 0 {
+        return Err(r.bad("trailing bytes"));
+    }
+    Ok(out)
 }
 
 /// Reads a table's bloom filter.
@@ -462,6 +497,21 @@ impl TableBuilder {
             offset: bo,
             len: self.out.len() as u64 - bo,
         };
+        self.values.sort_unstable();
+        let ro = self.out.len() as u64;
+        if !self.values.is_empty() {
+            let mut rp = Vec::new();
+            put_varint(&mut rp, self.values.len() as u64);
+            for &(blob, bytes) in &self.values {
+                put_varint(&mut rp, blob);
+                put_varint(&mut rp, bytes);
+            }
+            seal(BlockKind::Refs, self.id, &rp, &mut self.out);
+        }
+        let refs = Handle {
+            offset: ro,
+            len: self.out.len() as u64 - ro,
+        };
         let meta = TableMeta {
             id: self.id,
             size: self.out.len() as u64,
@@ -470,12 +520,9 @@ impl TableBuilder {
             largest: self.last,
             index,
             bloom,
+            refs,
             locator: Vec::new(),
-            values: {
-                let mut v = self.values;
-                v.sort_unstable();
-                v
-            },
+            values: self.values,
         };
         (self.out, meta)
     }
