@@ -404,7 +404,9 @@ fn with_the_background_thread_power_cuts_keep_every_acknowledged_commit_whole() 
             |medium, st, _| check(medium, st),
         )
         .unwrap_or_else(|f| panic!("{f}"));
-    assert!(report.ops >= 400, "only {} device operations", report.ops);
+    // About 390–420 since a flushed log is kept and a job's handle sync counts for its
+    // allocations (a run's own interleaving decides); about 480 before.
+    assert!(report.ops >= 300, "only {} device operations", report.ops);
 }
 
 /// Reopens what survived a cut (twice: recovery must write home what it holds) and checks
