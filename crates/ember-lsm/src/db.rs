@@ -987,16 +987,7 @@ impl<E: Env> Core<E> {
                     }
                     let k = cur.key();
                     if let Err(at) = out.binary_search_by(|(x, _)| x.as_slice().cmp(k)) {
-                        let v = match cur.value(&block) {
-                            None => None,
-                            Some(Stored::Inline(v)) => Some(v.to_vec()),
-                            Some(Stored::Pointer(p)) => {
-                                let p = ValuePtr::decode(p, t.id, h.offset)?;
-                                let mut v = Vec::new();
-                                vlog::read_value(&mut self.env, &p, &mut v)?;
-                                Some(v)
-                            }
-                        };
+                        let v = owned_value(&mut self.env, cur.value(&block), t, *h)?;
                         out.insert(at, (k.to_vec(), v));
                     }
                     block.step(&mut cur)?;
@@ -1167,16 +1158,7 @@ impl<E: Env> Core<E> {
                 }
                 let at = out.len();
                 for _ in 0..want {
-                    let v = match cur.value(&block) {
-                        None => None,
-                        Some(Stored::Inline(v)) => Some(v.to_vec()),
-                        Some(Stored::Pointer(p)) => {
-                            let p = ValuePtr::decode(p, t.id, h.offset)?;
-                            let mut v = Vec::new();
-                            vlog::read_value(&mut self.env, &p, &mut v)?;
-                            Some(v)
-                        }
-                    };
+                    let v = owned_value(&mut self.env, cur.value(&block), t, *h)?;
                     out.push((cur.key().to_vec(), v));
                     block.step(&mut cur)?;
                 }
@@ -1623,6 +1605,26 @@ fn run_of(
             bytes <= ahead.max(first.len) && take(h)
         })
         .collect()
+}
+
+/// An entry's value or tombstone of table `t`'s block `h` as a caller keeps it, read from its
+/// value blob if it lies in one.
+fn owned_value(
+    env: &mut impl Env,
+    v: Option<Stored<'_>>,
+    t: &TableMeta,
+    h: Handle,
+) -> Result<Value> {
+    Ok(match v {
+        None => None,
+        Some(Stored::Inline(v)) => Some(v.to_vec()),
+        Some(Stored::Pointer(p)) => {
+            let p = ValuePtr::decode(p, t.id, h.offset)?;
+            let mut v = Vec::new();
+            vlog::read_value(env, &p, &mut v)?;
+            Some(v)
+        }
+    })
 }
 
 /// Adds `k` with its value or tombstone to `out` (sorted by key) unless `out` holds it (a

@@ -67,6 +67,22 @@ pub struct Manifest {
     pub spare: Vec<LogMeta>,
 }
 
+/// A snapshot's bytes: the header (see the module docs) of `version` and `generation`, then
+/// `payload`.
+fn seal(version: u8, generation: u64, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + payload.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&[version, 0, 0, 0]);
+    out.extend_from_slice(&generation.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let mut h = crc32fast::Hasher::new();
+    h.update(&out);
+    h.update(payload);
+    out.extend_from_slice(&h.finalize().to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
 fn put_log(p: &mut Vec<u8>, l: &LogMeta) {
     put_varint(p, l.id);
     put_varint(p, l.number);
@@ -126,17 +142,7 @@ impl Manifest {
         for l in &self.spare {
             put_log(&mut p, l);
         }
-        let mut out = Vec::with_capacity(HEADER + p.len());
-        out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&[VERSION, 0, 0, 0]);
-        out.extend_from_slice(&self.generation.to_le_bytes());
-        out.extend_from_slice(&(p.len() as u32).to_le_bytes());
-        let mut h = crc32fast::Hasher::new();
-        h.update(&out);
-        h.update(&p);
-        out.extend_from_slice(&h.finalize().to_le_bytes());
-        out.extend_from_slice(&p);
-        out
+        seal(VERSION, self.generation, &p)
     }
 
     fn decode(payload: &[u8], version: u8, generation: u64, slot: usize) -> Result<Self> {
@@ -373,18 +379,7 @@ mod tests {
         put_bytes(&mut p, b"k");
         put_bytes(&mut p, &[1]);
         put_varint(&mut p, 0); // level 1: none
-        let generation = 3u64;
-        let mut out = Vec::new();
-        out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&[1, 0, 0, 0]);
-        out.extend_from_slice(&generation.to_le_bytes());
-        out.extend_from_slice(&(p.len() as u32).to_le_bytes());
-        let mut h = crc32fast::Hasher::new();
-        h.update(&out);
-        h.update(&p);
-        out.extend_from_slice(&h.finalize().to_le_bytes());
-        out.extend_from_slice(&p);
-        env.write_root(1, &out).unwrap();
+        env.write_root(1, &seal(1, 3, &p)).unwrap();
         env.sync().unwrap();
         let m = Manifest::load(&mut env).unwrap();
         assert_eq!(m.generation, 3);
@@ -421,13 +416,7 @@ mod tests {
             ..m.clone()
         };
         let mut bytes = m2.encode();
-        bytes[4] = VERSION + 1;
-        bytes[20..24].fill(0);
-        let mut h = crc32fast::Hasher::new();
-        h.update(&bytes[..20]);
-        h.update(&bytes[HEADER..]);
-        let crc = h.finalize();
-        bytes[20..24].copy_from_slice(&crc.to_le_bytes());
+        bytes = seal(VERSION + 1, 2, &bytes[HEADER..]);
         env.write_root(0, &bytes).unwrap();
         env.sync().unwrap();
         assert!(matches!(
