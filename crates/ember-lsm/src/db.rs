@@ -162,6 +162,9 @@ struct Core<E: Env> {
     /// Value blobs not removed yet: those the levels point into, and those only merged
     /// tables an iterator still reads point into.
     values: BTreeMap<BlobId, ValueMeta>,
+    /// Bytes the levels' tables point to, per value blob (recomputed where the levels
+    /// change, [`Core::set_levels`]).
+    live: HashMap<BlobId, u64, IdHash>,
     next_blob: BlobId,
     generation: u64,
     seq: u64,
@@ -676,21 +679,19 @@ impl<E: Env> Core<E> {
                 .collect(),
             // The blobs the levels point into: one only merged tables still point into is
             // not named, as those tables are not (it is removed once no iterator reads them).
-            values: {
-                let live = referenced(self.levels.iter().flatten());
-                self.values
-                    .values()
-                    .filter(|v| live.contains_key(&v.id))
-                    .cloned()
-                    .collect()
-            },
+            values: self
+                .values
+                .values()
+                .filter(|v| self.live.contains_key(&v.id))
+                .cloned()
+                .collect(),
         }
     }
 
     /// Value blobs below [`vlog::LIVE_FLOOR`] of live bytes, least live first, with their
     /// share of live bytes.
     fn collectable(&self) -> Vec<(f64, BlobId)> {
-        let live = referenced(self.levels.iter().flatten());
+        let live = &self.live;
         let mut out: Vec<(f64, BlobId)> = self
             .values
             .values()
@@ -745,6 +746,7 @@ impl<E: Env> Core<E> {
 
     fn set_levels(&mut self, levels: Levels) {
         self.levels = Arc::new(levels);
+        self.live = referenced(self.levels.iter().flatten());
         self.refresh_pinned();
     }
 
@@ -1386,17 +1388,14 @@ impl<E: Env> Core<E> {
         let (gone, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.obsolete)
             .into_iter()
             .partition(|t| Arc::strong_count(t) == 1);
-        // No manifest names a value blob the levels do not point into (see `manifest`).
-        let live = if self.values.is_empty() {
-            HashMap::default()
-        } else {
-            referenced(self.levels.iter().flatten().chain(&keep))
-        };
+        // No manifest names a value blob the levels do not point into (see `manifest`);
+        // one merged tables still read point into stays.
+        let held = referenced(&keep);
         let dead: Vec<BlobId> = self
             .values
             .keys()
             .copied()
-            .filter(|id| !live.contains_key(id))
+            .filter(|id| !self.live.contains_key(id) && !held.contains_key(id))
             .collect();
         for id in &dead {
             self.values.remove(id);
@@ -1893,6 +1892,7 @@ impl<E: Env> Db<E> {
             imm: None,
             levels: Arc::new(vec![Vec::new(); LEVELS]),
             values: BTreeMap::new(),
+            live: HashMap::default(),
             next_blob: 1,
             generation: 0,
             seq: 0,
@@ -1957,8 +1957,8 @@ impl<E: Env> Db<E> {
         let mut core = Self::empty_core(env, opts);
         core.next_blob = m.next_blob;
         core.generation = m.generation;
-        core.levels = Arc::new(levels);
         core.values = values;
+        core.set_levels(levels);
         // A kept log of another capacity than the options' would never be taken: it goes
         // with the logs replayed.
         let mut gone: Vec<BlobId> = Vec::new();
@@ -1992,7 +1992,6 @@ impl<E: Env> Db<E> {
         for id in gone {
             core.env.remove(id)?;
         }
-        core.refresh_pinned();
         Ok(Self::from_core(core))
     }
 
@@ -2288,7 +2287,7 @@ impl<E: Env> Db<E> {
     /// levels' tables still point to.
     pub fn value_blobs(&self) -> Vec<ValueBlob> {
         let core = lock(&self.shared.core);
-        let live = referenced(core.levels.iter().flatten());
+        let live = &core.live;
         core.values
             .values()
             .map(|v| ValueBlob {

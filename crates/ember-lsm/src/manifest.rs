@@ -16,7 +16,7 @@
 //!         id, size, entries, index offset, index length, bloom offset, bloom length
 //!         (varints), smallest key, largest key, locator (varint length + bytes),
 //!         (version 2) value refs offset, value refs length (varints; length 0: none)
-//!       (version 2) value blob count varint, per value blob: id, size, bytes of values
+//!       (version 2) value blob count varint, per value blob: id, bytes of values
 //!         (varints), locator
 //!       (version 2) kept log count varint, per kept log (a flushed memtable's, to be
 //!         written again): as a live log
@@ -134,7 +134,6 @@ impl Manifest {
         put_varint(&mut p, self.values.len() as u64);
         for v in &self.values {
             put_varint(&mut p, v.id);
-            put_varint(&mut p, v.size);
             put_varint(&mut p, v.values);
             put_bytes(&mut p, &v.locator);
         }
@@ -211,7 +210,6 @@ impl Manifest {
             for _ in 0..n {
                 values.push(ValueMeta {
                     id: r.varint()?,
-                    size: r.varint()?,
                     values: r.varint()?,
                     locator: r.bytes()?.to_vec(),
                 });
@@ -340,7 +338,6 @@ mod tests {
             levels: vec![Vec::new(); 2],
             values: vec![ValueMeta {
                 id: 5,
-                size: 120,
                 values: 100,
                 locator: vec![4],
             }],

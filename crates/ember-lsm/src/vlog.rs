@@ -99,9 +99,8 @@ impl ValuePtr {
 pub struct ValueMeta {
     /// Its blob id.
     pub id: BlobId,
-    /// Bytes of the blob (header included).
-    pub size: u64,
-    /// Bytes of its values (what the tables' references are counted against).
+    /// Bytes of its values, which the tables' references are counted against (the blob
+    /// holds [`HEADER`] more).
     pub values: u64,
     /// The environment's locator of its blob.
     pub locator: Vec<u8>,
@@ -159,7 +158,6 @@ impl ValueWriter {
     pub fn finish(self) -> (Vec<u8>, ValueMeta) {
         let meta = ValueMeta {
             id: self.id,
-            size: self.buf.len() as u64,
             values: (self.buf.len() - HEADER) as u64,
             locator: Vec::new(),
         };
@@ -241,7 +239,7 @@ mod tests {
             assert!(ValuePtr::decode(&e, 1, 0).is_err(), "trailing byte");
         }
         let (bytes, meta) = w.finish();
-        assert_eq!(meta.size, bytes.len() as u64);
+        assert_eq!(meta.values + HEADER as u64, bytes.len() as u64);
         assert_eq!(meta.values, 305);
     }
 }
