@@ -527,23 +527,31 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         self.index_rows(index, lo, hi, order)
     }
 
+    /// Begun in the table engine when the transaction first locks it (see [`SharedDb`]).
     fn begin(&mut self) -> Result<()> {
+        self.db.defer_begin()?;
         self.in_txn = true;
-        self.db.lock()?.begin().map_err(err)
+        Ok(())
     }
 
     fn has_changes(&mut self) -> bool {
-        self.db.lock().map_or(true, |db| !db.txn_is_empty())
+        !self.db.deferred() && self.db.lock().map_or(true, |db| !db.txn_is_empty())
     }
 
     fn commit(&mut self) -> Result<()> {
         self.in_txn = false;
+        if self.db.end_deferred() {
+            return Ok(());
+        }
         self.db.lock()?.commit().map_err(err)
     }
 
     fn rollback(&mut self) -> Result<()> {
         self.in_txn = false;
         self.max.clear();
+        if self.db.end_deferred() {
+            return Ok(());
+        }
         self.db.lock()?.rollback().map_err(err)
     }
 
