@@ -26,7 +26,11 @@
 pub mod block;
 pub mod bloom;
 
-use crate::coding::{BlockKind, Reader, open_block, put_bytes, put_varint, seal, seal_with};
+use std::collections::HashMap;
+
+use crate::coding::{
+    BlockKind, IdHash, Reader, open_block, put_bytes, put_varint, seal, seal_with,
+};
 use crate::env::{BlobId, Env};
 use crate::error::{LsmError, Result};
 use crate::vlog::ValuePtr;
@@ -363,8 +367,10 @@ pub struct TableBuilder {
     smallest: Option<Vec<u8>>,
     last: Vec<u8>,
     entries: u64,
-    /// Bytes of values its pointers point to, per value blob (few: a linear search).
+    /// Bytes of values its pointers point to, per value blob.
     values: Vec<(BlobId, u64)>,
+    /// Where each blob is in `values` (a table deep in the tree points into hundreds).
+    value_at: HashMap<BlobId, usize, IdHash>,
     /// A pointer being encoded (its capacity reused).
     ptr: Vec<u8>,
 }
@@ -396,6 +402,7 @@ impl TableBuilder {
             last: Vec::new(),
             entries: 0,
             values: Vec::new(),
+            value_at: HashMap::default(),
             ptr: Vec::new(),
         }
     }
@@ -407,7 +414,9 @@ impl TableBuilder {
 
     /// Adds an entry whose value lies in a value blob.
     pub fn add_pointer(&mut self, key: &[u8], p: &ValuePtr) {
-        match self.values.iter_mut().find(|(b, _)| *b == p.blob) {
+        let next = self.values.len();
+        let at = *self.value_at.entry(p.blob).or_insert(next);
+        match self.values.get_mut(at) {
             Some((_, n)) => *n += u64::from(p.len),
             None => self.values.push((p.blob, u64::from(p.len))),
         }
