@@ -166,7 +166,15 @@ struct Core<E: Env> {
     /// change, [`Core::set_levels`]).
     live: HashMap<BlobId, u64, IdHash>,
     next_blob: BlobId,
+    /// The next log number.
+    next_log: u64,
+    /// Log numbers below this are reserved by the manifest (see [`crate::manifest`]): a log
+    /// switch whose snapshot waits for a sync takes only these.
+    log_numbers: u64,
     generation: u64,
+    /// The generation of the last manifest snapshot, if it was written without a sync and
+    /// no sync has followed (a log switch's, [`Core::write_manifest_unsynced`]).
+    unsynced: Option<u64>,
     seq: u64,
     pinned: HashMap<BlobId, Pinned, IdHash>,
     pinned_bytes: usize,
@@ -522,7 +530,9 @@ impl<E: Env> TableOut for Core<E> {
         write_blob(&mut self.env, id, bytes)
     }
     fn sync(&mut self) -> Result<()> {
-        self.env.sync()
+        self.env.sync()?;
+        self.unsynced = None;
+        Ok(())
     }
 }
 
@@ -671,6 +681,7 @@ impl<E: Env> Core<E> {
             spare: self.spare.clone(),
             generation: self.generation,
             next_blob: self.next_blob,
+            log_numbers: self.log_numbers,
             logs,
             levels: self
                 .levels
@@ -707,32 +718,70 @@ impl<E: Env> Core<E> {
     }
 
     fn write_manifest(&mut self) -> Result<()> {
+        self.settle_manifest()?;
         self.generation += 1;
+        // Durable on return: the reservation of log numbers grows with it.
+        self.log_numbers = self.log_numbers.max(self.next_log + LOG_NUMBERS_RESERVED);
         let m = self.manifest();
         m.write(&mut self.env)
+    }
+
+    /// Writes the manifest without a sync: only for a snapshot that switches logs and
+    /// removes nothing. It is durable at the next sync — a sync commit's, the next
+    /// snapshot's, or a background job's begun after it ([`Core::durable_through`]); until
+    /// then a cut leaves the previous snapshot in force, whose active log is the one this
+    /// one seals, and the records the new log took since are lost, as any unsynced commit's.
+    fn write_manifest_unsynced(&mut self) -> Result<()> {
+        self.settle_manifest()?;
+        self.generation += 1;
+        let m = self.manifest();
+        m.write_unsynced(&mut self.env)?;
+        self.unsynced = Some(self.generation);
+        Ok(())
+    }
+
+    /// Makes an unsynced manifest snapshot durable before the next one overwrites the slot of
+    /// the one before it.
+    fn settle_manifest(&mut self) -> Result<()> {
+        if self.unsynced.is_some() {
+            self.env.sync()?;
+            self.unsynced = None;
+        }
+        Ok(())
+    }
+
+    /// A sync begun after the manifest of generation `g` was written has completed: that
+    /// snapshot and every earlier one are durable.
+    fn durable_through(&mut self, g: u64) {
+        if self.unsynced.is_some_and(|u| u <= g) {
+            self.unsynced = None;
+        }
     }
 
     /// A new log blob of `log_capacity` bytes, or `at_least` if that is more (a batch larger
     /// than a log gets a log of its own size, so it still commits as one record).
     fn new_log(&mut self, at_least: u64) -> Result<(Wal, LogMeta)> {
-        let number = self.next_blob;
-        self.next_blob += 1;
+        let number = self.next_log;
+        self.next_log += 1;
         let capacity = self.opts.log_capacity.max(at_least);
         // A kept log is written again under a new number (no allocation, and on a file its
         // blocks are there already); else a new blob, numbered by its id.
         if let Some(i) = self.spare.iter().position(|l| l.capacity >= capacity) {
             let mut log = self.spare.swap_remove(i);
             log.number = number;
+            log.records = None;
             return Ok((Wal::new(log.id, number, log.capacity), log));
         }
-        let locator = self.env.create(number, capacity)?;
+        let id = self.blob_id();
+        let locator = self.env.create(id, capacity)?;
         Ok((
-            Wal::new(number, number, capacity),
+            Wal::new(id, number, capacity),
             LogMeta {
-                id: number,
+                id,
                 number,
                 capacity,
                 locator,
+                records: None,
             },
         ))
     }
@@ -1181,7 +1230,10 @@ impl<E: Env> Core<E> {
     /// log) and the new log: the tables are synced before it, the flushed log removed after.
     fn rotate(&mut self, at_least: u64) -> Result<()> {
         let flushed = self.write_imm()?;
+        let spare = self.spare.len();
         let (wal, log) = self.new_log(at_least)?;
+        // A kept log taken again: nothing was allocated for the switch.
+        let reused = self.spare.len() < spare;
         let flushed = match flushed {
             Some((built, log)) => {
                 self.imm = None;
@@ -1190,12 +1242,20 @@ impl<E: Env> Core<E> {
             }
             None => None,
         };
-        let old_log = std::mem::replace(&mut self.log, log);
+        let mut old_log = std::mem::replace(&mut self.log, log);
+        // Sealed: replay takes the logs after it only if it finds all of its records.
+        old_log.records = Some(self.wal.records());
         let fresh = Arc::new(Memtable::with_filter(self.opts.memtable_filter_bytes()));
         let old_mem = std::mem::replace(&mut self.mem, fresh);
         self.wal = wal;
         self.imm = Some((old_mem, old_log));
-        self.write_manifest()?;
+        if flushed.is_none() && reused && self.wal.number < self.log_numbers {
+            // Only logs switch: the snapshot may wait for the next sync (see
+            // `write_manifest_unsynced`), which a sync commit into the new log makes anyway.
+            self.write_manifest_unsynced()?;
+        } else {
+            self.write_manifest()?;
+        }
         if let Some(gone) = flushed {
             if let Some(id) = gone {
                 self.env.remove(id)?;
@@ -1233,8 +1293,9 @@ impl<E: Env> Core<E> {
     /// A flushed memtable's log, which the next manifest no longer names as live: kept to be
     /// written again (the next manifest names it as kept) if there is room, else returned to
     /// be removed once that manifest is durable.
-    fn retire(&mut self, log: LogMeta) -> Option<BlobId> {
+    fn retire(&mut self, mut log: LogMeta) -> Option<BlobId> {
         if self.spare.len() < SPARE_LOGS && log.capacity == self.opts.log_capacity {
+            log.records = None;
             self.spare.push(log);
             None
         } else {
@@ -1508,6 +1569,7 @@ impl<E: Env> Core<E> {
         self.wal.append(&mut self.env, rec)?;
         if sync {
             self.env.sync()?;
+            self.unsynced = None;
         }
         for p in group.iter_mut() {
             self.mem.insert_all(&mut self.seq, p.batch.ops.drain(..));
@@ -1729,7 +1791,9 @@ impl<E: Env> TableOut for Direct<'_, E> {
         self.0.write_blob(id, bytes)
     }
     fn sync(&mut self) -> Result<()> {
-        self.0.env.sync()
+        self.0.env.sync()?;
+        self.0.unsynced = None;
+        Ok(())
     }
 }
 
@@ -1747,6 +1811,11 @@ struct Detached<'a, E: Env> {
     scratch: Vec<u8>,
     /// The blobs it created (removed if the job fails for a while).
     created: Vec<BlobId>,
+    /// The manifest's generation when the job was picked.
+    generation: u64,
+    /// A sync of the job's succeeded: the manifest snapshots written before it was picked
+    /// are durable ([`Core::durable_through`]).
+    synced: bool,
 }
 
 impl<'a, E: Env> Detached<'a, E> {
@@ -1759,6 +1828,8 @@ impl<'a, E: Env> Detached<'a, E> {
             opts: locked.opts.clone(),
             scratch: Vec::new(),
             created: Vec::new(),
+            generation: locked.generation,
+            synced: false,
         }
     }
 }
@@ -1824,10 +1895,11 @@ impl<E: Env> TableOut for Detached<'_, E> {
                 let mark = self.env.sync_mark();
                 w.sync()?;
                 self.env.synced_through(mark);
-                Ok(())
             }
-            None => self.env.sync(),
+            None => self.env.sync()?,
         }
+        self.synced = true;
+        Ok(())
     }
 }
 
@@ -1888,13 +1960,17 @@ impl<E: Env> Db<E> {
                 number: 0,
                 capacity: 0,
                 locator: Vec::new(),
+                records: None,
             },
             imm: None,
             levels: Arc::new(vec![Vec::new(); LEVELS]),
             values: BTreeMap::new(),
             live: HashMap::default(),
             next_blob: 1,
+            next_log: 1,
+            log_numbers: 0,
             generation: 0,
+            unsynced: None,
             seq: 0,
             pinned: HashMap::default(),
             pinned_bytes: 0,
@@ -1956,6 +2032,8 @@ impl<E: Env> Db<E> {
         }
         let mut core = Self::empty_core(env, opts);
         core.next_blob = m.next_blob;
+        // Numbers a lost snapshot's log switch may have used are not taken again.
+        core.next_log = m.log_numbers.max(1);
         core.generation = m.generation;
         core.values = values;
         core.set_levels(levels);
@@ -1973,8 +2051,17 @@ impl<E: Env> Db<E> {
         let mem = Memtable::new();
         for l in &m.logs {
             core.env.open(l.id, &l.locator)?;
-            for b in wal::replay(&mut core.env, l.id, l.number, l.capacity)? {
+        }
+        for l in &m.logs {
+            let (batches, records) = wal::replay(&mut core.env, l.id, l.number, l.capacity)?;
+            for b in batches {
                 mem.insert_all(&mut core.seq, b.ops);
+            }
+            if l.records.is_some_and(|n| records < n) {
+                // A sealed log lost its last records while the snapshot that sealed it (and
+                // maybe records of the next log) reached the device: the commits after them
+                // are not replayed, so what replays is a prefix.
+                break;
             }
         }
         let (wal, log) = core.new_log(0)?;
@@ -2458,6 +2545,9 @@ fn background<E: Env>(shared: &Shared<E>) {
                 (tables, Job::Compact(c))
             }
         };
+        if io.synced {
+            core.durable_through(io.generation);
+        }
         let r = match (tables, job) {
             (Err(e), _) if transient(&e) => {
                 // The space could not take an allocation now: the tables the job wrote go
@@ -2482,6 +2572,11 @@ fn background<E: Env>(shared: &Shared<E>) {
         core = lock(&shared.core);
     }
 }
+
+/// Log numbers each synced manifest snapshot reserves beyond the next one (see
+/// [`crate::manifest`]): log switches in a row whose snapshots wait for a sync before one
+/// that syncs.
+const LOG_NUMBERS_RESERVED: u64 = 64;
 
 /// Runs a background job; a panic in it becomes an error (which poisons the engine), so
 /// the job's mark is cleared and nobody waits for it forever.

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!  0 4  magic "ELMF"
-//!  4 1  format version (2; 1 is read too: it has no value blobs)
+//!  4 1  format version (3; 2 and 1 are read too: 2 has no log record counts, 1 no value
+//!         blobs either)
 //!  5 3  reserved, zero
 //!  8 8  generation (the slot written is generation % 2)
 //! 16 4  payload length
@@ -11,7 +12,9 @@
 //! 24 …  payload:
 //!       next blob id varint
 //!       log count varint, per log (oldest first): id varint, (version 2) log number
-//!         varint (version 1: the id), capacity varint, locator bytes
+//!         varint (version 1: the id), capacity varint, locator bytes, (version 3) record
+//!         count varint (0: the active log, whose records run to its first invalid one; n + 1:
+//!         a sealed log that holds n records)
 //!       level count varint, per level: table count varint, per table:
 //!         id, size, entries, index offset, index length, bloom offset, bloom length
 //!         (varints), smallest key, largest key, locator (varint length + bytes),
@@ -20,11 +23,25 @@
 //!         (varints), locator
 //!       (version 2) kept log count varint, per kept log (a flushed memtable's, to be
 //!         written again): as a live log
+//!       (version 3) the first log number not reserved varint (versions 1 and 2: the next
+//!         blob id, which log numbers were drawn from)
 //! ```
 //!
 //! A snapshot is written with one write and made durable with one sync; the reader takes the
 //! valid slot with the higher generation, so a torn snapshot leaves the previous one in force.
-//! Blobs that a new snapshot drops are removed only after it is durable.
+//! Blobs that a new snapshot drops are removed only after it is durable. A snapshot that only
+//! switches logs may wait for a later sync ([`Manifest::write_unsynced`]), but never two in a
+//! row: the next snapshot overwrites the slot of the one before it.
+//!
+//! Why sealed logs carry their record count: while a log switch's snapshot waits, the new log's
+//! records and the snapshot may reach the device before the sealed log's last records. Replay
+//! stops at a sealed log that holds fewer records than its count, before the logs after it, so
+//! what replays is still a prefix of the commits.
+//!
+//! Why log numbers are reserved: a log switch whose snapshot is lost still wrote records under
+//! its new log number. A snapshot that is synced reserves the numbers up to the one it names
+//! (`log_numbers`), a switch that waits for a sync takes only reserved numbers, and an open
+//! starts at the reservation's end, so no number marks the records of two logs.
 
 use crate::coding::{Reader, le32, le64, put_bytes, put_varint};
 use crate::env::{BlobId, Env};
@@ -34,7 +51,7 @@ use crate::vlog::ValueMeta;
 
 const MAGIC: [u8; 4] = *b"ELMF";
 /// The format this build writes.
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
 const HEADER: usize = 24;
 
 /// A log the manifest names.
@@ -48,6 +65,9 @@ pub struct LogMeta {
     pub capacity: u64,
     /// The environment's locator.
     pub locator: Vec<u8>,
+    /// For a sealed log (the immutable memtable's), the records it holds; `None` for the
+    /// active log, a kept one, and any log of a snapshot before version 3.
+    pub records: Option<u64>,
 }
 
 /// One manifest snapshot.
@@ -65,6 +85,8 @@ pub struct Manifest {
     pub values: Vec<ValueMeta>,
     /// Logs of flushed memtables kept to be written again (none is replayed).
     pub spare: Vec<LogMeta>,
+    /// Log numbers below this may have been used; an open numbers its logs from here.
+    pub log_numbers: u64,
 }
 
 /// A snapshot's bytes: the header (see the module docs) of `version` and `generation`, then
@@ -88,16 +110,25 @@ fn put_log(p: &mut Vec<u8>, l: &LogMeta) {
     put_varint(p, l.number);
     put_varint(p, l.capacity);
     put_bytes(p, &l.locator);
+    put_varint(p, l.records.map_or(0, |n| n.saturating_add(1)));
 }
 
 fn read_log(r: &mut Reader<'_>, version: u8) -> Result<LogMeta> {
     let id = r.varint()?;
     let number = if version >= 2 { r.varint()? } else { id };
+    let capacity = r.varint()?;
+    let locator = r.bytes()?.to_vec();
+    let records = if version >= 3 {
+        r.varint()?.checked_sub(1)
+    } else {
+        None
+    };
     Ok(LogMeta {
         id,
         number,
-        capacity: r.varint()?,
-        locator: r.bytes()?.to_vec(),
+        capacity,
+        locator,
+        records,
     })
 }
 
@@ -141,6 +172,7 @@ impl Manifest {
         for l in &self.spare {
             put_log(&mut p, l);
         }
+        put_varint(&mut p, self.log_numbers);
         seal(VERSION, self.generation, &p)
     }
 
@@ -222,6 +254,8 @@ impl Manifest {
                 spare.push(read_log(&mut r, version)?);
             }
         }
+        // Before version 3, log numbers were blob ids.
+        let log_numbers = if version >= 3 { r.varint()? } else { next_blob };
         if r.remaining() != 0 {
             return Err(r.bad("trailing bytes"));
         }
@@ -232,11 +266,20 @@ impl Manifest {
             levels,
             values,
             spare,
+            log_numbers,
         })
     }
 
     /// Writes this snapshot to its slot and syncs.
     pub fn write(&self, env: &mut dyn Env) -> Result<()> {
+        self.write_unsynced(env)?;
+        env.sync()
+    }
+
+    /// Writes this snapshot to its slot, durable at the next sync. The caller makes the
+    /// previous snapshot durable first if it was written this way too (this one overwrites
+    /// the one before that), and writes no snapshot this way that drops a blob it removes.
+    pub fn write_unsynced(&self, env: &mut dyn Env) -> Result<()> {
         let bytes = self.encode();
         let capacity = env.root_capacity();
         if bytes.len() as u64 > capacity {
@@ -245,8 +288,7 @@ impl Manifest {
                 capacity,
             });
         }
-        env.write_root((self.generation % 2) as usize, &bytes)?;
-        env.sync()
+        env.write_root((self.generation % 2) as usize, &bytes)
     }
 
     /// Reads one slot: `Ok(None)` if it holds no valid snapshot.
@@ -334,6 +376,7 @@ mod tests {
                 number: 8,
                 capacity: 4096,
                 locator: vec![1, 2, 3],
+                records: Some(17),
             }],
             levels: vec![Vec::new(); 2],
             values: vec![ValueMeta {
@@ -346,7 +389,9 @@ mod tests {
                 number: 4,
                 capacity: 4096,
                 locator: vec![5],
+                records: None,
             }],
+            log_numbers: 30,
         };
         m.write(&mut env).unwrap();
         assert_eq!(Manifest::load(&mut env).unwrap(), m);
@@ -388,6 +433,7 @@ mod tests {
                 number: 7,
                 capacity: 4096,
                 locator: vec![9, 9],
+                records: None,
             }]
         );
         let t = &m.levels[0][0];
@@ -395,6 +441,34 @@ mod tests {
         assert_eq!((t.index.offset, t.bloom.len), (200, 60));
         assert_eq!((t.refs.len, t.values.len()), (0, 0));
         assert!(m.values.is_empty() && m.spare.is_empty());
+        assert_eq!(m.log_numbers, 12);
+    }
+
+    /// A snapshot of version 2 (before log record counts) reads: no log is sealed.
+    #[test]
+    fn a_version_2_snapshot_reads() {
+        let mut env = env();
+        let mut p = Vec::new();
+        put_varint(&mut p, 12); // next blob
+        put_varint(&mut p, 2); // two logs: id, number, capacity, locator
+        for (id, number) in [(7u64, 10u64), (8, 11)] {
+            put_varint(&mut p, id);
+            put_varint(&mut p, number);
+            put_varint(&mut p, 4096);
+            put_bytes(&mut p, &[9]);
+        }
+        put_varint(&mut p, 1); // one level, no tables
+        put_varint(&mut p, 0);
+        put_varint(&mut p, 0); // no value blobs
+        put_varint(&mut p, 0); // no kept logs
+        env.write_root(0, &seal(2, 4, &p)).unwrap();
+        env.sync().unwrap();
+        let m = Manifest::load(&mut env).unwrap();
+        assert_eq!(m.generation, 4);
+        assert_eq!(m.logs.len(), 2);
+        assert_eq!((m.logs[1].id, m.logs[1].number), (8, 11));
+        assert!(m.logs.iter().all(|l| l.records.is_none()));
+        assert_eq!(m.log_numbers, 12);
     }
 
     /// A slot whose checksum holds but whose version this build does not know is an error,

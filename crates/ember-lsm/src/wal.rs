@@ -101,6 +101,11 @@ impl Wal {
         self.pos + (HEADER + payload) as u64 <= self.capacity
     }
 
+    /// Records appended so far.
+    pub fn records(&self) -> u64 {
+        self.next - 1
+    }
+
     /// Bytes written so far.
     pub fn used(&self) -> u64 {
         self.pos
@@ -137,13 +142,13 @@ impl Wal {
 }
 
 /// Reads every valid record of log `number` in blob `id` (of `capacity` bytes) and returns
-/// its batches in order.
+/// its batches in order, and how many records held them.
 pub fn replay(
     env: &mut dyn Env,
     id: BlobId,
     number: u64,
     capacity: u64,
-) -> Result<Vec<WriteBatch>> {
+) -> Result<(Vec<WriteBatch>, u64)> {
     let mut out = Vec::new();
     let mut pos = 0u64;
     let mut expect = 1u64;
@@ -188,5 +193,5 @@ pub fn replay(
         pos += HEADER as u64 + len;
         expect += 1;
     }
-    Ok(out)
+    Ok((out, expect - 1))
 }

@@ -82,6 +82,9 @@ pub struct Counting<E> {
     pub job_creates: u64,
     /// The blobs the engine readied ([`Env::ready`]), in order.
     pub readied: Arc<std::sync::Mutex<Vec<BlobId>>>,
+    /// Writes and syncs in order: `'R'` a root slot's write (a manifest snapshot), `'W'` any
+    /// other write, `'S'` a sync.
+    pub events: Arc<std::sync::Mutex<Vec<char>>>,
 }
 
 /// A counting environment over a fresh space manager on a RAM device.
@@ -104,6 +107,7 @@ impl<E> Counting<E> {
             panic_in_job: Arc::default(),
             live: Arc::default(),
             readied: Arc::default(),
+            events: Arc::default(),
             job_creates: 0,
         }
     }
@@ -153,6 +157,12 @@ impl<E: Env> Env for Counting<E> {
         Ok(())
     }
     fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()> {
+        let e = if ember_lsm::env::ROOT_SLOTS.contains(&id) {
+            'R'
+        } else {
+            'W'
+        };
+        self.events.lock().unwrap().push(e);
         self.inner.write(id, offset, data)
     }
     fn read(&mut self, id: BlobId, offset: u64, buf: &mut [u8]) -> Result<()> {
@@ -176,6 +186,7 @@ impl<E: Env> Env for Counting<E> {
         if !self.delay.is_zero() {
             std::thread::sleep(self.delay);
         }
+        self.events.lock().unwrap().push('S');
         self.inner.sync()
     }
     fn remove(&mut self, id: BlobId) -> Result<()> {
