@@ -321,6 +321,9 @@ struct Shared<E: Env> {
     /// and waits for a word on the channel.
     #[cfg(test)]
     pause: Mutex<Option<(Arc<AtomicBool>, std::sync::mpsc::Receiver<()>)>>,
+    /// Tests: flushes the background thread ran in the middle of a merge.
+    #[cfg(test)]
+    between_flushes: std::sync::atomic::AtomicU64,
     /// Whether a background thread waits on `work`.
     background: AtomicBool,
     log_capacity: u64,
@@ -573,7 +576,16 @@ enum Started {
 
 /// Merges a compaction's tables into new tables of the level below (or of the same level,
 /// for a pick that collects value blobs), written and synced.
-fn run_compaction(c: &Compaction, io: &mut (impl Fetch + TableOut)) -> Result<Built> {
+/// Entries a merge writes between two calls of its `between` hook.
+const MERGE_STRIDE: u32 = 64;
+
+/// Runs a compaction's merge; `between` is called every [`MERGE_STRIDE`] entries (the
+/// background thread flushes a waiting memtable there, see [`flush_in_between`]).
+fn run_compaction(
+    c: &Compaction,
+    io: &mut (impl Fetch + TableOut),
+    between: &mut dyn FnMut(),
+) -> Result<Built> {
     let p = &c.pick;
     let out = p.into;
     let mut sources: Vec<Source> = if p.level == 0 {
@@ -589,7 +601,13 @@ fn run_compaction(c: &Compaction, io: &mut (impl Fetch + TableOut)) -> Result<Bu
     let coming = p.inputs.iter().chain(&p.next).map(|t| t.size).sum();
     let mut sink = TableSink::new(true, coming, io.opts().separate_values);
     let (mut key, mut value) = (Vec::new(), Vec::new());
+    let mut stride = 0u32;
     loop {
+        stride += 1;
+        if stride == MERGE_STRIDE {
+            stride = 0;
+            between();
+        }
         let got = merge.next_with(io, |k, v| -> Result<Got> {
             key.clear();
             key.extend_from_slice(k);
@@ -1436,7 +1454,7 @@ impl<E: Env> Core<E> {
             Started::Idle => Ok(false),
             Started::Moved => Ok(true),
             Started::Merge(c) => {
-                let built = run_compaction(&c, &mut Direct(self))?;
+                let built = run_compaction(&c, &mut Direct(self), &mut || {})?;
                 self.finish_compaction(c, built)?;
                 Ok(true)
             }
@@ -1942,6 +1960,8 @@ impl<E: Env> Db<E> {
                 shutdown: AtomicBool::new(false),
                 #[cfg(test)]
                 pause: Mutex::new(None),
+                #[cfg(test)]
+                between_flushes: std::sync::atomic::AtomicU64::new(0),
                 background: AtomicBool::new(false),
             }),
             background: None,
@@ -2524,11 +2544,8 @@ fn background<E: Env>(shared: &Shared<E>) {
         let mut io = Detached::new(&shared.core, &core);
         let (tables, job) = match job {
             Job::Flush(imm) => {
-                core.flushing = true;
-                drop(core);
-                let tables = guarded(|| build_flush(&imm, &mut io));
-                core = lock(&shared.core);
-                core.flushing = false;
+                let (c, tables) = run_flush(shared, core, &imm, &mut io);
+                core = c;
                 (tables, Job::Flush(imm))
             }
             Job::Compact(c) => {
@@ -2539,7 +2556,8 @@ fn background<E: Env>(shared: &Shared<E>) {
                     parked.store(true, Ordering::SeqCst);
                     let _ = go.recv();
                 }
-                let tables = guarded(|| run_compaction(&c, &mut io));
+                let tables =
+                    guarded(|| run_compaction(&c, &mut io, &mut || flush_in_between(shared)));
                 core = lock(&shared.core);
                 core.compacting = false;
                 (tables, Job::Compact(c))
@@ -2577,6 +2595,62 @@ fn background<E: Env>(shared: &Shared<E>) {
 /// [`crate::manifest`]): log switches in a row whose snapshots wait for a sync before one
 /// that syncs.
 const LOG_NUMBERS_RESERVED: u64 = 64;
+
+/// Writes the immutable memtable `imm` as tables without the lock (marked as flushing, so
+/// writers that need it gone wait for it rather than flush it themselves); returns the lock
+/// again and what was written, not installed.
+fn run_flush<'a, E: Env>(
+    shared: &'a Shared<E>,
+    mut core: MutexGuard<'a, Core<E>>,
+    imm: &Memtable,
+    io: &mut Detached<'_, E>,
+) -> (MutexGuard<'a, Core<E>>, Result<Built>) {
+    core.flushing = true;
+    drop(core);
+    let tables = guarded(|| build_flush(imm, io));
+    let mut core = lock(&shared.core);
+    core.flushing = false;
+    (core, tables)
+}
+
+/// Called by the background thread in the middle of a merge: flushes the immutable memtable
+/// if one waits, so that a writer that fills the next memtable before the merge ends finds
+/// room instead of flushing it on its own thread. The lock is only tried (a writer holding
+/// it is asked again at the next stride). A flush that fails for a while (the space is
+/// full for now) leaves the memtable for the thread's next job; any other failure poisons
+/// the engine, as it would there.
+fn flush_in_between<E: Env>(shared: &Shared<E>) {
+    let core = match shared.core.try_lock() {
+        Ok(c) => c,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    if core.poisoned.is_some() || core.flushing || shared.shutdown.load(Ordering::SeqCst) {
+        return;
+    }
+    let Some((imm, _)) = core.imm.clone() else {
+        return;
+    };
+    let mut io = Detached::new(&shared.core, &core);
+    let (mut core, tables) = run_flush(shared, core, &imm, &mut io);
+    #[cfg(test)]
+    shared.between_flushes.fetch_add(1, Ordering::SeqCst);
+    if io.synced {
+        core.durable_through(io.generation);
+    }
+    let r = match tables {
+        Err(e) if transient(&e) => {
+            core.doomed.extend(io.created.iter().copied());
+            Ok(())
+        }
+        Err(e) => Err(e),
+        Ok(t) => core.finish_flush(&imm, t),
+    };
+    if let Err(e) = r {
+        core.poisoned = Some(e);
+    }
+    shared.idle.notify_all();
+}
 
 /// Runs a background job; a panic in it becomes an error (which poisons the engine), so
 /// the job's mark is cleared and nobody waits for it forever.
@@ -2815,5 +2889,72 @@ mod tests {
         let db = Db::open(SpaceEnv::open(sm, &root).unwrap(), opts).unwrap();
         let all: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|r| r.unwrap()).collect();
         assert_eq!(all, model);
+    }
+
+    /// A memtable that fills while the background thread merges is flushed by that thread
+    /// in the middle of the merge (`flush_in_between`), not by the writer at its next
+    /// rotation, and nothing committed is lost.
+    #[test]
+    fn a_memtable_waiting_during_a_merge_is_flushed_by_the_background_thread() {
+        let sm = SpaceManager::format(MemBlock::new(16 << 20), FormatOptions::default()).unwrap();
+        let env = SpaceEnv::create(sm, 64 * 1024).unwrap();
+        // Tables of a few hundred entries, so a merge of two passes the stride.
+        let opts = Options {
+            write_buffer: 16 << 10,
+            log_capacity: 32 << 10,
+            table_size: 16 << 10,
+            block_size: 1024,
+            l0_trigger: 2,
+            level1_bytes: 64 << 10,
+            level_multiplier: 4,
+            separate_values: None,
+            ..Options::with_budget(1 << 20)
+        };
+        let mut db = Db::create(env, opts).unwrap();
+        let parked = Arc::new(AtomicBool::new(false));
+        let (go, go_rx) = mpsc::channel();
+        *lock(&db.shared.pause) = Some((parked.clone(), go_rx));
+        db.start_background();
+        let mut model = BTreeMap::new();
+        let put = |db: &Db<_>, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, i: u32| {
+            let (k, v) = (
+                format!("k{:06}", i * 7919 % 100_003),
+                format!("v{i}").repeat(4),
+            );
+            db.put(k.as_bytes(), v.as_bytes(), false).unwrap();
+            model.insert(k.into_bytes(), v.into_bytes());
+        };
+        let mut i = 0u32;
+        // Until the thread parks at the start of a merge (it holds no lock there).
+        while !parked.load(Ordering::SeqCst) {
+            assert!(i < 100_000, "no merge started");
+            if db.level_counts()[0] >= 2 {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            put(&db, &mut model, i);
+            i += 1;
+        }
+        // Then until a memtable waits to be flushed.
+        while lock(&db.shared.core).imm.is_none() {
+            put(&db, &mut model, i);
+            i += 1;
+        }
+        assert_eq!(db.shared.between_flushes.load(Ordering::SeqCst), 0);
+        go.send(()).unwrap();
+        // The merge flushes it at its first stride.
+        for _ in 0..2000 {
+            if db.shared.between_flushes.load(Ordering::SeqCst) > 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(db.shared.between_flushes.load(Ordering::SeqCst), 1);
+        let stop = std::thread::spawn(move || while go.send(()).is_ok() {});
+        db.flush().unwrap();
+        let all: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|r| r.unwrap()).collect();
+        assert_eq!(all, model);
+        db.close().unwrap();
+        stop.join().unwrap();
     }
 }
