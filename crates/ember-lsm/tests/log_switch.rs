@@ -38,8 +38,7 @@ fn run(keys: impl Iterator<Item = u32>, background: bool) -> Vec<char> {
         }
     }
     drop(db);
-    let got = events.lock().unwrap().clone();
-    got
+    events.lock().unwrap().clone()
 }
 
 fn check(events: &[char]) {
