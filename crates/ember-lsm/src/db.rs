@@ -5,11 +5,15 @@
 //!
 //! * commit: one log record per commit group, then one `sync` if any batch asked for it;
 //!   the memtable is updated after the record is written.
-//! * rotation: a new log blob is created (its allocation durable at the sync that precedes
-//!   every manifest write after an allocation), then a manifest naming the old and the new
-//!   log is written and synced; the old memtable becomes immutable. If
-//!   an older immutable memtable is still unflushed, its tables are written and synced
-//!   first, and that same manifest names them instead of its log, which is removed after.
+//! * rotation: the kept log is taken again, or a new log blob is created (its allocation
+//!   durable at the sync that precedes every manifest write after an allocation), then a
+//!   manifest naming the old (sealed, with its record count) and the new log is written and
+//!   synced; the old memtable becomes immutable. If only logs switch (a kept log, a reserved
+//!   log number, nothing flushed) the manifest waits for the next sync, which comes before
+//!   any other manifest is written. If an older immutable memtable is still unflushed, its
+//!   tables are written and synced first, and that same manifest names them instead of its
+//!   log, which is removed after; with a background thread, a merge flushes a waiting
+//!   memtable itself (`flush_in_between`).
 //! * flush / compaction: the new tables are written and synced, then a manifest naming them
 //!   (and no longer naming the flushed log or the merged tables) is written and synced, and
 //!   only then are the old blobs removed — once no iterator reads them.
