@@ -260,6 +260,9 @@ impl<E: Env> Env for EnvCell<E> {
     fn root_capacity(&self) -> u64 {
         lock(&self.0).root_capacity()
     }
+    fn held_ranges(&self) -> Vec<(u64, u64)> {
+        lock(&self.0).held_ranges()
+    }
     fn placement(
         &mut self,
         id: BlobId,

@@ -104,6 +104,12 @@ pub trait Env {
     fn sync_mark(&self) -> u64 {
         0
     }
+    /// The device ranges, as (offset, length), of every blob this environment holds, root
+    /// slots included, where blobs lie on a device another engine shares (so its integrity
+    /// check can tell them from leaked space). Empty (the default) otherwise.
+    fn held_ranges(&self) -> Vec<(u64, u64)> {
+        Vec::new()
+    }
     /// Says that a sync through a device writer handle, begun after [`sync_mark`] gave
     /// `mark`, has made durable what the environment had written by then (the allocations of
     /// the blobs created before the mark among it). Does nothing by default.
@@ -353,6 +359,13 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
     }
     fn synced_through(&mut self, mark: u64) {
         self.synced = self.synced.max(mark.min(self.created));
+    }
+    fn held_ranges(&self) -> Vec<(u64, u64)> {
+        self.blobs
+            .values()
+            .flatten()
+            .map(|e| (e.offset, e.len))
+            .collect()
     }
     fn sync(&mut self) -> Result<()> {
         self.sm.sync_space()?;

@@ -181,6 +181,17 @@ pub trait Storage {
     /// An engine setting or statistic by name (`PRAGMA name`), as (column, value) rows.
     fn pragma(&mut self, name: &str, value: Option<&Value>)
     -> Result<Option<Vec<(String, Value)>>>;
+    /// `PRAGMA integrity_check` (or `quick_check`, `name`) of a storage whose space other
+    /// engines keep data in too: `foreign` are the (offset, length) ranges of that space
+    /// they hold. By default the pragma itself.
+    fn integrity_check_with(
+        &mut self,
+        name: &str,
+        foreign: &[(u64, u64)],
+    ) -> Result<Option<Vec<(String, Value)>>> {
+        let _ = foreign;
+        self.pragma(name, None)
+    }
 }
 
 /// The first `limit` of `rows` (read in ascending order) from the high end when `desc`:

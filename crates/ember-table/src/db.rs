@@ -1182,6 +1182,14 @@ impl<D: BlockDevice> Database<D> {
     /// names a live tuple with its key, every live tuple is indexed, and the row counts
     /// agree. Reads every block and every index page.
     pub fn verify(&mut self) -> Result<()> {
+        self.verify_with(&[])
+    }
+
+    /// [`verify`](Self::verify) of a database other engines keep data in: each of `foreign`
+    /// (device offset, length) is space they hold, so an allocated block inside one belongs
+    /// to them, not to no one — but a block a table holds must not lie inside one, and each
+    /// must lie on allocated blocks.
+    pub fn verify_with(&mut self, foreign: &[(u64, u64)]) -> Result<()> {
         self.land_all()?;
         let bad = |reason| TableError::Corrupt {
             structure: "database",
@@ -1270,14 +1278,32 @@ impl<D: BlockDevice> Database<D> {
                 self.evict();
             }
         }
-        if self
-            .sm
-            .allocator()
-            .allocated()
-            .iter()
-            .any(|b| !owned.contains(b))
-        {
-            return Err(bad("an allocated block belongs to no table"));
+        let mut foreign = foreign.to_vec();
+        foreign.sort_unstable();
+        // Whether `[offset, offset + len)` lies inside one of the foreign ranges.
+        let inside = |offset: u64, len: u64| {
+            let i = foreign.partition_point(|&(o, _)| o <= offset);
+            i > 0 && {
+                let (o, l) = foreign[i - 1];
+                offset.saturating_add(len) <= o.saturating_add(l)
+            }
+        };
+        let mut held = 0u64;
+        for b in self.sm.allocator().allocated() {
+            let Some(e) = crate::space::ExtentSpace::allocated_extent(&self.sm, b) else {
+                continue;
+            };
+            match (owned.contains(&b), inside(e.offset, e.len)) {
+                (true, true) => {
+                    return Err(bad("a block belongs to a table and to another engine"));
+                }
+                (false, false) => return Err(bad("an allocated block belongs to no table")),
+                (false, true) => held += e.len,
+                (true, false) => {}
+            }
+        }
+        if held != foreign.iter().map(|&(_, l)| l).sum::<u64>() {
+            return Err(bad("space another engine holds is not allocated"));
         }
         Ok(())
     }

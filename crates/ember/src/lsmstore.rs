@@ -444,6 +444,13 @@ impl<E: Env> LsmStore<E> {
         r
     }
 
+    /// The device ranges of every blob of the tree (see `Env::held_ranges`), once the
+    /// background thread is idle, so that none is being made or removed meanwhile.
+    pub fn held_ranges(&self) -> Result<Vec<(u64, u64)>> {
+        self.db.settle().map_err(lerr)?;
+        Ok(self.db.with_env(|e| e.held_ranges()))
+    }
+
     /// Whether writes wait for the next commit.
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()

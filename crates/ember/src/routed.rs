@@ -69,6 +69,11 @@ pub trait SeriesStore {
     fn committed(&mut self) -> Result<()>;
     /// After the table engine rolled back.
     fn rolled_back(&mut self) -> Result<()>;
+    /// The device ranges, as (offset, length), of the space the series hold (see
+    /// `Storage::integrity_check_with`).
+    fn held_ranges(&self) -> Vec<(u64, u64)> {
+        Vec::new()
+    }
 }
 
 /// A database without timeseries tables.
@@ -590,6 +595,14 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
         name: &str,
         value: Option<&Value>,
     ) -> Result<Option<Vec<(String, Value)>>> {
+        if matches!(name, "integrity_check" | "quick_check") {
+            // The table engine checks its space with what the other engines hold in it.
+            let mut foreign = self.ts.held_ranges();
+            if let Some(l) = self.lsm.as_ref() {
+                foreign.extend(l.held_ranges()?);
+            }
+            return self.table.integrity_check_with(name, &foreign);
+        }
         if name == "lsm_cache" {
             let st = self.lsm.as_ref().and_then(LsmStore::cache_stats);
             let int = |v: u64| Value::Integer(i64::try_from(v).unwrap_or(i64::MAX));

@@ -555,6 +555,22 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
         self.db.lock()?.rollback().map_err(err)
     }
 
+    fn integrity_check_with(
+        &mut self,
+        name: &str,
+        foreign: &[(u64, u64)],
+    ) -> Result<Option<Vec<(String, Value)>>> {
+        if self.in_txn {
+            return Err(SqlError::invalid(
+                "PRAGMA integrity_check inside a transaction",
+            ));
+        }
+        Ok(Some(match self.db.lock()?.verify_with(foreign) {
+            Ok(()) => vec![(name.into(), Value::Text("ok".into()))],
+            Err(e) => vec![(name.into(), Value::Text(e.to_string()))],
+        }))
+    }
+
     fn pragma(
         &mut self,
         name: &str,
@@ -592,15 +608,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
                 ]));
             }
             "integrity_check" | "quick_check" => {
-                if self.in_txn {
-                    return Err(SqlError::invalid(
-                        "PRAGMA integrity_check inside a transaction",
-                    ));
-                }
-                match self.db.lock()?.verify() {
-                    Ok(()) => vec![(name.into(), Value::Text("ok".into()))],
-                    Err(e) => vec![(name.into(), Value::Text(e.to_string()))],
-                }
+                return self.integrity_check_with(name, &[]);
             }
             "checkpoint" | "wal_checkpoint" => {
                 self.db.lock()?.checkpoint().map_err(err)?;

@@ -1384,6 +1384,15 @@ impl<D: BlockDevice> TsStore<D> {
 }
 
 impl<D: BlockDevice> crate::routed::SeriesStore for TsStore<D> {
+    fn held_ranges(&self) -> Vec<(u64, u64)> {
+        // Dropped series keep their space until the transaction commits.
+        self.tables
+            .values()
+            .chain(self.dropped.iter().map(|(_, t)| t))
+            .flat_map(|t| t.extents.iter().map(|e| (e.offset, e.len)))
+            .collect()
+    }
+
     fn has_table(&self, t: &str) -> bool {
         TsStore::has_table(self, t)
     }
