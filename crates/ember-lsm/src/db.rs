@@ -790,7 +790,8 @@ impl<E: Env> Core<E> {
         self.next_log += 1;
         let capacity = self.opts.log_capacity.max(at_least);
         // A kept log is written again under a new number (no allocation, and on a file its
-        // blocks are there already); else a new blob, numbered by its id.
+        // blocks are there already); else a new blob. Log numbers have their own counter
+        // (reserved by synced manifests, see `crate::manifest`), blob ids theirs.
         if let Some(i) = self.spare.iter().position(|l| l.capacity >= capacity) {
             let mut log = self.spare.swap_remove(i);
             log.number = number;
@@ -2632,7 +2633,12 @@ fn flush_in_between<E: Env>(shared: &Shared<E>) {
         Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
         Err(std::sync::TryLockError::WouldBlock) => return,
     };
-    if core.poisoned.is_some() || core.flushing || shared.shutdown.load(Ordering::SeqCst) {
+    // Not while a flush failed for a while in this job: it is retried after the merge.
+    if core.poisoned.is_some()
+        || core.flushing
+        || core.stalled
+        || shared.shutdown.load(Ordering::SeqCst)
+    {
         return;
     }
     let Some((imm, _)) = core.imm.clone() else {
@@ -2647,7 +2653,10 @@ fn flush_in_between<E: Env>(shared: &Shared<E>) {
     }
     let r = match tables {
         Err(e) if transient(&e) => {
+            // The space is full for now: the memtable waits for the thread's next job (the
+            // loop clears `stalled` when this merge ends), and writers do not wait for it.
             core.doomed.extend(io.created.iter().copied());
+            core.stalled = true;
             Ok(())
         }
         Err(e) => Err(e),

@@ -9,8 +9,8 @@
 //!  0 4  magic "ELWR"
 //!  4 1  format version (1)
 //!  5 3  reserved, zero
-//!  8 8  log number (the blob id for a new blob; a fresh number each time a kept blob is
-//!       written again)
+//!  8 8  log number (a fresh one for each log, a kept blob written again included; before
+//!       manifest format 3, the blob id of a new blob)
 //! 16 8  record number (1, 2, … within the log)
 //! 24 4  payload length
 //! 28 4  CRC-32 of bytes 0..28 and the payload

@@ -51,8 +51,11 @@ impl<D: BlockDevice> SharedDb<D> {
             .db
             .lock()
             .map_err(|_| SqlError::Storage(POISONED.into()))?;
-        if self.0.begin.swap(false, Ordering::AcqRel) {
+        // Deferred until begun: a failed begin leaves it deferred, so every later lock of
+        // the transaction fails the same way rather than runs outside a transaction.
+        if self.0.begin.load(Ordering::Acquire) {
             db.begin().map_err(|e| SqlError::Storage(e.to_string()))?;
+            self.0.begin.store(false, Ordering::Release);
         }
         Ok(db)
     }
