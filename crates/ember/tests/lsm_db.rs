@@ -23,6 +23,16 @@ fn all(conn: &Connection, sql: &str) -> Vec<Vec<Value>> {
     out
 }
 
+/// A 64 MiB database whose lsm tree has 256 KiB of RAM: flushes, compactions and value
+/// blobs happen within a few thousand rows.
+fn small_tree() -> OpenOptions {
+    OpenOptions {
+        capacity: 64 << 20,
+        lsm_memory_bytes: 256 << 10,
+        ..OpenOptions::default()
+    }
+}
+
 /// `PRAGMA integrity_check` of a database whose space the lsm tree and time series share
 /// with the table engine's tables: their blobs and extents are theirs, not leaked space
 /// (before, every such database was reported corrupt), before and after a reopen.
@@ -30,11 +40,7 @@ fn all(conn: &Connection, sql: &str) -> Vec<Vec<Value>> {
 fn the_integrity_check_counts_what_the_other_engines_hold() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.ember");
-    let opts = OpenOptions {
-        capacity: 64 << 20,
-        lsm_memory_bytes: 256 << 10, // small: flushes, compactions and value blobs below
-        ..OpenOptions::default()
-    };
+    let opts = small_tree();
     let check = |conn: &Connection| {
         assert_eq!(
             all(conn, "PRAGMA integrity_check"),
@@ -79,11 +85,7 @@ fn the_integrity_check_counts_what_the_other_engines_hold() {
 fn lsm_tables_live_in_the_database_file_and_survive_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.ember");
-    let opts = OpenOptions {
-        capacity: 64 << 20,
-        lsm_memory_bytes: 256 << 10, // small: flushes and compactions happen below
-        ..OpenOptions::default()
-    };
+    let opts = small_tree();
     {
         let conn = Connection::open_with(&path, opts).unwrap();
         conn.execute_batch(
