@@ -293,6 +293,11 @@ pub const L0_STOP: usize = 3;
 /// blocks).
 const SPARE_LOGS: usize = 1;
 
+/// Log numbers each synced manifest snapshot reserves beyond the next one (see
+/// [`crate::manifest`]): log switches in a row whose snapshots wait for a sync before one
+/// that syncs.
+const LOG_NUMBERS_RESERVED: u64 = 64;
+
 /// A log record buffer (or a buffer a value blob's value was read into) above this many
 /// bytes is not kept for the next commit (or read).
 const KEEP_RECORD_BYTES: usize = 1 << 20;
@@ -581,13 +586,13 @@ enum Started {
     Merge(Compaction),
 }
 
-/// Merges a compaction's tables into new tables of the level below (or of the same level,
-/// for a pick that collects value blobs), written and synced.
 /// Entries a merge writes between two calls of its `between` hook.
 const MERGE_STRIDE: u32 = 64;
 
-/// Runs a compaction's merge; `between` is called every [`MERGE_STRIDE`] entries (the
-/// background thread flushes a waiting memtable there, see [`flush_in_between`]).
+/// Merges a compaction's tables into new tables of the level below (or of the same level,
+/// for a pick that collects value blobs), written and synced; `between` is called every
+/// [`MERGE_STRIDE`] entries (the background thread flushes a waiting memtable there, see
+/// [`flush_in_between`]).
 fn run_compaction(
     c: &Compaction,
     io: &mut (impl Fetch + TableOut),
@@ -780,6 +785,25 @@ impl<E: Env> Core<E> {
     fn durable_through(&mut self, g: u64) {
         if self.unsynced.is_some_and(|u| u <= g) {
             self.unsynced = None;
+        }
+    }
+
+    /// Takes what a background job (`io`) returned: its syncs count for the manifests
+    /// written before it was picked; a failure that only says the space cannot take an
+    /// allocation now dooms the blobs it wrote (no manifest names them) and marks the
+    /// thread stalled, so writers do not wait for it — `Ok(None)`: the job is to be tried
+    /// again.
+    fn job_ended<T>(&mut self, io: &Detached<'_, E>, r: Result<T>) -> Result<Option<T>> {
+        if io.synced {
+            self.durable_through(io.generation);
+        }
+        match r {
+            Err(e) if transient(&e) => {
+                self.doomed.extend(io.created.iter().copied());
+                self.stalled = true;
+                Ok(None)
+            }
+            r => r.map(Some),
         }
     }
 
@@ -2571,22 +2595,16 @@ fn background<E: Env>(shared: &Shared<E>) {
                 (tables, Job::Compact(c))
             }
         };
-        if io.synced {
-            core.durable_through(io.generation);
-        }
-        let r = match (tables, job) {
-            (Err(e), _) if transient(&e) => {
-                // The space could not take an allocation now: the tables the job wrote go
-                // (no manifest names them), and the job is picked again after a pause.
-                core.doomed.extend(io.created.iter().copied());
-                core.stalled = true;
+        let r = match (core.job_ended(&io, tables), job) {
+            (Ok(None), _) => {
+                // Picked again after a pause.
                 shared.idle.notify_all();
                 core = pause(&shared.work, core);
                 continue;
             }
             (Err(e), _) => Err(e),
-            (Ok(t), Job::Flush(imm)) => core.finish_flush(&imm, t),
-            (Ok(t), Job::Compact(c)) => core.finish_compaction(c, t),
+            (Ok(Some(t)), Job::Flush(imm)) => core.finish_flush(&imm, t),
+            (Ok(Some(t)), Job::Compact(c)) => core.finish_compaction(c, t),
         };
         core.stalled = false;
         if let Err(e) = r {
@@ -2598,11 +2616,6 @@ fn background<E: Env>(shared: &Shared<E>) {
         core = lock(&shared.core);
     }
 }
-
-/// Log numbers each synced manifest snapshot reserves beyond the next one (see
-/// [`crate::manifest`]): log switches in a row whose snapshots wait for a sync before one
-/// that syncs.
-const LOG_NUMBERS_RESERVED: u64 = 64;
 
 /// Writes the immutable memtable `imm` as tables without the lock (marked as flushing, so
 /// writers that need it gone wait for it rather than flush it themselves); returns the lock
@@ -2648,19 +2661,12 @@ fn flush_in_between<E: Env>(shared: &Shared<E>) {
     let (mut core, tables) = run_flush(shared, core, &imm, &mut io);
     #[cfg(test)]
     shared.between_flushes.fetch_add(1, Ordering::SeqCst);
-    if io.synced {
-        core.durable_through(io.generation);
-    }
-    let r = match tables {
-        Err(e) if transient(&e) => {
-            // The space is full for now: the memtable waits for the thread's next job (the
-            // loop clears `stalled` when this merge ends), and writers do not wait for it.
-            core.doomed.extend(io.created.iter().copied());
-            core.stalled = true;
-            Ok(())
-        }
+    let r = match core.job_ended(&io, tables) {
+        // The memtable waits for the thread's next job (the loop clears `stalled` when this
+        // merge ends).
+        Ok(None) => Ok(()),
+        Ok(Some(t)) => core.finish_flush(&imm, t),
         Err(e) => Err(e),
-        Ok(t) => core.finish_flush(&imm, t),
     };
     if let Err(e) = r {
         core.poisoned = Some(e);

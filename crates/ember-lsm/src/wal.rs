@@ -2,8 +2,8 @@
 //!
 //! Each memtable has its own log blob, of a fixed capacity, written front to back: a new
 //! blob, or one a flushed memtable's log left (kept, and written over from the start with a
-//! new log number). A commit group (every batch waiting when the leader writes) is one record, one
-//! device write, and — if any batch in it asked for sync — one `sync`:
+//! new log number). A commit group (every batch waiting when the leader writes) is one
+//! record, one device write, and — if any batch in it asked for sync — one `sync`:
 //!
 //! ```text
 //!  0 4  magic "ELWR"
@@ -19,8 +19,8 @@
 //!
 //! Replay reads records in order and stops at the first that fails any check (a torn or
 //! lost tail). The log number and record number reject bytes left in reused extents or a
-//! kept blob by another log, and a record lost while a later one survived (unsynced writes) ends the replay there,
-//! so what replays is always a prefix of the commits.
+//! kept blob by another log, and a record lost while a later one survived (unsynced writes)
+//! ends the replay there, so what replays is always a prefix of the commits.
 
 use crate::coding::{Reader, le32, le64, put_varint};
 use crate::env::{BlobId, Env};

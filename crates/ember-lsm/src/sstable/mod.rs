@@ -367,10 +367,9 @@ pub struct TableBuilder {
     smallest: Option<Vec<u8>>,
     last: Vec<u8>,
     entries: u64,
-    /// Bytes of values its pointers point to, per value blob.
-    values: Vec<(BlobId, u64)>,
-    /// Where each blob is in `values` (a table deep in the tree points into hundreds).
-    value_at: HashMap<BlobId, usize, IdHash>,
+    /// Bytes of values its pointers point to, per value blob (a table deep in the tree
+    /// points into hundreds).
+    values: HashMap<BlobId, u64, IdHash>,
     /// A pointer being encoded (its capacity reused).
     ptr: Vec<u8>,
 }
@@ -401,8 +400,7 @@ impl TableBuilder {
             smallest: None,
             last: Vec::new(),
             entries: 0,
-            values: Vec::new(),
-            value_at: HashMap::default(),
+            values: HashMap::default(),
             ptr: Vec::new(),
         }
     }
@@ -414,12 +412,7 @@ impl TableBuilder {
 
     /// Adds an entry whose value lies in a value blob.
     pub fn add_pointer(&mut self, key: &[u8], p: &ValuePtr) {
-        let next = self.values.len();
-        let at = *self.value_at.entry(p.blob).or_insert(next);
-        match self.values.get_mut(at) {
-            Some((_, n)) => *n += u64::from(p.len),
-            None => self.values.push((p.blob, u64::from(p.len))),
-        }
+        *self.values.entry(p.blob).or_default() += u64::from(p.len);
         let mut e = std::mem::take(&mut self.ptr);
         e.clear();
         p.encode(&mut e);
@@ -506,12 +499,13 @@ impl TableBuilder {
             offset: bo,
             len: self.out.len() as u64 - bo,
         };
-        self.values.sort_unstable();
+        let mut values: Vec<(BlobId, u64)> = self.values.into_iter().collect();
+        values.sort_unstable();
         let ro = self.out.len() as u64;
-        if !self.values.is_empty() {
+        if !values.is_empty() {
             let mut rp = Vec::new();
-            put_varint(&mut rp, self.values.len() as u64);
-            for &(blob, bytes) in &self.values {
+            put_varint(&mut rp, values.len() as u64);
+            for &(blob, bytes) in &values {
                 put_varint(&mut rp, blob);
                 put_varint(&mut rp, bytes);
             }
@@ -531,7 +525,7 @@ impl TableBuilder {
             bloom,
             refs,
             locator: Vec::new(),
-            values: self.values,
+            values,
         };
         (self.out, meta)
     }
