@@ -20,6 +20,143 @@ use crate::slotted::SlottedBlock;
 /// "No slot" in the recency links.
 const NIL: usize = usize::MAX;
 
+/// The bytes of a block a scan hints into the CPU's cache ahead of reading it: its header,
+/// slot array and first tuples (all of a 4 KiB block; a bigger block's later tuples come
+/// in behind the reads, as the CPU's own prefetcher sees them go by).
+const HINT_BYTES: usize = 4096;
+
+/// Bytes of the buffers of dropped blocks kept for the next blocks read (see
+/// [`Buffer::take_spare`]): a scan of a table bigger than the buffer reads and drops a block
+/// every few rows, and a fresh 4 KiB allocation and its free each time were a sixth of such a
+/// scan's time.
+const SPARE_BYTES: usize = 256 << 10;
+
+/// A cache line.
+const LINE: usize = 64;
+
+/// Asks the CPU to bring the cache line at `p` into its nearest cache. A hint only: it reads
+/// nothing into the program, and `p` may be any address.
+#[inline(always)]
+#[allow(unsafe_code)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 loads no value and never faults, whatever the address (Intel SDM
+    // vol. 2, PREFETCHh), and SSE, which it belongs to, is part of every x86-64 CPU.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// How far a block a scan reaches soon is brought into the CPU's cache
+/// ([`Buffer::hint`]). Each stage loads only what the one before brought in, so the loads
+/// a scan's reads would wait for, one after another, happen while it reads other blocks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Hint {
+    /// The block's entry in the slab (found through the map alone).
+    Entry,
+    /// What the entry points at: the block's shared bytes handle and its check marks.
+    Handle,
+    /// The block's bytes (up to [`HINT_BYTES`]).
+    Bytes,
+}
+
+/// The next blocks a scan over a list of locations reaches, hinted into the CPU's cache a
+/// stage at a time: as the scan starts a run of rows in one block, the block of the run after
+/// it gets its bytes in, the one after that its handle, the third its entry. A full scan
+/// of a table bigger than the CPU's cache otherwise waits on four loads in a row at each
+/// block (map, entry, handle, bytes); with the hints it waits on the map's alone (a full
+/// scan through SQL of 300,000 rows of 116 bytes, `scan_time` example: 92–99 → 69–70 ns a
+/// row; SQLite's 72–73).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Lookahead {
+    /// Where the next three runs start in the list (its length past the last).
+    runs: Option<[usize; 3]>,
+}
+
+impl Lookahead {
+    /// Starts over (the scan moved to another list).
+    pub(crate) fn reset(&mut self) {
+        self.runs = None;
+    }
+
+    /// The scan is at row `i` of a list of `len` rows, row `j` of which lies in `block(j)`:
+    /// hints the blocks of the runs after the one `i` is in, if the scan started a new run
+    /// since the last call.
+    pub(crate) fn reach(
+        &mut self,
+        i: usize,
+        len: usize,
+        block: impl Fn(usize) -> BlockRef,
+        buffer: &Buffer,
+    ) {
+        self.steps(i, len, &block, |j, stage| buffer.hint(&block(j), stage));
+    }
+
+    /// What [`reach`](Self::reach) hints, in order: `(row, stage)` for the block of each
+    /// `row` (`< len`).
+    fn steps(
+        &mut self,
+        i: usize,
+        len: usize,
+        block: impl Fn(usize) -> BlockRef,
+        mut hint: impl FnMut(usize, Hint),
+    ) {
+        let next_run = |j: usize| {
+            if j >= len {
+                return len;
+            }
+            let b = block(j);
+            let mut k = j + 1;
+            while k < len && block(k) == b {
+                k += 1;
+            }
+            k
+        };
+        let r = match &mut self.runs {
+            None => {
+                let r1 = next_run(i);
+                let r2 = next_run(r1);
+                let r3 = next_run(r2);
+                self.runs = Some([r1, r2, r3]);
+                // Each block gets the stages it would have had the scan been going: the
+                // waits are the first run's only.
+                for (j, stages) in [
+                    (r3, &[Hint::Entry][..]),
+                    (r2, &[Hint::Entry, Hint::Handle][..]),
+                    (r1, &[Hint::Entry, Hint::Handle, Hint::Bytes][..]),
+                ] {
+                    for &s in stages {
+                        if j < len {
+                            hint(j, s);
+                        }
+                    }
+                }
+                return;
+            }
+            Some(r) => r,
+        };
+        if r[0] > i || r[0] >= len {
+            return;
+        }
+        while r[0] <= i && r[0] < len {
+            *r = [r[1], r[2], next_run(r[2])];
+        }
+        // The farthest first: its map lookup is the one load here that may wait, and the
+        // nearer stages' loads find what earlier calls brought in.
+        for (j, s) in [
+            (r[2], Hint::Entry),
+            (r[1], Hint::Handle),
+            (r[0], Hint::Bytes),
+        ] {
+            if j < len {
+                hint(j, s);
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Entry {
     at: BlockRef,
@@ -70,6 +207,9 @@ pub(crate) struct Buffer {
     /// Most and least recently used clean blocks.
     head: usize,
     tail: usize,
+    /// Buffers of dropped blocks, and their bytes (at most [`SPARE_BYTES`]).
+    spare: Vec<Vec<u8>>,
+    spare_bytes: usize,
 }
 
 impl Default for Buffer {
@@ -82,6 +222,8 @@ impl Default for Buffer {
             dirty_bytes: 0,
             head: NIL,
             tail: NIL,
+            spare: Vec::new(),
+            spare_bytes: 0,
         }
     }
 }
@@ -127,6 +269,40 @@ impl Buffer {
             None => self.tail = i,
         }
         self.head = i;
+    }
+
+    /// Brings a stage of block `b` into the CPU's cache (see [`Hint`]); nothing if the
+    /// block is not in RAM. Changes nothing, not even the recency order.
+    pub(crate) fn hint(&self, b: &BlockRef, stage: Hint) {
+        let Some(&i) = self.map.get(b) else {
+            return;
+        };
+        let Some(slot) = self.slots.get(i) else {
+            return;
+        };
+        match stage {
+            Hint::Entry => {
+                let p: *const Option<Entry> = slot;
+                let p = p.cast::<u8>();
+                for off in (0..core::mem::size_of::<Option<Entry>>()).step_by(LINE) {
+                    prefetch(p.wrapping_add(off));
+                }
+            }
+            Hint::Handle => {
+                if let Some(e) = slot {
+                    prefetch(e.block.handle());
+                    prefetch(e.checked.0.as_ptr());
+                }
+            }
+            Hint::Bytes => {
+                if let Some(e) = slot {
+                    let bytes = e.block.bytes(0..e.block.size().min(HINT_BYTES));
+                    for line in bytes.chunks(LINE) {
+                        prefetch(line.as_ptr());
+                    }
+                }
+            }
+        }
     }
 
     pub(crate) fn contains(&self, b: &BlockRef) -> bool {
@@ -224,6 +400,25 @@ impl Buffer {
                 self.dirty_bytes -= e.block.size();
             }
             self.free.push(i);
+            if let Some(bytes) = e.block.into_bytes()
+                && self.spare_bytes + bytes.len() <= SPARE_BYTES
+            {
+                self.spare_bytes += bytes.len();
+                self.spare.push(bytes);
+            }
+        }
+    }
+
+    /// A buffer of `size` bytes for a block about to be read into it: one a dropped block
+    /// left, or a new one. Its bytes are stale; the caller overwrites them all.
+    pub(crate) fn take_spare(&mut self, size: usize) -> Vec<u8> {
+        match self.spare.pop() {
+            Some(mut b) => {
+                self.spare_bytes -= b.len();
+                b.resize(size, 0);
+                b
+            }
+            None => vec![0; size],
         }
     }
 
@@ -347,5 +542,101 @@ mod tests {
         buf.insert(r(9), blk());
         assert_eq!(buf.bytes(), 1024);
         assert_eq!(buf.slots.len(), 4);
+    }
+
+    /// The stages a scan hints, over a list of rows in blocks 0,0,0,1,1,2,3,3,4 (runs
+    /// starting at rows 0, 3, 5, 6, 8), called at each row as the scan goes.
+    #[test]
+    fn a_scan_hints_each_block_a_stage_at_a_time_before_it_reaches_it() {
+        let blocks = [0u32, 0, 0, 1, 1, 2, 3, 3, 4];
+        let len = blocks.len();
+        let block = |j: usize| r(blocks[j]);
+        let mut look = Lookahead::default();
+        let mut got = Vec::new();
+        for i in 0..len {
+            let mut at = Vec::new();
+            look.steps(i, len, block, |j, s| at.push((blocks[j], format!("{s:?}"))));
+            got.push(at);
+        }
+        let h = |b: u32, s: &str| (b, s.to_string());
+        assert_eq!(
+            got,
+            vec![
+                // The first call catches up: block 1 fully, 2 to its handle, 3 its entry.
+                vec![
+                    h(3, "Entry"),
+                    h(2, "Entry"),
+                    h(2, "Handle"),
+                    h(1, "Entry"),
+                    h(1, "Handle"),
+                    h(1, "Bytes"),
+                ],
+                vec![],
+                vec![],
+                // Each new run: the next block's bytes, then the handle and entry of the
+                // ones after (none past the list).
+                vec![h(4, "Entry"), h(3, "Handle"), h(2, "Bytes")],
+                vec![],
+                vec![h(4, "Handle"), h(3, "Bytes")],
+                vec![h(4, "Bytes")],
+                vec![],
+                vec![],
+            ]
+        );
+        // Starting over mid-run (a new list) catches up again from there.
+        look.reset();
+        let mut at = Vec::new();
+        look.steps(4, len, block, |j, s| at.push((blocks[j], format!("{s:?}"))));
+        assert_eq!(at.first(), Some(&h(4, "Entry")));
+        assert_eq!(at.last(), Some(&h(2, "Bytes")));
+    }
+
+    /// Hints change nothing a reader sees: not the blocks, not the recency order.
+    #[test]
+    fn a_hint_changes_nothing() {
+        let mut buf = Buffer::default();
+        for i in 0..3 {
+            buf.insert(r(i), blk());
+        }
+        let keys = buf.keys();
+        for i in 0..4 {
+            for s in [Hint::Entry, Hint::Handle, Hint::Bytes] {
+                buf.hint(&r(i), s);
+            }
+        }
+        assert_eq!(buf.keys(), keys);
+        // Least recently used first: 0 and 1 go, as without the hints.
+        buf.evict(1024);
+        let kept = if cfg!(feature = "buffer") { vec![r(2)] } else { vec![] };
+        assert_eq!(buf.keys(), kept);
+    }
+
+    /// A dropped block's buffer is read into again, up to [`SPARE_BYTES`] of them; one a
+    /// checkpoint still shares is not.
+    #[test]
+    fn dropped_blocks_leave_their_buffers_for_the_next_reads() {
+        let mut buf = Buffer::default();
+        let mut shared = blk();
+        shared.insert(b"held").unwrap();
+        let held = shared.share_dirty_pages(512);
+        buf.insert(r(9999), shared);
+        buf.clean_where(|_| true);
+        buf.evict(0);
+        assert_eq!((buf.spare.len(), buf.spare_bytes), (0, 0));
+        drop(held);
+        let n = SPARE_BYTES / 1024 + 3;
+        for i in 0..n as u32 {
+            buf.insert(r(i), blk());
+        }
+        buf.evict(0);
+        assert_eq!(buf.spare_bytes, SPARE_BYTES);
+        assert_eq!(buf.spare.len(), SPARE_BYTES / 1024);
+        let b = buf.take_spare(4096);
+        assert_eq!(b.len(), 4096);
+        assert_eq!(buf.spare_bytes, SPARE_BYTES - 1024);
+        while !buf.spare.is_empty() {
+            buf.take_spare(1024);
+        }
+        assert_eq!((buf.spare_bytes, buf.take_spare(512).len()), (0, 512));
     }
 }

@@ -90,7 +90,7 @@ use std::ops::{Bound, Range};
 use ember_device::BlockDevice;
 
 use crate::allocator::BlockRef;
-use crate::buffer::{Buffer, Checked};
+use crate::buffer::{Buffer, Checked, Lookahead};
 use crate::catalog::{Catalog, CatalogStore, TableEntry};
 use crate::checkpoint::{Flight, HomeWrites, Job};
 use crate::error::{Result, TableError};
@@ -566,6 +566,8 @@ struct ScanScratch {
     pos: usize,
     #[cfg(feature = "prefetch")]
     ahead: ReadAhead,
+    /// The blocks of `chunk` the scan reaches next, hinted into the CPU's cache.
+    look: Lookahead,
     resume: Option<Resume>,
 }
 
@@ -962,7 +964,7 @@ impl<D: BlockDevice> Database<D> {
     fn load_block(&mut self, b: BlockRef) -> Result<()> {
         if !self.cache.contains(&b) {
             let (at, len) = self.sm.allocator().extent(b);
-            let mut buf = vec![0u8; len as usize];
+            let mut buf = self.cache.take_spare(len as usize);
             self.sm.device().read(at, &mut buf)?;
             let block = SlottedBlock::from_bytes(buf, at)?;
             self.cache.insert(b, block);
@@ -987,7 +989,8 @@ impl<D: BlockDevice> Database<D> {
             if self.cache.contains(b) {
                 continue;
             }
-            let part = buf[k * size as usize..(k + 1) * size as usize].to_vec();
+            let mut part = self.cache.take_spare(size as usize);
+            part.copy_from_slice(&buf[k * size as usize..(k + 1) * size as usize]);
             let block = SlottedBlock::from_bytes(part, start + k as u64 * size)?;
             self.cache.insert(*b, block);
         }
@@ -2728,6 +2731,7 @@ impl<D: BlockDevice> Database<D> {
                 0..chunk.len(),
                 #[cfg(feature = "prefetch")]
                 &mut ahead,
+                &mut Lookahead::default(),
                 &mut visit,
             );
         }
@@ -2796,6 +2800,7 @@ impl<D: BlockDevice> Database<D> {
                     &mut scratch.chunk,
                 )?;
                 scratch.pos = 0;
+                scratch.look.reset();
                 if scratch.chunk.is_empty() {
                     return Ok(false);
                 }
@@ -2811,6 +2816,7 @@ impl<D: BlockDevice> Database<D> {
                 rows,
                 #[cfg(feature = "prefetch")]
                 &mut scratch.ahead,
+                &mut scratch.look,
                 visit,
             )?;
         }
@@ -2824,6 +2830,7 @@ impl<D: BlockDevice> Database<D> {
         chunk: &Chunk,
         rows: Range<usize>,
         #[cfg(feature = "prefetch")] ahead: &mut ReadAhead,
+        look: &mut Lookahead,
         visit: &mut impl FnMut(RowValues<'_>) -> Result<()>,
     ) -> Result<()> {
         let r = self.visit_chunk_rows(
@@ -2831,6 +2838,7 @@ impl<D: BlockDevice> Database<D> {
             rows,
             #[cfg(feature = "prefetch")]
             ahead,
+            look,
             visit,
         );
         self.evict();
@@ -2845,17 +2853,18 @@ impl<D: BlockDevice> Database<D> {
         chunk: &Chunk,
         rows: Range<usize>,
         #[cfg(feature = "prefetch")] ahead: &mut ReadAhead,
+        look: &mut Lookahead,
         visit: &mut impl FnMut(RowValues<'_>) -> Result<()>,
     ) -> Result<()> {
         let (mut i, end) = (rows.start, rows.end.min(chunk.len()));
         while i < end {
-            let (_, l) = chunk.get(i);
-            let b = l.block;
+            let b = chunk.loc(i).block;
             #[cfg(feature = "prefetch")]
             if !self.cache.contains(&b) {
                 ahead.next_run(b);
                 self.load_run(&ahead.run, &mut ahead.buf)?;
             }
+            look.reach(i, chunk.len(), |j| chunk.loc(j).block, &self.cache);
             let at = self.sm.allocator().extent(b).0;
             let (block, checked) = self.block_checked(b)?;
             // The run of rows in this block; an overflow row ends it (its bytes are read

@@ -545,6 +545,11 @@ impl Chunk {
         (&self.keys[r.clone()], *l)
     }
 
+    /// Entry `i`'s location.
+    pub fn loc(&self, i: usize) -> Loc {
+        self.ents[i].1
+    }
+
     /// The locations, in order.
     pub fn locs(&self) -> impl Iterator<Item = Loc> + '_ {
         self.ents.iter().map(|e| e.1)

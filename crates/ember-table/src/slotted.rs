@@ -362,6 +362,18 @@ impl SlottedBlock {
         self.dirty & 1 != 0
     }
 
+    /// The block's bytes, unless a checkpoint still holds them (for the buffer to fill with
+    /// the next block it reads).
+    pub(crate) fn into_bytes(self) -> Option<Vec<u8>> {
+        Arc::try_unwrap(self.buf).ok()
+    }
+
+    /// Where the handle to the block's shared bytes lies (for a cache hint: a scan about to
+    /// read the block loads it first).
+    pub(crate) fn handle(&self) -> *const Vec<u8> {
+        Arc::as_ptr(&self.buf)
+    }
+
     /// The bytes in `range` (for writing dirty tuple sectors).
     pub fn bytes(&self, range: core::ops::Range<usize>) -> &[u8] {
         &self.buf[range]
