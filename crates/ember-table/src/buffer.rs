@@ -607,7 +607,11 @@ mod tests {
         assert_eq!(buf.keys(), keys);
         // Least recently used first: 0 and 1 go, as without the hints.
         buf.evict(1024);
-        let kept = if cfg!(feature = "buffer") { vec![r(2)] } else { vec![] };
+        let kept = if cfg!(feature = "buffer") {
+            vec![r(2)]
+        } else {
+            vec![]
+        };
         assert_eq!(buf.keys(), kept);
     }
 

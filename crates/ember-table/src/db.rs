@@ -981,7 +981,7 @@ impl<D: BlockDevice> Database<D> {
         };
         let (start, size) = self.sm.allocator().extent(*first);
         let total = size as usize * run.len();
-        // A buffer kept from run to run: up to 64 blocks, which a fresh one would get
+        // A buffer kept from run to run: up to `READ_AHEAD_BYTES`, which a fresh one would get
         // from (and give back to) the kernel each time.
         buf.resize(total, 0);
         self.sm.device().read(start, buf)?;
@@ -2861,7 +2861,8 @@ impl<D: BlockDevice> Database<D> {
             let b = chunk.loc(i).block;
             #[cfg(feature = "prefetch")]
             if !self.cache.contains(&b) {
-                ahead.next_run(b);
+                let size = self.sm.allocator().extent(b).1;
+                ahead.next_run(b, (READ_AHEAD_BYTES / size.max(1)).max(1) as usize);
                 self.load_run(&ahead.run, &mut ahead.buf)?;
             }
             look.reach(i, chunk.len(), |j| chunk.loc(j).block, &self.cache);
@@ -3355,10 +3356,18 @@ fn parse_overflow(body: &[u8], at: u64) -> Result<Option<(usize, u32, Vec<BlockR
     Ok(Some((len, crc, blocks)))
 }
 
+/// The most bytes the prefetcher reads at once: a full scan through SQL with a 2 MiB block
+/// cache ran 10–15% faster a row with 64 KiB reads than with 128 or 256 KiB (what is read
+/// stays in the CPU's cache until the scan gets to it, and a file device serves a read of
+/// this size by a copy out of its mapping rather than a `pread`).
+#[cfg(feature = "prefetch")]
+const READ_AHEAD_BYTES: u64 = 64 << 10;
+
 /// The prefetcher (LUNAR §3.3, the `prefetch` feature): during a scan, a block not in RAM is
 /// read together with the blocks the scan needs next that follow it on the device; the window
-/// doubles with every read-ahead the scan uses (up to 64 blocks), so a short scan reads little
-/// and a long one reads in large sequential requests. Point lookups never read ahead.
+/// doubles with every read-ahead the scan uses (up to [`READ_AHEAD_BYTES`]), so a short scan
+/// reads little and a long one reads in large sequential requests. Point lookups never read
+/// ahead.
 #[cfg(feature = "prefetch")]
 #[derive(Debug)]
 struct ReadAhead {
@@ -3398,8 +3407,9 @@ impl ReadAhead {
     }
 
     /// Sets [`run`](Self::run) to the blocks to read for a miss on `b`: `b` and the next
-    /// blocks of the scan that are its neighbours on the device, at most the window.
-    fn next_run(&mut self, b: BlockRef) {
+    /// blocks of the scan that are its neighbours on the device, at most the window, which
+    /// grows up to `most` blocks.
+    fn next_run(&mut self, b: BlockRef, most: usize) {
         while self.at < self.order.len() && self.order[self.at] != b {
             self.at += 1;
         }
@@ -3417,7 +3427,7 @@ impl ReadAhead {
             prev = next;
             k += 1;
         }
-        self.window = (self.window * 2).min(64);
+        self.window = (self.window * 2).min(most);
     }
 }
 

@@ -99,7 +99,9 @@ fn the_prefetcher_reads_a_scan_in_few_large_requests() {
     let rows = db.scan("t").unwrap();
     assert_eq!(rows.len(), 2000);
     let used = reads(&mut db) - before;
-    assert!(used * 4 < blocks, "{used} reads for {blocks} blocks");
+    // Runs of up to 64 KiB (16 blocks), after the window's first doublings; the index
+    // pages' reads come on top. Without read-ahead it would be a read a block.
+    assert!(used * 3 < blocks, "{used} reads for {blocks} blocks");
 }
 
 /// A scan read a few rows a call, each call going on from the last key of the one before
