@@ -162,8 +162,9 @@ struct Table {
     /// An upper bound on the primary keys in the index, learned when first needed (`None`
     /// until then; `Some(None)`: no key was ever there). A key above it cannot be in the
     /// index, so inserting it needs no duplicate probe — the common case of a new rowid.
-    /// Every added key raises it; removals and rollbacks leave it high, which keeps it a
-    /// bound.
+    /// Every added key raises it, and so does every index change a rollback undoes (a bound
+    /// learned inside a transaction after a delete would otherwise stay below the key the
+    /// rollback brings back); removals leave it high, which keeps it a bound.
     key_max: Option<Option<Key>>,
     /// Secondary index definitions (kept, and their contents rebuilt on open, even by a build
     /// without the module).
@@ -1406,6 +1407,13 @@ impl<D: BlockDevice> Database<D> {
                 }
                 Undo::Index(id, k, before, delta) => {
                     if let Some(t) = self.tables.get_mut(&id) {
+                        // The key may be back (an undone delete), and a bound learned
+                        // inside the transaction may lie below it: raise it to the key.
+                        if let Some(max) = &mut t.key_max
+                            && max.as_ref().is_none_or(|m| k.as_slice() > m.as_slice())
+                        {
+                            *max = Some(Key::from(k.as_slice()));
+                        }
                         match before {
                             Some(v) => t.index.overlay.insert(k.into(), v),
                             None => t.index.overlay.remove(k.as_slice()),
@@ -3410,6 +3418,8 @@ impl ReadAhead {
     /// blocks of the scan that are its neighbours on the device, at most the window, which
     /// grows up to `most` blocks.
     fn next_run(&mut self, b: BlockRef, most: usize) {
+        // A window grown on smaller blocks would read past the cap on bigger ones.
+        self.window = self.window.min(most).max(1);
         while self.at < self.order.len() && self.order[self.at] != b {
             self.at += 1;
         }
