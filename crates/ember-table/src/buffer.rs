@@ -3,8 +3,9 @@
 //! Blocks with changes not yet written home always stay in RAM (the engine says which, with
 //! [`Buffer::mark_dirty`], and when a checkpoint has written them home and landed). The basic engine keeps
 //! nothing else: a clean block is dropped as soon as the operation that read it ends, so the
-//! engine's RAM is its dirty blocks and indexes. With the `buffer` feature, clean blocks stay
-//! too, least recently used out first, within a byte budget ([`Options::buffer_bytes`]).
+//! engine's RAM is its dirty blocks and indexes (plus up to 256 KiB of dropped blocks' buffers
+//! kept for the next reads, [`Buffer::take_spare`]). With the `buffer` feature, clean blocks
+//! stay too, least recently used out first, within a byte budget ([`Options::buffer_bytes`]).
 //!
 //! Blocks live in a slab; a hash map finds a block's slot, and the clean blocks form a
 //! doubly linked recency list through the slab (most recent at the head), so a lookup, a
@@ -67,7 +68,7 @@ pub(crate) enum Hint {
 /// it gets its bytes in, the one after that its handle, the third its entry. A full scan
 /// of a table bigger than the CPU's cache otherwise waits on four loads in a row at each
 /// block (map, entry, handle, bytes); with the hints it waits on the map's alone (a full
-/// scan through SQL of 300,000 rows of 116 bytes, `scan_time` example: 92–99 → 69–70 ns a
+/// scan through SQL of 300,000 rows of 116 bytes, `scan_time` example: 92–103 → 69–70 ns a
 /// row; SQLite's 72–73).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Lookahead {
@@ -91,7 +92,10 @@ impl Lookahead {
         block: impl Fn(usize) -> BlockRef,
         buffer: &Buffer,
     ) {
-        self.steps(i, len, &block, |j, stage| buffer.hint(&block(j), stage));
+        // Where the hint is no instruction, the loads that find what to hint are wasted.
+        if cfg!(target_arch = "x86_64") {
+            self.steps(i, len, &block, |j, stage| buffer.hint(&block(j), stage));
+        }
     }
 
     /// What [`reach`](Self::reach) hints, in order: `(row, stage)` for the block of each
@@ -411,11 +415,13 @@ impl Buffer {
 
     /// A buffer of `size` bytes for a block about to be read into it: one a dropped block
     /// left, or a new one. Its bytes are stale; the caller overwrites them all.
+    /// Only a buffer of exactly `size` bytes is reused: a bigger one would hold memory the
+    /// buffer's budget does not count, a smaller one would be reallocated anyway.
     pub(crate) fn take_spare(&mut self, size: usize) -> Vec<u8> {
-        match self.spare.pop() {
-            Some(mut b) => {
+        match self.spare.iter().rposition(|b| b.len() == size) {
+            Some(i) => {
+                let b = self.spare.swap_remove(i);
                 self.spare_bytes -= b.len();
-                b.resize(size, 0);
                 b
             }
             None => vec![0; size],
@@ -635,9 +641,11 @@ mod tests {
         buf.evict(0);
         assert_eq!(buf.spare_bytes, SPARE_BYTES);
         assert_eq!(buf.spare.len(), SPARE_BYTES / 1024);
+        // Another size gets a fresh buffer and leaves the pool as it is.
         let b = buf.take_spare(4096);
-        assert_eq!(b.len(), 4096);
-        assert_eq!(buf.spare_bytes, SPARE_BYTES - 1024);
+        assert_eq!((b.len(), buf.spare_bytes), (4096, SPARE_BYTES));
+        let b = buf.take_spare(1024);
+        assert_eq!((b.len(), buf.spare_bytes), (1024, SPARE_BYTES - 1024));
         while !buf.spare.is_empty() {
             buf.take_spare(1024);
         }
