@@ -405,8 +405,14 @@ impl Buffer {
             }
             self.free.push(i);
             if let Some(bytes) = e.block.into_bytes()
-                && self.spare_bytes + bytes.len() <= SPARE_BYTES
+                && bytes.len() <= SPARE_BYTES
             {
+                // The oldest go first: a pool full of a size no read asks for any more
+                // would keep out the size the reads want now.
+                while self.spare_bytes + bytes.len() > SPARE_BYTES {
+                    let old = self.spare.remove(0);
+                    self.spare_bytes -= old.len();
+                }
                 self.spare_bytes += bytes.len();
                 self.spare.push(bytes);
             }
@@ -650,5 +656,18 @@ mod tests {
             buf.take_spare(1024);
         }
         assert_eq!((buf.spare_bytes, buf.take_spare(512).len()), (0, 512));
+        // A dropped block of another size pushes the oldest spares out, not itself.
+        for i in 0..(SPARE_BYTES / 1024) as u32 {
+            buf.insert(r(i), blk());
+        }
+        buf.evict(0);
+        assert_eq!(buf.spare_bytes, SPARE_BYTES);
+        let mut big = SlottedBlock::new(4096, 1).unwrap();
+        big.clean();
+        buf.insert(r(7777), big);
+        buf.evict(0);
+        assert_eq!(buf.spare_bytes, SPARE_BYTES);
+        assert_eq!(buf.spare.last().map(Vec::len), Some(4096));
+        assert_eq!(buf.spare.len(), SPARE_BYTES / 1024 - 3);
     }
 }

@@ -173,6 +173,17 @@ struct Table {
     secondary: Vec<Secondary>,
 }
 
+impl Table {
+    /// Raises the key bound (if learned) to at least `key`.
+    fn raise_key_max(&mut self, key: &[u8]) {
+        if let Some(max) = &mut self.key_max
+            && max.as_ref().is_none_or(|m| key > m.as_slice())
+        {
+            *max = Some(Key::new(key));
+        }
+    }
+}
+
 /// How to take back one change of an open transaction.
 #[derive(Debug)]
 enum Undo {
@@ -1157,10 +1168,8 @@ impl<D: BlockDevice> Database<D> {
         };
         let delta = i64::from(loc.is_some()) - i64::from(old.is_some());
         t.index.count = t.index.count.saturating_add_signed(delta);
-        if let (Some(_), Some(max)) = (loc, &mut t.key_max) {
-            if max.as_ref().is_none_or(|m| key > m.as_slice()) {
-                *max = Some(Key::new(key));
-            }
+        if loc.is_some() {
+            t.raise_key_max(key);
         }
         Ok((t.index.overlay.insert(Key::new(key), loc), delta))
     }
@@ -1408,12 +1417,8 @@ impl<D: BlockDevice> Database<D> {
                 Undo::Index(id, k, before, delta) => {
                     if let Some(t) = self.tables.get_mut(&id) {
                         // The key may be back (an undone delete), and a bound learned
-                        // inside the transaction may lie below it: raise it to the key.
-                        if let Some(max) = &mut t.key_max
-                            && max.as_ref().is_none_or(|m| k.as_slice() > m.as_slice())
-                        {
-                            *max = Some(Key::from(k.as_slice()));
-                        }
+                        // inside the transaction may lie below it.
+                        t.raise_key_max(k.as_slice());
                         match before {
                             Some(v) => t.index.overlay.insert(k.into(), v),
                             None => t.index.overlay.remove(k.as_slice()),
@@ -3419,7 +3424,7 @@ impl ReadAhead {
     /// grows up to `most` blocks.
     fn next_run(&mut self, b: BlockRef, most: usize) {
         // A window grown on smaller blocks would read past the cap on bigger ones.
-        self.window = self.window.min(most).max(1);
+        self.window = self.window.min(most);
         while self.at < self.order.len() && self.order[self.at] != b {
             self.at += 1;
         }
