@@ -1671,6 +1671,14 @@ impl<S: Storage> Executor<S> {
         Ok(b)
     }
 
+    /// The error for a row whose rowid another row has.
+    fn rowid_error(t: &TableDef) -> SqlError {
+        let col = t
+            .ipk
+            .map_or("rowid".to_string(), |i| t.columns[i].name.clone());
+        SqlError::Constraint(format!("UNIQUE constraint failed: {}.{}", t.name, col))
+    }
+
     fn unique_error(&self, t: &TableDef, cols: &[usize]) -> SqlError {
         let names: Vec<String> = cols
             .iter()
@@ -1823,15 +1831,7 @@ impl<S: Storage> Executor<S> {
             match conflict {
                 Conflict::Ignore => return Ok(None),
                 Conflict::Replace => victims.push(rowid),
-                _ => {
-                    let col = t
-                        .ipk
-                        .map_or("rowid".to_string(), |i| t.columns[i].name.clone());
-                    return Err(SqlError::Constraint(format!(
-                        "UNIQUE constraint failed: {}.{}",
-                        t.name, col
-                    )));
-                }
+                _ => return Err(Self::rowid_error(t)),
             }
         }
         for u in &t.uniques {
@@ -2038,6 +2038,24 @@ impl<S: Storage> Executor<S> {
             let engine_checks = fresh
                 && matches!(ins.conflict, Conflict::Abort | Conflict::Fail)
                 && self.engine_checks_unique(&t)?;
+            // A rowid of the statement's own, on a table with no UNIQUE constraint to probe
+            // before it, where a clash is an error: the engine's insert looks the rowid up
+            // and says whether it was free, so nothing probes for it first.
+            let rowid_free = !fresh
+                && t.uniques.is_empty()
+                && matches!(
+                    ins.conflict,
+                    Conflict::Abort | Conflict::Fail | Conflict::Rollback
+                );
+            if rowid_free {
+                if !self.storage.insert_new(&t.engine, rowid, &row)? {
+                    return Err(Self::rowid_error(&t));
+                }
+                self.note_undo(|| Undo::Inserted(t.engine.clone(), rowid));
+                self.last_rowid = rowid;
+                count += 1;
+                continue;
+            }
             if !engine_checks {
                 let Some(victims) = self.conflicts(&t, &row, rowid, fresh, None, ins.conflict)?
                 else {
@@ -2067,7 +2085,9 @@ impl<S: Storage> Executor<S> {
 
     /// The rows of a table a WHERE clause selects, through the planner: (rowid, values).
     /// Without `values` the caller needs only the rowids: a row found by its rowid alone
-    /// then comes with no values (the others come whole).
+    /// then comes with no values and unverified — it may not be there, and the caller's
+    /// write ([`Storage::delete`], [`Storage::update_existing`]) says whether it was, so
+    /// the engine looks it up once (the others come whole, and are there).
     fn matching_rows<'a>(
         &mut self,
         t: &Rc<TableDef>,
@@ -2106,7 +2126,8 @@ impl<S: Storage> Executor<S> {
                     }
                 };
                 match &*plan.access {
-                    // The rowid is all the WHERE asks: whether the row is there will do.
+                    // The rowid is all the WHERE asks: the write finds out whether the row
+                    // is there.
                     Access::RowidEq(e)
                         if !values
                             && !plan.check.contains(&true)
@@ -2114,10 +2135,8 @@ impl<S: Storage> Executor<S> {
                     {
                         let none = Scope::default();
                         return Ok(match self.rowid_key(e, &Env::empty(&none))? {
-                            Some(id) if self.storage.contains(&t.engine, id)? => {
-                                vec![(id, Vec::new())]
-                            }
-                            _ => Vec::new(),
+                            Some(id) => vec![(id, Vec::new())],
+                            None => Vec::new(),
                         });
                     }
                     _ => self.leaf_rows(t, &leaf.scope, &plan, &conj_of(filter))?,
@@ -2218,7 +2237,26 @@ impl<S: Storage> Executor<S> {
                 }
                 row[i] = Value::Integer(new_rowid);
             }
-            if !self.check_row(&t, &mut row, new_rowid, up.conflict)? {
+            // A row found by its rowid alone may not be there (see `matching_rows`). Its
+            // update finds out, unless something before it could fail or touch another row
+            // on the row's behalf: then the row is looked up first.
+            let unverified = !values && old.is_empty();
+            let blind = unverified && new_rowid == rowid && t.uniques.is_empty();
+            if unverified && !blind && !self.storage.contains(&t.engine, rowid)? {
+                continue;
+            }
+            let checked = self.check_row(&t, &mut row, new_rowid, up.conflict);
+            if blind && checked.is_err() && !self.storage.contains(&t.engine, rowid)? {
+                continue;
+            }
+            if !checked? {
+                continue;
+            }
+            if blind {
+                // No UNIQUE constraint and the rowid kept: nothing to probe (`conflicts`).
+                if self.storage.update_existing(&t.engine, rowid, &row)? {
+                    count += 1;
+                }
                 continue;
             }
             let Some(victims) =

@@ -69,6 +69,18 @@ pub trait Storage {
     fn insert(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<()>;
     /// Replaces the row under an existing rowid.
     fn update(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<()>;
+    /// Inserts a row under a rowid unless the rowid is in use: `false` then, and nothing
+    /// written. An engine whose insert looks the rowid up anyway answers here with that one
+    /// lookup, where the default asks [`contains`](Self::contains) first.
+    fn insert_new(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<bool> {
+        insert_if_absent(self, table, rowid, row)
+    }
+    /// Replaces the row under a rowid if there is one: whether there was (nothing is written
+    /// if not). An engine whose update looks the rowid up anyway answers here with that one
+    /// lookup, where the default asks [`contains`](Self::contains) first.
+    fn update_existing(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<bool> {
+        update_if_present(self, table, rowid, row)
+    }
     /// Deletes a row; whether it existed.
     fn delete(&mut self, table: &str, rowid: i64) -> Result<bool>;
     /// The row under a rowid.
@@ -231,4 +243,32 @@ pub fn engine_of(name: &str) -> &'static str {
     } else {
         "table"
     }
+}
+
+/// [`Storage::insert_new`] by a [`contains`](Storage::contains) probe, then an insert.
+pub fn insert_if_absent<S: Storage + ?Sized>(
+    s: &mut S,
+    table: &str,
+    rowid: i64,
+    row: &[Value],
+) -> Result<bool> {
+    if s.contains(table, rowid)? {
+        return Ok(false);
+    }
+    s.insert(table, rowid, row)?;
+    Ok(true)
+}
+
+/// [`Storage::update_existing`] by a [`contains`](Storage::contains) probe, then an update.
+pub fn update_if_present<S: Storage + ?Sized>(
+    s: &mut S,
+    table: &str,
+    rowid: i64,
+    row: &[Value],
+) -> Result<bool> {
+    if !s.contains(table, rowid)? {
+        return Ok(false);
+    }
+    s.update(table, rowid, row)?;
+    Ok(true)
 }

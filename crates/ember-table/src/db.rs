@@ -2454,11 +2454,27 @@ impl<D: BlockDevice> Database<D> {
     /// Inserts a row; a duplicate primary key is refused. For a table without a primary key
     /// the engine assigns a rowid, which it returns.
     pub fn insert<V: AsValueRef>(&mut self, table: &str, row: &[V]) -> Result<Option<i64>> {
-        let r = self.insert_inner(table, row);
+        let r = self
+            .insert_inner(table, row)
+            .and_then(|put| put.ok_or(TableError::Constraint("duplicate primary key")));
         self.statement(r)
     }
 
-    fn insert_inner<V: AsValueRef>(&mut self, table: &str, row: &[V]) -> Result<Option<i64>> {
+    /// Inserts a row unless its primary key is taken: `false` then, and nothing changes (no
+    /// error, so a caller that would otherwise probe for the key first need not). For a
+    /// table without a primary key, as [`insert`](Self::insert) (always `true`).
+    pub fn insert_new<V: AsValueRef>(&mut self, table: &str, row: &[V]) -> Result<bool> {
+        let r = self.insert_inner(table, row).map(|put| put.is_some());
+        self.statement(r)
+    }
+
+    /// [`insert`](Self::insert): `None` if the key is taken (nothing written), else the
+    /// rowid the engine assigned, if it did.
+    fn insert_inner<V: AsValueRef>(
+        &mut self,
+        table: &str,
+        row: &[V],
+    ) -> Result<Option<Option<i64>>> {
         let mut rowid = None;
         let id = self.table_id(table)?;
         let t = &self.tables[&id];
@@ -2476,7 +2492,7 @@ impl<D: BlockDevice> Database<D> {
             return Err(TableError::Constraint("primary key longer than 16 KiB"));
         }
         if !self.above_all_keys(id, &key)? && self.index_get(id, &key)?.is_some() {
-            return Err(TableError::Constraint("duplicate primary key"));
+            return Ok(None);
         }
         let t = &self.tables[&id];
         if let Some(r) = rowid {
@@ -2495,7 +2511,7 @@ impl<D: BlockDevice> Database<D> {
         // Placing a tuple moves tuples within a block, never index entries: the key has
         // none yet.
         self.set_index_from(id, key, Some(loc), Some(None))?;
-        Ok(rowid)
+        Ok(Some(rowid))
     }
 
     /// Replaces the row with the same primary key; `false` if there is none.

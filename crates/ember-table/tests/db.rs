@@ -44,6 +44,35 @@ fn fresh(mode: Mode) -> Database<MemBlock<Vec<u8>>> {
 }
 
 #[test]
+fn insert_new_reports_a_taken_key_and_changes_nothing() {
+    for index in [IndexKind::Tree, IndexKind::Hash] {
+        let mut db = fresh(Mode::Full);
+        db.create_table("t", schema(index)).unwrap();
+        assert!(db.insert_new("t", &row(3, "a")).unwrap());
+        // A taken key: no error, nothing written, the first row kept.
+        assert!(!db.insert_new("t", &row(3, "b")).unwrap());
+        assert_eq!(
+            db.get("t", &[Value::Integer(3)]).unwrap(),
+            Some(row(3, "a"))
+        );
+        // Inside a transaction too, and the transaction goes on.
+        db.begin().unwrap();
+        assert!(db.insert_new("t", &row(4, "c")).unwrap());
+        assert!(!db.insert_new("t", &row(4, "d")).unwrap());
+        assert!(!db.insert_new("t", &row(3, "e")).unwrap());
+        db.commit().unwrap();
+        assert_eq!(db.scan("t").unwrap(), vec![row(3, "a"), row(4, "c")]);
+        // A key freed by a delete is free again.
+        assert!(db.delete("t", &[Value::Integer(3)]).unwrap());
+        assert!(db.insert_new("t", &row(3, "f")).unwrap());
+        assert_eq!(
+            db.get("t", &[Value::Integer(3)]).unwrap(),
+            Some(row(3, "f"))
+        );
+    }
+}
+
+#[test]
 fn insert_get_update_delete_and_scan() {
     let mut db = fresh(Mode::Full);
     db.create_table("t", schema(IndexKind::Tree)).unwrap();

@@ -371,6 +371,18 @@ impl<S: Storage, E: Env, T: SeriesStore> Storage for Routed<S, E, T> {
             self.table.update(t, rowid, row)
         }
     }
+    fn insert_new(&mut self, t: &str, rowid: i64, row: &[Value]) -> Result<bool> {
+        if ts(t) || lsm(t) {
+            return ember_sql::storage::insert_if_absent(self, t, rowid, row);
+        }
+        self.table.insert_new(t, rowid, row)
+    }
+    fn update_existing(&mut self, t: &str, rowid: i64, row: &[Value]) -> Result<bool> {
+        if ts(t) || lsm(t) {
+            return ember_sql::storage::update_if_present(self, t, rowid, row);
+        }
+        self.table.update_existing(t, rowid, row)
+    }
     fn delete(&mut self, t: &str, rowid: i64) -> Result<bool> {
         if ts(t) {
             return self.ts.delete(t, rowid);

@@ -355,18 +355,34 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
     }
 
     fn update(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<()> {
-        if self
-            .db
-            .lock()?
-            .update(table, &Self::row(rowid, row))
-            .map_err(err)?
-        {
+        if self.update_existing(table, rowid, row)? {
             Ok(())
         } else {
             Err(SqlError::Storage(format!(
                 "update of a missing row {rowid} in {table}"
             )))
         }
+    }
+
+    fn insert_new(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<bool> {
+        let new = self
+            .db
+            .lock()?
+            .insert_new(table, &Self::row(rowid, row))
+            .map_err(err)?;
+        if new {
+            if let Some(m) = self.max.get_mut(&*lower(table)) {
+                *m = Some(m.map_or(rowid, |x| x.max(rowid)));
+            }
+        }
+        Ok(new)
+    }
+
+    fn update_existing(&mut self, table: &str, rowid: i64, row: &[Value]) -> Result<bool> {
+        self.db
+            .lock()?
+            .update(table, &Self::row(rowid, row))
+            .map_err(err)
     }
 
     fn delete(&mut self, table: &str, rowid: i64) -> Result<bool> {
