@@ -200,6 +200,19 @@ struct Leaf {
     label: Rc<str>,
 }
 
+/// An UPDATE's SET clause against its table, resolved at the statement's first run and
+/// kept with the plans.
+#[derive(Debug)]
+struct SetPlan {
+    /// Each assignment's column (`None`: the rowid), in the clause's order.
+    targets: Vec<Option<usize>>,
+    /// Per table column, whether every row gets a new value for it (not the old row's).
+    set_cols: Vec<bool>,
+    /// Whether a row's new values need its old ones: an assignment reads a column or sets
+    /// the rowid, or a column (the INTEGER PRIMARY KEY aside) keeps its value.
+    reads_row: bool,
+}
+
 /// A table as a FROM item under one alias (lowercase; empty: none), made once per schema:
 /// its definition, its scope and its EXPLAIN label.
 #[derive(Debug, Clone)]
@@ -302,6 +315,8 @@ pub struct Executor<S: Storage> {
     leaf_defs: BTreeMap<String, Vec<LeafDef>>,
     /// Each table's definition as INSERT, UPDATE and DELETE use it; emptied with the plans.
     write_defs: BTreeMap<String, Rc<TableDef>>,
+    /// What each UPDATE's SET clause resolves to, by statement id; emptied with the plans.
+    set_plans: BTreeMap<u64, Rc<SetPlan>>,
     /// Per table (lowercase name): its one UNIQUE constraint is enforced by the engine's
     /// index itself, so a plain INSERT of a new rowid does not probe it (see
     /// [`Executor::engine_checks_unique`]); emptied with the plans.
@@ -691,6 +706,7 @@ impl<S: Storage> Executor<S> {
             plans: BTreeMap::new(),
             simple: BTreeMap::new(),
             leaf_plans: BTreeMap::new(),
+            set_plans: BTreeMap::new(),
             leaf_defs: BTreeMap::new(),
             write_defs: BTreeMap::new(),
             engine_unique: BTreeMap::new(),
@@ -777,6 +793,7 @@ impl<S: Storage> Executor<S> {
         self.plans.clear();
         self.simple.clear();
         self.leaf_plans.clear();
+        self.set_plans.clear();
         self.leaf_defs.clear();
         self.write_defs.clear();
         self.engine_unique.clear();
@@ -832,7 +849,9 @@ impl<S: Storage> Executor<S> {
     fn begin_statement(&mut self, p: &Parsed, params: Vec<Value>) {
         self.params = params;
         self.stmt_id = p.id;
-        if self.plans.len() + self.simple.len() + self.leaf_plans.len() > 4096 {
+        if self.plans.len() + self.simple.len() + self.leaf_plans.len() + self.set_plans.len()
+            > 4096
+        {
             self.forget_plans();
         }
         self.subq_cache.clear();
@@ -2094,13 +2113,16 @@ impl<S: Storage> Executor<S> {
         filter: Option<&'a Expr>,
         values: bool,
     ) -> Result<Vec<(i64, Vec<Value>)>> {
-        let d = self.leaf_def(t, None);
-        let mut leaf = Leaf {
-            scope: d.scope.clone(),
-            src: LeafSrc::Table(t.clone()),
-            kind: JoinKind::Inner,
-            on: Vec::new(),
-            label: d.label.clone(),
+        // The table as the one FROM item (made only where a plan or a walk needs it).
+        let leaf_of = |this: &mut Self| {
+            let d = this.leaf_def(t, None);
+            Leaf {
+                scope: d.scope,
+                src: LeafSrc::Table(t.clone()),
+                kind: JoinKind::Inner,
+                on: Vec::new(),
+                label: d.label,
+            }
         };
         // The WHERE clause's conjuncts, borrowed (made only where a plan or a walk needs them).
         let conj_of = |filter: Option<&'a Expr>| {
@@ -2117,11 +2139,9 @@ impl<S: Storage> Executor<S> {
                 let plan = match self.leaf_plans.get(&key) {
                     Some(p) => p.clone(),
                     None => {
-                        let leaves = [leaf];
+                        let leaves = [leaf_of(self)];
                         let p = Rc::new(self.leaf_plan(&leaves, &conj_of(filter)));
                         self.leaf_plans.insert(key, p.clone());
-                        let [l] = leaves;
-                        leaf = l;
                         p
                     }
                 };
@@ -2139,11 +2159,15 @@ impl<S: Storage> Executor<S> {
                             None => Vec::new(),
                         });
                     }
-                    _ => self.leaf_rows(t, &leaf.scope, &plan, &conj_of(filter))?,
+                    _ => {
+                        let scope = self.own_scope(t);
+                        self.leaf_rows(t, &scope, &plan, &conj_of(filter))?
+                    }
                 }
             }
             _ => {
                 let key = filter.map_or(0, |f| f as *const Expr as usize);
+                let leaf = leaf_of(self);
                 self.join(&[leaf], &conj_of(filter), None, key, None)?.1
             }
         };
@@ -2159,17 +2183,20 @@ impl<S: Storage> Executor<S> {
             .collect())
     }
 
-    fn update(&mut self, up: &Update) -> Result<Output> {
-        let t = self.table_for_write(&up.table)?;
-        let mut sets: Vec<(Option<usize>, &Expr)> = Vec::new();
-        for (c, e) in &up.sets {
+    /// The [`SetPlan`] of an UPDATE on table `t`, made on first use.
+    fn set_plan(&mut self, up: &Update, t: &TableDef) -> Result<Rc<SetPlan>> {
+        if let Some(p) = self.set_plans.get(&self.stmt_id) {
+            return Ok(p.clone());
+        }
+        let mut targets = Vec::with_capacity(up.sets.len());
+        for (c, _) in &up.sets {
             match t.column(c) {
-                Some(i) => sets.push((Some(i), e)),
+                Some(i) => targets.push(Some(i)),
                 None if ["rowid", "oid", "_rowid_"]
                     .iter()
                     .any(|r| r.eq_ignore_ascii_case(c)) =>
                 {
-                    sets.push((None, e))
+                    targets.push(None)
                 }
                 None => {
                     return Err(SqlError::NoSuch {
@@ -2179,21 +2206,44 @@ impl<S: Storage> Executor<S> {
                 }
             }
         }
-        // Columns every row gets a new value for: not copied from the old row.
         let set_cols: Vec<bool> = (0..t.columns.len())
-            .map(|i| sets.iter().any(|(c, _)| *c == Some(i)))
+            .map(|i| targets.contains(&Some(i)))
             .collect();
-        // A statement outside a transaction that gives every column (the INTEGER PRIMARY
-        // KEY aside) a value of its own, from no column, reads no old row: no undo keeps it
-        // (see `note_undo`) and the uniqueness checks then probe every UNIQUE constraint.
-        let values = self.explicit
-            || sets.iter().any(|(c, e)| c.is_none() || !column_free(e))
+        let reads_row = targets
+            .iter()
+            .zip(&up.sets)
+            .any(|(c, (_, e))| c.is_none() || !column_free(e))
             || set_cols
                 .iter()
                 .enumerate()
                 .any(|(i, set)| !set && t.ipk != Some(i));
+        let p = Rc::new(SetPlan {
+            targets,
+            set_cols,
+            reads_row,
+        });
+        self.set_plans.insert(self.stmt_id, p.clone());
+        Ok(p)
+    }
+
+    fn update(&mut self, up: &Update) -> Result<Output> {
+        let t = self.table_for_write(&up.table)?;
+        let plan = self.set_plan(up, &t)?;
+        let set_cols = &plan.set_cols;
+        // A statement outside a transaction that gives every column (the INTEGER PRIMARY
+        // KEY aside) a value of its own, from no column, reads no old row: no undo keeps it
+        // (see `note_undo`) and the uniqueness checks then probe every UNIQUE constraint.
+        let values = self.explicit || plan.reads_row;
         let targets = self.matching_rows(&t, up.filter.as_ref(), values)?;
-        let scope = self.own_scope(&t);
+        // Rows found by rowid alone come without values (see `matching_rows`), and the
+        // assignments then read no column: they need no scope.
+        let own = if values {
+            Some(self.own_scope(&t))
+        } else {
+            None
+        };
+        let none = Scope::default();
+        let scope = own.as_deref().unwrap_or(&none);
         let mut count = 0;
         let mut removed: Vec<i64> = Vec::new();
         for (rowid, mut old) in targets {
@@ -2207,13 +2257,17 @@ impl<S: Storage> Executor<S> {
                 })
                 .collect();
             let mut new_rowid = rowid;
-            // The SET expressions see the old row with its rowid after the columns.
-            old.push(Value::Integer(rowid));
-            for (target, e) in &sets {
+            // The SET expressions see the old row with its rowid after the columns (a row
+            // without values: nothing, as they read no column).
+            let found = !old.is_empty();
+            if found {
+                old.push(Value::Integer(rowid));
+            }
+            for (target, (_, e)) in plan.targets.iter().zip(&up.sets) {
                 let v = self.eval(
                     e,
                     &Env {
-                        scope: &scope,
+                        scope,
                         row: &old,
                         outer: None,
                         group: None,
@@ -2227,9 +2281,11 @@ impl<S: Storage> Executor<S> {
                     }
                 }
             }
-            old.pop();
+            if found {
+                old.pop();
+            }
             if let Some(i) = t.ipk {
-                if sets.iter().any(|(c, _)| *c == Some(i)) {
+                if set_cols[i] {
                     new_rowid = match &row[i] {
                         Value::Null => self.next_rowid(&t)?,
                         v => as_rowid(v).ok_or_else(|| SqlError::invalid("datatype mismatch"))?,
@@ -2240,7 +2296,7 @@ impl<S: Storage> Executor<S> {
             // A row found by its rowid alone may not be there (see `matching_rows`). Its
             // update finds out, unless something before it could fail or touch another row
             // on the row's behalf: then the row is looked up first.
-            let unverified = !values && old.is_empty();
+            let unverified = !found;
             let blind = unverified && new_rowid == rowid && t.uniques.is_empty();
             if unverified && !blind && !self.storage.contains(&t.engine, rowid)? {
                 continue;

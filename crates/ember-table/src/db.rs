@@ -352,6 +352,10 @@ impl Order {
 /// which costs less device bandwidth than writing them twice.
 const JOURNALED_TUPLES_MAX: usize = 2048;
 
+/// Bytes a primary key's encoding is given room for up front: a rowid (9 bytes) or a
+/// 16-byte BLOB key (19) fits, so it is encoded without growing its vector.
+const KEY_CAPACITY: usize = 24;
+
 /// The page a file system's cache keeps: a checkpoint writes blocks in whole ones.
 const PAGE: usize = 4096;
 
@@ -534,6 +538,8 @@ pub struct Database<D: BlockDevice> {
     txn: Option<Txn>,
     /// The last finished transaction's buffers, emptied, for the next one.
     spare: Option<Txn>,
+    /// A freed tuple's key on its way to the journal record (kept for the next one).
+    freed_key: Vec<u8>,
     /// The primary-index entry last found (table, key, location): an update or delete of a
     /// row the caller has just read finds it here instead of searching the index again.
     /// Forgotten at every change to a primary index (see [`Database::index_put`]), at
@@ -617,6 +623,7 @@ impl<D: BlockDevice> Database<D> {
             ipages: PageCache::default(),
             txn: None,
             spare: None,
+            freed_key: Vec::new(),
             found: None,
             explicit: false,
             deferred: Vec::new(),
@@ -650,6 +657,7 @@ impl<D: BlockDevice> Database<D> {
             ipages: PageCache::default(),
             txn: None,
             spare: None,
+            freed_key: Vec::new(),
             found: None,
             explicit: false,
             deferred: Vec::new(),
@@ -2427,7 +2435,7 @@ impl<D: BlockDevice> Database<D> {
 
     /// The primary key of a row that [`check_row`](Self::check_row) accepted.
     fn key_of<V: AsValueRef>(t: &Table, row: &[V]) -> Result<Vec<u8>> {
-        let mut k = Vec::new();
+        let mut k = Vec::with_capacity(KEY_CAPACITY);
         for &i in &t.schema.primary_key {
             let v = row.get(i).ok_or(TableError::Constraint(
                 "wrong number of values for the table",
@@ -2482,7 +2490,7 @@ impl<D: BlockDevice> Database<D> {
         let key = if t.schema.primary_key.is_empty() {
             let r = t.next_rowid;
             rowid = Some(r);
-            let mut k = Vec::new();
+            let mut k = Vec::with_capacity(KEY_CAPACITY);
             encode_key(&[Value::Integer(r)], &mut k);
             k
         } else {
@@ -2580,7 +2588,7 @@ impl<D: BlockDevice> Database<D> {
 
     fn delete_inner(&mut self, table: &str, key: &[Value]) -> Result<bool> {
         let id = self.table_id(table)?;
-        let mut k = Vec::new();
+        let mut k = Vec::with_capacity(KEY_CAPACITY);
         encode_key(key, &mut k);
         let Some(loc) = self.index_get(id, &k)? else {
             return Ok(false);
@@ -2599,7 +2607,7 @@ impl<D: BlockDevice> Database<D> {
     /// Whether a row has this primary key (the index alone; the row is not read).
     pub fn contains(&mut self, table: &str, key: &[Value]) -> Result<bool> {
         let id = self.table_id(table)?;
-        let mut k = Vec::new();
+        let mut k = Vec::with_capacity(KEY_CAPACITY);
         encode_key(key, &mut k);
         Ok(self.index_get(id, &k)?.is_some())
     }
@@ -2621,7 +2629,7 @@ impl<D: BlockDevice> Database<D> {
         owned: impl FnOnce(Vec<Value>) -> Result<T>,
     ) -> Result<Option<T>> {
         let id = self.table_id(table)?;
-        let mut k = Vec::new();
+        let mut k = Vec::with_capacity(KEY_CAPACITY);
         encode_key(key, &mut k);
         #[cfg(feature = "query-cache")]
         if let Some(row) = self.qcache.get(id, &k) {
@@ -3015,15 +3023,18 @@ impl<D: BlockDevice> Database<D> {
     fn clear_slot(&mut self, id: u64, loc: Loc) -> Result<()> {
         let slot = usize::from(loc.slot);
         let at = self.sm.allocator().extent(loc.block).0;
-        let key = match self.tuple_at(loc)? {
-            Some(t) => split_tuple(t, at)?.0.to_vec(),
+        let mut key = core::mem::take(&mut self.freed_key);
+        key.clear();
+        match self.tuple_at(loc)? {
+            Some(t) => key.extend_from_slice(split_tuple(t, at)?.0),
             None => return Ok(()),
-        };
+        }
         let block = self.block_mut(loc.block)?;
         let old = block.slot(slot);
         block.delete(slot)?;
         let empty = block.live_slots().next().is_none();
         self.log_free(id, loc.block, slot, old, &key);
+        self.freed_key = key;
         // An empty block other than the one inserts go to is given back.
         if empty && self.tables[&id].blocks.last() != Some(&loc.block) {
             self.remove_block(id, loc.block);
