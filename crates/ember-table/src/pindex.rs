@@ -92,6 +92,9 @@ pub struct Node {
     level: u8,
     keys: Vec<u8>,
     ends: Vec<u32>,
+    /// Each key's first 8 bytes, big-endian (zeros past a shorter key): where two heads
+    /// differ they order as their keys do, so a search compares keys only where they tie.
+    heads: Vec<u64>,
     vals: Vec<Loc>,
     /// Bytes of the encoded page (header and entries).
     size: usize,
@@ -103,6 +106,7 @@ impl Node {
             level,
             keys: Vec::with_capacity(entries.iter().map(|e| e.0.len()).sum()),
             ends: Vec::with_capacity(entries.len()),
+            heads: Vec::new(),
             vals: Vec::with_capacity(entries.len()),
             size: HDR,
         };
@@ -113,7 +117,8 @@ impl Node {
         }
         n.with_size()
     }
-    /// The node with [`bytes`](Self::bytes) set: its entries coded as version 2.
+    /// The node with [`bytes`](Self::bytes) set (its entries coded as version 2) and its
+    /// keys' heads.
     fn with_size(mut self) -> Node {
         let mut size = HDR;
         for i in 0..self.len() {
@@ -121,6 +126,7 @@ impl Node {
             size += entry_len(prev, self.key(i), self.vals[i]);
         }
         self.size = size;
+        self.heads = (0..self.len()).map(|i| head(self.key(i))).collect();
         self
     }
     /// Where key `i` lies in `keys`.
@@ -135,10 +141,15 @@ impl Node {
         &self.keys[self.key_range(i)]
     }
     fn search(&self, key: &[u8]) -> core::result::Result<usize, usize> {
+        let h = head(key);
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            match ikey::cmp_bytes(self.key(mid), key) {
+            let order = match self.heads.get(mid) {
+                Some(&x) if x != h => x.cmp(&h),
+                _ => ikey::cmp_bytes(self.key(mid), key),
+            };
+            match order {
                 core::cmp::Ordering::Less => lo = mid + 1,
                 core::cmp::Ordering::Greater => hi = mid,
                 core::cmp::Ordering::Equal => return Ok(mid),
@@ -161,6 +172,18 @@ impl Node {
     fn bytes(&self) -> usize {
         self.size
     }
+}
+
+/// A key's first 8 bytes as a big-endian number, zeros past its end: of two keys whose
+/// heads differ, the one with the smaller head is the smaller key. (Their heads first
+/// differ at a byte within both keys, their first difference; or at a byte past the end
+/// of one, which is then a prefix of the other, the smaller key, and pads with a zero
+/// below the other's byte there.)
+fn head(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
 }
 
 /// An index entry: key and location.
@@ -353,6 +376,7 @@ fn decode(buf: &[u8], offset: u64, owner: u64, level: u8) -> Result<Node> {
         level,
         keys: Vec::with_capacity(2 * len),
         ends: Vec::with_capacity(count),
+        heads: Vec::new(),
         vals: Vec::with_capacity(count),
         size: HDR,
     };
@@ -1436,6 +1460,32 @@ impl<'a, D: BlockDevice> Pages<'a, D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Keys whose heads differ order as their heads; a node searched by heads finds
+        /// what a search by whole keys finds (short keys, zero bytes and prefixes of one
+        /// another included).
+        #[test]
+        fn heads_order_as_their_keys(
+            a in proptest::collection::vec(0u8..3, 0..11),
+            b in proptest::collection::vec(0u8..3, 0..11),
+            mut keys in proptest::collection::btree_set(
+                proptest::collection::vec(0u8..3, 0..11), 1..40),
+        ) {
+            if head(&a) != head(&b) {
+                proptest::prop_assert_eq!(head(&a).cmp(&head(&b)), a.cmp(&b));
+            }
+            keys.insert(a.clone());
+            let entries: Vec<Entry> = keys.iter().map(|k| (k.clone(), loc(1))).collect();
+            let n = Node::from_entries(0, &entries);
+            for probe in [&a, &b] {
+                proptest::prop_assert_eq!(
+                    n.search(probe),
+                    entries.binary_search_by(|e| e.0.as_slice().cmp(probe))
+                );
+            }
+        }
+    }
 
     fn loc(i: u32) -> Loc {
         Loc {
