@@ -2104,9 +2104,10 @@ impl<S: Storage> Executor<S> {
 
     /// The rows of a table a WHERE clause selects, through the planner: (rowid, values).
     /// Without `values` the caller needs only the rowids: a row found by its rowid alone
-    /// then comes with no values and unverified — it may not be there, and the caller's
-    /// write ([`Storage::delete`], [`Storage::update_existing`]) says whether it was, so
-    /// the engine looks it up once (the others come whole, and are there).
+    /// then comes with no values and unverified — it may not be there, and the caller
+    /// finds out, from its write where it can ([`Storage::delete`],
+    /// [`Storage::update_existing`]), so the engine looks it up once (the others come
+    /// whole, and are there).
     fn matching_rows<'a>(
         &mut self,
         t: &Rc<TableDef>,
@@ -2229,7 +2230,6 @@ impl<S: Storage> Executor<S> {
     fn update(&mut self, up: &Update) -> Result<Output> {
         let t = self.table_for_write(&up.table)?;
         let plan = self.set_plan(up, &t)?;
-        let set_cols = &plan.set_cols;
         // A statement outside a transaction that gives every column (the INTEGER PRIMARY
         // KEY aside) a value of its own, from no column, reads no old row: no undo keeps it
         // (see `note_undo`) and the uniqueness checks then probe every UNIQUE constraint.
@@ -2250,52 +2250,21 @@ impl<S: Storage> Executor<S> {
             if removed.contains(&rowid) {
                 continue;
             }
-            let mut row: Vec<Value> = (0..t.columns.len())
-                .map(|i| match (set_cols[i], old.get(i)) {
-                    (false, Some(v)) => v.clone(),
-                    _ => Value::Null,
-                })
-                .collect();
-            let mut new_rowid = rowid;
-            // The SET expressions see the old row with its rowid after the columns (a row
-            // without values: nothing, as they read no column).
+            // A row found by its rowid alone may not be there (see `matching_rows`): an
+            // error in making its new row counts only if it is.
             let found = !old.is_empty();
-            if found {
-                old.push(Value::Integer(rowid));
-            }
-            for (target, (_, e)) in plan.targets.iter().zip(&up.sets) {
-                let v = self.eval(
-                    e,
-                    &Env {
-                        scope,
-                        row: &old,
-                        outer: None,
-                        group: None,
-                    },
-                )?;
-                match target {
-                    Some(i) => row[*i] = v.with_affinity(t.columns[*i].affinity),
-                    None => {
-                        new_rowid =
-                            as_rowid(&v).ok_or_else(|| SqlError::invalid("datatype mismatch"))?
+            let (mut row, new_rowid) = match self.new_row(&t, &plan, up, scope, &mut old, rowid) {
+                Ok(made) => made,
+                Err(e) => {
+                    if !found && !self.storage.contains(&t.engine, rowid)? {
+                        continue;
                     }
+                    return Err(e);
                 }
-            }
-            if found {
-                old.pop();
-            }
-            if let Some(i) = t.ipk {
-                if set_cols[i] {
-                    new_rowid = match &row[i] {
-                        Value::Null => self.next_rowid(&t)?,
-                        v => as_rowid(v).ok_or_else(|| SqlError::invalid("datatype mismatch"))?,
-                    };
-                }
-                row[i] = Value::Integer(new_rowid);
-            }
-            // A row found by its rowid alone may not be there (see `matching_rows`). Its
-            // update finds out, unless something before it could fail or touch another row
-            // on the row's behalf: then the row is looked up first.
+            };
+            // Such a row's update finds out whether it is there, unless something before
+            // it could fail or touch another row on the row's behalf: then the row is
+            // looked up first.
             let unverified = !found;
             let blind = unverified && new_rowid == rowid && t.uniques.is_empty();
             if unverified && !blind && !self.storage.contains(&t.engine, rowid)? {
@@ -2339,6 +2308,68 @@ impl<S: Storage> Executor<S> {
         self.changes = count;
         self.total_changes += count;
         Ok(Output::default())
+    }
+
+    /// The new row an UPDATE makes of `old` (the table's columns; empty for a row found by
+    /// its rowid alone, whose assignments read no column) and its rowid.
+    fn new_row(
+        &mut self,
+        t: &TableDef,
+        plan: &SetPlan,
+        up: &Update,
+        scope: &Scope,
+        old: &mut Vec<Value>,
+        rowid: i64,
+    ) -> Result<(Vec<Value>, i64)> {
+        let set_cols = &plan.set_cols;
+        let mut row: Vec<Value> = (0..t.columns.len())
+            .map(|i| match (set_cols[i], old.get(i)) {
+                (false, Some(v)) => v.clone(),
+                _ => Value::Null,
+            })
+            .collect();
+        let mut new_rowid = rowid;
+        // The SET expressions see the old row with its rowid after the columns.
+        let found = !old.is_empty();
+        if found {
+            old.push(Value::Integer(rowid));
+        }
+        let mut set = || -> Result<()> {
+            for (target, (_, e)) in plan.targets.iter().zip(&up.sets) {
+                let v = self.eval(
+                    e,
+                    &Env {
+                        scope,
+                        row: old,
+                        outer: None,
+                        group: None,
+                    },
+                )?;
+                match target {
+                    Some(i) => row[*i] = v.with_affinity(t.columns[*i].affinity),
+                    None => {
+                        new_rowid =
+                            as_rowid(&v).ok_or_else(|| SqlError::invalid("datatype mismatch"))?
+                    }
+                }
+            }
+            Ok(())
+        };
+        let r = set();
+        if found {
+            old.pop();
+        }
+        r?;
+        if let Some(i) = t.ipk {
+            if set_cols[i] {
+                new_rowid = match &row[i] {
+                    Value::Null => self.next_rowid(t)?,
+                    v => as_rowid(v).ok_or_else(|| SqlError::invalid("datatype mismatch"))?,
+                };
+            }
+            row[i] = Value::Integer(new_rowid);
+        }
+        Ok((row, new_rowid))
     }
 
     fn delete(&mut self, d: &Delete) -> Result<Output> {

@@ -352,8 +352,9 @@ impl Order {
 /// which costs less device bandwidth than writing them twice.
 const JOURNALED_TUPLES_MAX: usize = 2048;
 
-/// Bytes a primary key's encoding is given room for up front: a rowid (9 bytes) or a
-/// 16-byte BLOB key (19) fits, so it is encoded without growing its vector.
+/// Bytes a primary key's encoding is given room for up front: a rowid's (at most 12 bytes)
+/// or a 16-byte BLOB key's (19 bytes without a zero byte) fits, so it is encoded without
+/// growing its vector.
 const KEY_CAPACITY: usize = 24;
 
 /// The page a file system's cache keeps: a checkpoint writes blocks in whole ones.

@@ -389,7 +389,8 @@ fn decode(buf: &[u8], offset: u64, owner: u64, level: u8) -> Result<Node> {
     if at != len {
         return Err(corrupt("length does not match its entries"));
     }
-    // Decoded pages stay cached: hold no more than the keys.
+    // Decoded pages stay cached: hold no more than the keys (and their heads, 8 bytes an
+    // entry, which `with_size` adds).
     n.keys.shrink_to_fit();
     Ok(n.with_size())
 }

@@ -1159,18 +1159,22 @@ impl<D: BlockDevice> TsStore<D> {
     }
 
     /// Deletes a row: only one appended in the open transaction and the newest (the
-    /// executor's undo of a failed statement); the engine keeps no other deletes.
+    /// executor's undo of a failed statement); the engine keeps no other deletes. A row
+    /// that is not there is no error (`false`): a DELETE by key reads nothing first.
     pub fn delete(&mut self, name: &str, rowid: i64) -> Result<bool> {
         let t = self.table(name)?;
-        match t.pending.last() {
-            Some(&(k, _)) if k as i64 == rowid => {
+        if let Some(&(k, _)) = t.pending.last() {
+            if k as i64 == rowid {
                 t.pending.pop();
-                Ok(true)
+                return Ok(true);
             }
-            _ => Err(SqlError::invalid(format!(
-                "timeseries table {name} is append-only: rows cannot be deleted"
-            ))),
         }
+        if self.get(name, rowid)?.is_none() {
+            return Ok(false);
+        }
+        Err(SqlError::invalid(format!(
+            "timeseries table {name} is append-only: rows cannot be deleted"
+        )))
     }
 
     /// The row under a key.

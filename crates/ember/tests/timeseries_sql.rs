@@ -317,6 +317,23 @@ fn what_the_engine_cannot_do_is_refused_with_a_reason() {
     assert!(e.contains("append-only"), "{e}");
     let e = err(&conn, "DELETE FROM a WHERE t = 10");
     assert!(e.contains("append-only"), "{e}");
+    // A key that is not there matches nothing: no change, no error (as in SQLite), in and
+    // out of a transaction, and the rows stay.
+    assert_eq!(
+        conn.execute("DELETE FROM a WHERE t = 12345", ()).unwrap(),
+        0
+    );
+    conn.execute_batch("BEGIN").unwrap();
+    assert_eq!(
+        conn.execute("DELETE FROM a WHERE t = 12345", ()).unwrap(),
+        0
+    );
+    conn.execute_batch("COMMIT").unwrap();
+    assert_eq!(
+        conn.execute("UPDATE a SET v = 5, x = 1 WHERE t = 12345", ())
+            .unwrap(),
+        0
+    );
     let e = err(&conn, "CREATE INDEX ax ON a(x)");
     assert!(e.contains("data index on column v"), "{e}");
     let e = err(&conn, "CREATE UNIQUE INDEX av ON a(v)");

@@ -1,9 +1,11 @@
-//! Differential test of the writing statements: random INSERTs, UPDATEs and DELETEs by key
-//! (plain, OR IGNORE, OR REPLACE; outside and inside transactions, some rolled back) on
-//! tables with NOT NULL, CHECK and UNIQUE constraints, run on EmberDB (table and lsm
-//! engines) and on SQLite (rusqlite, bundled). After every statement both must agree on
-//! whether it failed (and on the constraint it names), on the rows it changed, and on the
-//! tables' contents.
+//! Differential test of the writing statements: random INSERTs (one row or several),
+//! UPDATEs and DELETEs by key (plain, OR IGNORE, OR REPLACE, OR FAIL; outside and inside
+//! transactions, some rolled back) on tables with NOT NULL, CHECK and UNIQUE constraints and
+//! on a rowid table without an INTEGER PRIMARY KEY, some with assignments that fail as they
+//! run (a text rowid, an integer overflow), run on EmberDB (table and lsm engines) and on
+//! SQLite (rusqlite, bundled). After every statement both must agree on whether it failed
+//! (a UNIQUE or NOT NULL error's whole message, a CHECK error's kind, another error's
+//! text), on the rows it changed, and on the tables' contents.
 //!
 //! It keeps honest the statements that skip a lookup: an UPDATE or DELETE by rowid outside
 //! a transaction learns from the engine's write whether the row was there, and an INSERT of
@@ -17,9 +19,17 @@
 use ember::{Connection, Value};
 use ember_device::SplitMix64;
 
-const SCHEMA: [&str; 2] = [
+const SCHEMA: [&str; 3] = [
     "CREATE TABLE t(k INTEGER PRIMARY KEY, v INT NOT NULL, w INT CHECK (w IS NULL OR w >= 0))",
     "CREATE TABLE u(k INTEGER PRIMARY KEY, a INT UNIQUE, b INT)",
+    "CREATE TABLE r(a INT, b INT NOT NULL)",
+];
+
+/// Each table and the query that lists its rows (with the rowid where it is hidden).
+const TABLES: [(&str, &str); 3] = [
+    ("t", "SELECT * FROM t ORDER BY k"),
+    ("u", "SELECT * FROM u ORDER BY k"),
+    ("r", "SELECT rowid, a, b FROM r ORDER BY rowid"),
 ];
 
 struct Gen(SplitMix64);
@@ -38,10 +48,54 @@ impl Gen {
         }
     }
     fn or(&mut self) -> &'static str {
-        ["", "", "", " OR IGNORE", " OR REPLACE"][self.below(5) as usize]
+        ["", "", "", " OR IGNORE", " OR REPLACE", " OR FAIL"][self.below(6) as usize]
     }
     fn statement(&mut self, in_txn: bool) -> String {
-        match self.below(20) {
+        match self.below(27) {
+            // (Not OR FAIL: EmberDB takes it as ABORT, which SQLite's FAIL is only for a
+            // statement that changes one row.)
+            20 => format!(
+                "INSERT{} INTO t VALUES ({}, {}, {}), ({}, {}, {})",
+                ["", "", " OR IGNORE", " OR REPLACE"][self.below(4) as usize],
+                self.key(),
+                self.value(),
+                self.value(),
+                self.key(),
+                self.value(),
+                self.value()
+            ),
+            // Assignments that fail as they run: only where the row is there.
+            21 => format!(
+                "UPDATE t SET k = 'x{}', v = 1, w = 1 WHERE k = {}",
+                self.below(3),
+                self.key()
+            ),
+            22 => format!(
+                "UPDATE t SET v = abs(-9223372036854775807 - {}), w = 0 WHERE k = {}",
+                self.below(2),
+                self.key()
+            ),
+            23 => format!(
+                "INSERT{} INTO r(rowid, a, b) VALUES ({}, {}, {})",
+                self.or(),
+                self.key(),
+                self.value(),
+                self.value()
+            ),
+            24 => format!(
+                "UPDATE{} r SET a = {}, b = {} WHERE rowid = {}",
+                self.or(),
+                self.value(),
+                self.value(),
+                self.key()
+            ),
+            25 => format!("DELETE FROM r WHERE rowid = {}", self.key()),
+            26 => format!(
+                "UPDATE{} r SET rowid = {} WHERE rowid = {}",
+                self.or(),
+                self.key(),
+                self.key()
+            ),
             0 if !in_txn => "BEGIN".into(),
             0 | 1 if in_txn => ["COMMIT", "ROLLBACK"][self.below(2) as usize].into(),
             2..=5 => format!(
@@ -102,19 +156,28 @@ impl Gen {
     }
 }
 
-/// What a statement did: the constraint an error names (or the whole message for another
-/// error), else the rows it changed.
+/// What a statement did: the error (see [`failed`]), else the rows it changed.
 #[derive(Debug, PartialEq)]
 enum Outcome {
     Failed(String),
     Changed(u64),
 }
 
+/// An error as both systems word it: a UNIQUE or NOT NULL constraint's message from its
+/// name on (it names the table's columns), a CHECK constraint's kind (the expression's
+/// text is printed differently), else the message after the last `: ` (what prefixes it
+/// is each API's own).
 fn failed(message: &str) -> Outcome {
-    let kind = ["UNIQUE", "NOT NULL", "CHECK"]
-        .into_iter()
-        .find(|k| message.contains(&format!("{k} constraint failed")));
-    Outcome::Failed(kind.map_or_else(|| message.to_string(), str::to_string))
+    for kind in ["UNIQUE", "NOT NULL"] {
+        if let Some(at) = message.find(&format!("{kind} constraint failed")) {
+            return Outcome::Failed(message[at..].to_string());
+        }
+    }
+    if message.contains("CHECK constraint failed") {
+        return Outcome::Failed("CHECK".into());
+    }
+    let tail = message.rsplit(": ").next().unwrap_or(message);
+    Outcome::Failed(tail.to_string())
 }
 
 fn sqlite_value(v: rusqlite::types::ValueRef<'_>) -> Value {
@@ -128,10 +191,8 @@ fn sqlite_value(v: rusqlite::types::ValueRef<'_>) -> Value {
     }
 }
 
-fn sqlite_rows(c: &rusqlite::Connection, table: &str) -> Vec<Vec<Value>> {
-    let mut st = c
-        .prepare(&format!("SELECT * FROM {table} ORDER BY k"))
-        .unwrap();
+fn sqlite_rows(c: &rusqlite::Connection, query: &str) -> Vec<Vec<Value>> {
+    let mut st = c.prepare(query).unwrap();
     let n = st.column_count();
     let mut rows = st.query([]).unwrap();
     let mut out = Vec::new();
@@ -145,10 +206,8 @@ fn sqlite_rows(c: &rusqlite::Connection, table: &str) -> Vec<Vec<Value>> {
     out
 }
 
-fn ember_rows(c: &Connection, table: &str) -> Vec<Vec<Value>> {
-    let mut st = c
-        .prepare(&format!("SELECT * FROM {table} ORDER BY k"))
-        .unwrap();
+fn ember_rows(c: &Connection, query: &str) -> Vec<Vec<Value>> {
+    let mut st = c.prepare(query).unwrap();
     let mut rows = st.query(()).unwrap();
     let mut out = Vec::new();
     while let Some(r) = rows.next().unwrap() {
@@ -183,10 +242,10 @@ fn run(using: &str, seed: u64, statements: usize) {
             assert_eq!(got, want, "statement {i} `{sql}`{using} (seed {seed})");
         }
         in_txn = !s.is_autocommit();
-        for table in ["t", "u"] {
+        for (table, query) in TABLES {
             assert_eq!(
-                ember_rows(&e, table),
-                sqlite_rows(&s, table),
+                ember_rows(&e, query),
+                sqlite_rows(&s, query),
                 "table {table} after statement {i} `{sql}`{using} (seed {seed})"
             );
         }
