@@ -1825,6 +1825,21 @@ mod tests {
             }
         }
 
+        /// A tree of three levels holding keys 0 to 2,999 (location `n` for key `n`),
+        /// written out, its overlay empty; and the model of it.
+        fn three_levels(
+            sm: &mut SpaceManager<MemBlock<Vec<u8>>>,
+            cache: &mut PageCache,
+        ) -> (PIndex, BTreeMap<Vec<u8>, Loc>) {
+            let mut ix = PIndex::new(IndexKind::Tree);
+            let mut model = BTreeMap::new();
+            let all: Vec<(u16, Option<u32>)> = (0..3000).map(|n| (n, Some(u32::from(n)))).collect();
+            apply(&mut ix, &mut model, &all);
+            Pages::new(sm, cache, 7).flush(&mut ix).unwrap();
+            assert_eq!(ix.height, 3);
+            (ix, model)
+        }
+
         /// Every key as the high bound, included and excluded, of a short ascending range
         /// over a tree of three levels and an overlay: some bound is a leaf's last key, where
         /// a merge hands out the rest of a leaf without comparing each entry.
@@ -1833,12 +1848,7 @@ mod tests {
             let mut sm =
                 SpaceManager::format(MemBlock::new(32 << 20), FormatOptions::default()).unwrap();
             let mut cache = PageCache::default();
-            let mut ix = PIndex::new(IndexKind::Tree);
-            let mut model = BTreeMap::new();
-            let all: Vec<(u16, Option<u32>)> = (0..3000).map(|n| (n, Some(u32::from(n)))).collect();
-            apply(&mut ix, &mut model, &all);
-            Pages::new(&mut sm, &mut cache, 7).flush(&mut ix).unwrap();
-            assert_eq!(ix.height, 3);
+            let (mut ix, mut model) = three_levels(&mut sm, &mut cache);
             let changed: Vec<(u16, Option<u32>)> = (0..3000)
                 .filter(|n| n % 37 == 0 || n % 53 == 0)
                 .map(|n| (n, (n % 2 == 0).then_some(u32::from(n) + 1)))
@@ -1868,12 +1878,7 @@ mod tests {
             let mut sm =
                 SpaceManager::format(MemBlock::new(32 << 20), FormatOptions::default()).unwrap();
             let mut cache = PageCache::default();
-            let mut ix = PIndex::new(IndexKind::Tree);
-            let mut model = BTreeMap::new();
-            let all: Vec<(u16, Option<u32>)> = (0..3000).map(|n| (n, Some(u32::from(n)))).collect();
-            apply(&mut ix, &mut model, &all);
-            Pages::new(&mut sm, &mut cache, 7).flush(&mut ix).unwrap();
-            assert_eq!(ix.height, 3);
+            let (mut ix, mut model) = three_levels(&mut sm, &mut cache);
             let gone: Vec<(u16, Option<u32>)> = (0..3000)
                 .filter(|n| n % 500 < 300 || n % 7 == 0)
                 .map(|n| (n, None))

@@ -9,6 +9,9 @@
 use ember::{Connection, Value};
 use ember_device::SplitMix64;
 
+mod common;
+use common::sqlite_value;
+
 struct Gen {
     rng: SplitMix64,
 }
@@ -320,17 +323,6 @@ impl Gen {
                 format!("SELECT {}", e.join(", "))
             }
         }
-    }
-}
-
-fn sqlite_value(v: rusqlite::types::ValueRef<'_>) -> Value {
-    use rusqlite::types::ValueRef;
-    match v {
-        ValueRef::Null => Value::Null,
-        ValueRef::Integer(i) => Value::Integer(i),
-        ValueRef::Real(r) => Value::Real(r),
-        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
-        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
     }
 }
 

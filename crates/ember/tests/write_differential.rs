@@ -19,6 +19,9 @@
 use ember::{Connection, Value};
 use ember_device::SplitMix64;
 
+mod common;
+use common::sqlite_value;
+
 const SCHEMA: [&str; 3] = [
     "CREATE TABLE t(k INTEGER PRIMARY KEY, v INT NOT NULL, w INT CHECK (w IS NULL OR w >= 0))",
     "CREATE TABLE u(k INTEGER PRIMARY KEY, a INT UNIQUE, b INT)",
@@ -178,17 +181,6 @@ fn failed(message: &str) -> Outcome {
     }
     let tail = message.rsplit(": ").next().unwrap_or(message);
     Outcome::Failed(tail.to_string())
-}
-
-fn sqlite_value(v: rusqlite::types::ValueRef<'_>) -> Value {
-    use rusqlite::types::ValueRef;
-    match v {
-        ValueRef::Null => Value::Null,
-        ValueRef::Integer(i) => Value::Integer(i),
-        ValueRef::Real(r) => Value::Real(r),
-        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
-        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
-    }
 }
 
 fn sqlite_rows(c: &rusqlite::Connection, query: &str) -> Vec<Vec<Value>> {
