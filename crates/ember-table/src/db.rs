@@ -352,11 +352,6 @@ impl Order {
 /// which costs less device bandwidth than writing them twice.
 const JOURNALED_TUPLES_MAX: usize = 2048;
 
-/// Bytes a primary key's encoding is given room for up front: a rowid's (at most 12 bytes)
-/// or a 16-byte BLOB key's (19 bytes without a zero byte) fits, so it is encoded without
-/// growing its vector.
-const KEY_CAPACITY: usize = 24;
-
 /// The page a file system's cache keeps: a checkpoint writes blocks in whole ones.
 const PAGE: usize = 4096;
 
@@ -2436,7 +2431,8 @@ impl<D: BlockDevice> Database<D> {
 
     /// The primary key of a row that [`check_row`](Self::check_row) accepted.
     fn key_of<V: AsValueRef>(t: &Table, row: &[V]) -> Result<Vec<u8>> {
-        let mut k = Vec::with_capacity(KEY_CAPACITY);
+        let room = t.schema.primary_key.iter().filter_map(|&i| row.get(i));
+        let mut k = Vec::with_capacity(room.map(|v| key_room(v.value_ref())).sum());
         for &i in &t.schema.primary_key {
             let v = row.get(i).ok_or(TableError::Constraint(
                 "wrong number of values for the table",
@@ -2491,9 +2487,7 @@ impl<D: BlockDevice> Database<D> {
         let key = if t.schema.primary_key.is_empty() {
             let r = t.next_rowid;
             rowid = Some(r);
-            let mut k = Vec::with_capacity(KEY_CAPACITY);
-            encode_key(&[Value::Integer(r)], &mut k);
-            k
+            key_bytes(&[Value::Integer(r)])
         } else {
             Self::key_of(t, row)?
         };
@@ -2589,8 +2583,7 @@ impl<D: BlockDevice> Database<D> {
 
     fn delete_inner(&mut self, table: &str, key: &[Value]) -> Result<bool> {
         let id = self.table_id(table)?;
-        let mut k = Vec::with_capacity(KEY_CAPACITY);
-        encode_key(key, &mut k);
+        let k = key_bytes(key);
         let Some(loc) = self.index_get(id, &k)? else {
             return Ok(false);
         };
@@ -2608,8 +2601,7 @@ impl<D: BlockDevice> Database<D> {
     /// Whether a row has this primary key (the index alone; the row is not read).
     pub fn contains(&mut self, table: &str, key: &[Value]) -> Result<bool> {
         let id = self.table_id(table)?;
-        let mut k = Vec::with_capacity(KEY_CAPACITY);
-        encode_key(key, &mut k);
+        let k = key_bytes(key);
         Ok(self.index_get(id, &k)?.is_some())
     }
 
@@ -2630,8 +2622,7 @@ impl<D: BlockDevice> Database<D> {
         owned: impl FnOnce(Vec<Value>) -> Result<T>,
     ) -> Result<Option<T>> {
         let id = self.table_id(table)?;
-        let mut k = Vec::with_capacity(KEY_CAPACITY);
-        encode_key(key, &mut k);
+        let k = key_bytes(key);
         #[cfg(feature = "query-cache")]
         if let Some(row) = self.qcache.get(id, &k) {
             return owned(row).map(Some);
@@ -3493,16 +3484,19 @@ fn prefix_successor(mut k: Vec<u8>) -> Option<Vec<u8>> {
 #[cfg(feature = "secondary-index")]
 type KeyChange = (Option<Vec<u8>>, Option<Vec<u8>>);
 
+/// Bytes a key column's encoding is given room for, so a key is encoded without growing its
+/// vector: a number's (at most 12), a text's or blob's bytes with its tag and terminator
+/// (more only where it holds zero bytes).
+fn key_room(v: ValueRef<'_>) -> usize {
+    match v {
+        ValueRef::Text(t) => t.len() + 3,
+        ValueRef::Blob(b) => b.len() + 3,
+        _ => 12,
+    }
+}
+
 fn key_bytes<V: AsValueRef>(v: &[V]) -> Vec<u8> {
-    let guess: usize = v
-        .iter()
-        .map(|x| match x.value_ref() {
-            ValueRef::Text(t) => t.len() + 3,
-            ValueRef::Blob(b) => b.len() + 3,
-            _ => 10,
-        })
-        .sum();
-    let mut k = Vec::with_capacity(guess);
+    let mut k = Vec::with_capacity(v.iter().map(|x| key_room(x.value_ref())).sum());
     encode_key(v, &mut k);
     k
 }

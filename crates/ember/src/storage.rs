@@ -288,6 +288,13 @@ impl<D: BlockDevice> TableStorage<D> {
         self.db.into_inner()
     }
 
+    /// Notes a row added under `rowid` in the largest rowid known for the table, if one is.
+    fn raise_max(&mut self, table: &str, rowid: i64) {
+        if let Some(m) = self.max.get_mut(&*lower(table)) {
+            *m = Some(m.map_or(rowid, |x| x.max(rowid)));
+        }
+    }
+
     /// The engine row for a SQL row: the rowid, then the values, borrowed (the engine
     /// encodes them straight into the tuple).
     fn row(rowid: i64, row: &[Value]) -> Vec<ValueRef<'_>> {
@@ -348,9 +355,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
             .lock()?
             .insert(table, &Self::row(rowid, row))
             .map_err(err)?;
-        if let Some(m) = self.max.get_mut(&*lower(table)) {
-            *m = Some(m.map_or(rowid, |x| x.max(rowid)));
-        }
+        self.raise_max(table, rowid);
         Ok(())
     }
 
@@ -371,9 +376,7 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
             .insert_new(table, &Self::row(rowid, row))
             .map_err(err)?;
         if new {
-            if let Some(m) = self.max.get_mut(&*lower(table)) {
-                *m = Some(m.map_or(rowid, |x| x.max(rowid)));
-            }
+            self.raise_max(table, rowid);
         }
         Ok(new)
     }
