@@ -32,6 +32,9 @@ const HINT_BYTES: usize = 4096;
 /// scan's time.
 const SPARE_BYTES: usize = 256 << 10;
 
+/// Blocks a buffer remembers point reads of (see [`Buffer::admit`]): 12 KiB.
+const RECENT: usize = 1024;
+
 /// A cache line.
 const LINE: usize = 64;
 
@@ -214,6 +217,9 @@ pub(crate) struct Buffer {
     /// Buffers of dropped blocks, and their bytes (at most [`SPARE_BYTES`]).
     spare: Vec<Vec<u8>>,
     spare_bytes: usize,
+    /// Blocks point reads found outside the buffer lately, one per hash of the address
+    /// ([`RECENT`] of them; see [`admit`](Self::admit)). Empty until the first such read.
+    recent: Vec<Option<BlockRef>>,
 }
 
 impl Default for Buffer {
@@ -228,6 +234,7 @@ impl Default for Buffer {
             tail: NIL,
             spare: Vec::new(),
             spare_bytes: 0,
+            recent: Vec::new(),
         }
     }
 }
@@ -311,6 +318,36 @@ impl Buffer {
 
     pub(crate) fn contains(&self, b: &BlockRef) -> bool {
         self.map.contains_key(b)
+    }
+
+    /// Whether a point read of block `b`, which is not in RAM, should read the whole block
+    /// in (to keep it, within `budget` clean bytes): only on its second point read in a
+    /// while, and only with the `buffer` feature and a budget (without them nothing read
+    /// is kept). Otherwise the read takes just the header sector and its tuple from the
+    /// device, and `b` is remembered. Random reads over a table larger than the budget then
+    /// copy the bytes they need instead of a block each and churning the buffer, while a
+    /// block read again soon (a hot row's) comes in whole and stays.
+    pub(crate) fn admit(&mut self, b: BlockRef, budget: usize) -> bool {
+        if !cfg!(feature = "buffer") || budget == 0 {
+            return false;
+        }
+        if self.recent.is_empty() {
+            self.recent = vec![None; RECENT];
+        }
+        let addr = u64::from(b.chunk) << 32 | u64::from(b.index);
+        let h = (addr ^ u64::from(b.class) << 56).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let i = (h >> (64 - RECENT.trailing_zeros())) as usize;
+        match self.recent.get_mut(i) {
+            Some(seen) if *seen == Some(b) => {
+                *seen = None;
+                true
+            }
+            Some(seen) => {
+                *seen = Some(b);
+                false
+            }
+            None => true,
+        }
     }
 
     /// The block, to change or read (its [`Checked`] marks are dropped).

@@ -536,6 +536,9 @@ pub struct Database<D: BlockDevice> {
     spare: Option<Txn>,
     /// A freed tuple's key on its way to the journal record (kept for the next one).
     freed_key: Vec<u8>,
+    /// Bytes of the header sector and tuple a point read took from the device without the
+    /// rest of the block (see [`Database::visit_row_read`]); kept for the next one.
+    direct: Vec<u8>,
     /// The primary-index entry last found (table, key, location): an update or delete of a
     /// row the caller has just read finds it here instead of searching the index again.
     /// Forgotten at every change to a primary index (see [`Database::index_put`]), at
@@ -620,6 +623,7 @@ impl<D: BlockDevice> Database<D> {
             txn: None,
             spare: None,
             freed_key: Vec::new(),
+            direct: Vec::new(),
             found: None,
             explicit: false,
             deferred: Vec::new(),
@@ -654,6 +658,7 @@ impl<D: BlockDevice> Database<D> {
             txn: None,
             spare: None,
             freed_key: Vec::new(),
+            direct: Vec::new(),
             found: None,
             explicit: false,
             deferred: Vec::new(),
@@ -2213,7 +2218,7 @@ impl<D: BlockDevice> Database<D> {
         let (id, pks) = self.prefix_keys(name, lo, hi, order)?;
         for pk in pks {
             if let Some(loc) = self.index_get(id, &pk)? {
-                self.visit_row(loc, &pk, &mut visit)?;
+                self.visit_row_read(loc, &pk, &mut visit)?;
             }
         }
         self.evict();
@@ -2640,7 +2645,7 @@ impl<D: BlockDevice> Database<D> {
         #[cfg(not(feature = "query-cache"))]
         let _ = owned;
         let mut visit = Some(visit);
-        let r = self.visit_row(loc, &k, &mut |values| match visit.take() {
+        let r = self.visit_row_read(loc, &k, &mut |values| match visit.take() {
             Some(f) => f(values),
             None => Err(TableError::Invalid("a row visited twice")),
         });
@@ -2925,7 +2930,7 @@ impl<D: BlockDevice> Database<D> {
     /// The row at `loc`, which the primary index gives for `key`.
     #[cfg(any(feature = "query-cache", feature = "secondary-index"))]
     fn read_row(&mut self, loc: Loc, key: &[u8]) -> Result<Vec<Value>> {
-        self.visit_row(loc, key, &mut owned_row)
+        self.visit_row_read(loc, key, &mut owned_row)
     }
 
     /// Hands the row at `loc`, which the primary index gives for `key`, to `f`.
@@ -2945,6 +2950,62 @@ impl<D: BlockDevice> Database<D> {
         let body = body.to_vec();
         let row = self.row_bytes(&body, at)?;
         f(row_values(&row)?)
+    }
+
+    /// [`visit_row`](Self::visit_row) for a read that changes nothing: a block not in RAM
+    /// that the buffer does not [admit](Buffer::admit) is not read whole. Its header sector
+    /// and then the tuple are read from the device, checked as a whole block's would be
+    /// (header checksum and slot bounds, then the tuple's checksum), and the row decodes
+    /// from those bytes.
+    fn visit_row_read<T>(
+        &mut self,
+        loc: Loc,
+        key: &[u8],
+        f: &mut impl FnMut(RowValues<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let b = loc.block;
+        if self.cache.contains(&b) || self.cache.admit(b, self.opts.buffer_bytes) {
+            return self.visit_row(loc, key, f);
+        }
+        let (at, size) = self.sm.allocator().extent(b);
+        let mut bytes = core::mem::take(&mut self.direct);
+        bytes.resize(HEADER_SECTOR, 0);
+        let r = (|| {
+            self.sm.device().read(at, &mut bytes)?;
+            let slot = usize::from(loc.slot);
+            let s = crate::slotted::slot_from_header(&bytes, size as usize, slot, at)?
+                .ok_or_else(free_slot(at))?;
+            let (start, end) = (
+                usize::from(s.offset),
+                usize::from(s.offset) + usize::from(s.len),
+            );
+            // A tuple within the header sector was read with it.
+            let t = if end <= HEADER_SECTOR {
+                start..end
+            } else {
+                bytes.resize(HEADER_SECTOR + usize::from(s.len), 0);
+                self.sm
+                    .device()
+                    .read(at + u64::from(s.offset), &mut bytes[HEADER_SECTOR..])?;
+                HEADER_SECTOR..bytes.len()
+            };
+            let t = &bytes[t];
+            s.check(t, at)?;
+            let (k, body) = split_tuple(t, at)?;
+            if k != key {
+                return Err(other_key(at));
+            }
+            if parse_overflow(body, at)?.is_some() {
+                return Ok(None);
+            }
+            f(row_values(body)?).map(Some)
+        })();
+        self.direct = bytes;
+        match r? {
+            Some(v) => Ok(v),
+            // A row kept in overflow blocks: the whole path reads them.
+            None => self.visit_row(loc, key, f),
+        }
     }
 
     fn set_index(&mut self, id: u64, key: Vec<u8>, loc: Option<Loc>) -> Result<()> {
@@ -3545,23 +3606,33 @@ fn tuple_body<'b>(
     let known = checked.has(slot);
     let t = block
         .get_with(slot, at, !known)?
-        .ok_or(TableError::Corrupt {
-            structure: "primary index",
-            offset: at,
-            reason: "points at a free slot",
-        })?;
+        .ok_or_else(free_slot(at))?;
     if !known {
         checked.set(slot);
     }
     let (k, body) = split_tuple(t, at)?;
     if k != key {
-        return Err(TableError::Corrupt {
-            structure: "primary index",
-            offset: at,
-            reason: "points at another key's tuple",
-        });
+        return Err(other_key(at));
     }
     Ok(body)
+}
+
+/// The error for a primary-index entry naming a free slot of the block at `at`.
+fn free_slot(at: u64) -> impl FnOnce() -> TableError {
+    move || TableError::Corrupt {
+        structure: "primary index",
+        offset: at,
+        reason: "points at a free slot",
+    }
+}
+
+/// The error for a primary-index entry naming a tuple of another key, in the block at `at`.
+fn other_key(at: u64) -> TableError {
+    TableError::Corrupt {
+        structure: "primary index",
+        offset: at,
+        reason: "points at another key's tuple",
+    }
 }
 
 fn split_tuple(t: &[u8], at: u64) -> Result<(&[u8], &[u8])> {

@@ -136,13 +136,18 @@ fn words(b: &[u8; INLINE]) -> (u128, u64) {
     (u128::from_be_bytes(hi), u64::from_be_bytes(lo))
 }
 
-/// Orders two byte strings as `a.cmp(b)` does; strings of one length from 8 to 24 bytes (an
-/// encoded rowid key is 9) compare as at most three big-endian words, without a call.
+/// Orders two byte strings as `a.cmp(b)` does; strings of one length up to 24 bytes (an
+/// encoded rowid key is 9, the prefix an index page's keys share often under 8) compare as
+/// at most three big-endian words, without a call.
 #[inline]
 pub fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
     let n = a.len();
-    if n != b.len() || !(8..=24).contains(&n) {
+    if n != b.len() || n > 24 {
         return a.cmp(b);
+    }
+    if n < 8 {
+        // Zero-padded alike, so they order as the bytes do.
+        return head_word(a).cmp(&head_word(b));
     }
     // Windows that cover both strings in order, each starting where the bytes before it are
     // known equal (the last may overlap the one before: equal bytes, no harm).
@@ -153,6 +158,19 @@ pub fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
         }
     }
     Ordering::Equal
+}
+
+/// A string's first 8 bytes as a big-endian number, zeros past its end: of two strings
+/// whose heads differ, the one with the smaller head is the smaller. (Their heads first
+/// differ at a byte within both, their first difference; or at a byte past the end of one,
+/// which is then a prefix of the other, the smaller, and pads with a zero below the other's
+/// byte there.)
+#[inline]
+pub fn head_word(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    let n = b.len().min(8);
+    w[..n].copy_from_slice(&b[..n]);
+    u64::from_be_bytes(w)
 }
 
 /// The 8 bytes at `at` (which leaves 8 in `b`) as a big-endian word.

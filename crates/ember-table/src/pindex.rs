@@ -62,7 +62,7 @@ use ember_device::BlockDevice;
 use crate::allocator::BlockRef;
 use crate::error::{Result, TableError};
 use crate::format::{self, Kind, u32_at, u64_at};
-use crate::ikey::{self, Key};
+use crate::ikey::{self, Key, head_word as head};
 use crate::schema::IndexKind;
 use crate::space::SpaceManager;
 
@@ -92,8 +92,13 @@ pub struct Node {
     level: u8,
     keys: Vec<u8>,
     ends: Vec<u32>,
-    /// Each key's first 8 bytes, big-endian (zeros past a shorter key): where two heads
-    /// differ they order as their keys do, so a search compares keys only where they tie.
+    /// Bytes every key of the node starts with (the common prefix of its first and last
+    /// keys, which it shares with all between them).
+    skip: usize,
+    /// Each key's first 8 bytes past the shared `skip`, big-endian (zeros past a shorter
+    /// key): where two heads differ they order as their keys do, so a search compares keys
+    /// only where they tie. (Without the skip, keys such as zero-padded numbers or rowids in
+    /// one leaf would share their first 8 bytes and every step would compare whole keys.)
     heads: Vec<u64>,
     vals: Vec<Loc>,
     /// Bytes of the encoded page (header and entries).
@@ -106,6 +111,7 @@ impl Node {
             level,
             keys: Vec::with_capacity(entries.iter().map(|e| e.0.len()).sum()),
             ends: Vec::with_capacity(entries.len()),
+            skip: 0,
             heads: Vec::new(),
             vals: Vec::with_capacity(entries.len()),
             size: HDR,
@@ -117,8 +123,8 @@ impl Node {
         }
         n.with_size()
     }
-    /// The node with [`bytes`](Self::bytes) set (its entries coded as version 2) and its
-    /// keys' heads.
+    /// The node with [`bytes`](Self::bytes) set (its entries coded as version 2), its shared
+    /// prefix's length and its keys' heads.
     fn with_size(mut self) -> Node {
         let mut size = HDR;
         for i in 0..self.len() {
@@ -126,7 +132,13 @@ impl Node {
             size += entry_len(prev, self.key(i), self.vals[i]);
         }
         self.size = size;
-        self.heads = (0..self.len()).map(|i| head(self.key(i))).collect();
+        self.skip = match self.len().checked_sub(1) {
+            Some(last) if last > 0 => common_prefix(self.key(0), self.key(last)),
+            _ => 0,
+        };
+        self.heads = (0..self.len())
+            .map(|i| head(self.key(i).get(self.skip..).unwrap_or_default()))
+            .collect();
         self
     }
     /// Where key `i` lies in `keys`.
@@ -141,7 +153,18 @@ impl Node {
         &self.keys[self.key_range(i)]
     }
     fn search(&self, key: &[u8]) -> core::result::Result<usize, usize> {
-        let h = head(key);
+        use core::cmp::Ordering;
+        // A key outside the shared prefix lies before or after every key of the node.
+        if self.skip > 0 {
+            let prefix = self.key(0).get(..self.skip).unwrap_or_default();
+            let mine = key.get(..self.skip).unwrap_or(key);
+            match ikey::cmp_bytes(mine, prefix) {
+                Ordering::Less => return Err(0),
+                Ordering::Greater => return Err(self.len()),
+                Ordering::Equal => {}
+            }
+        }
+        let h = head(key.get(self.skip..).unwrap_or_default());
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
@@ -174,16 +197,9 @@ impl Node {
     }
 }
 
-/// A key's first 8 bytes as a big-endian number, zeros past its end: of two keys whose
-/// heads differ, the one with the smaller head is the smaller key. (Their heads first
-/// differ at a byte within both keys, their first difference; or at a byte past the end
-/// of one, which is then a prefix of the other, the smaller key, and pads with a zero
-/// below the other's byte there.)
-fn head(key: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = key.len().min(8);
-    b[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(b)
+/// How many bytes `a` and `b` start with alike.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// An index entry: key and location.
@@ -376,6 +392,7 @@ fn decode(buf: &[u8], offset: u64, owner: u64, level: u8) -> Result<Node> {
         level,
         keys: Vec::with_capacity(2 * len),
         ends: Vec::with_capacity(count),
+        skip: 0,
         heads: Vec::new(),
         vals: Vec::with_capacity(count),
         size: HDR,
@@ -1465,13 +1482,14 @@ mod tests {
     proptest::proptest! {
         /// Keys whose heads differ order as their heads; a node searched by heads finds
         /// what a search by whole keys finds (short keys, zero bytes and prefixes of one
-        /// another included).
+        /// another included), also when its keys share a prefix the heads skip.
         #[test]
         fn heads_order_as_their_keys(
             a in proptest::collection::vec(0u8..3, 0..11),
             b in proptest::collection::vec(0u8..3, 0..11),
             mut keys in proptest::collection::btree_set(
                 proptest::collection::vec(0u8..3, 0..11), 1..40),
+            prefix in proptest::collection::vec(0u8..3, 0..12),
         ) {
             if head(&a) != head(&b) {
                 proptest::prop_assert_eq!(head(&a).cmp(&head(&b)), a.cmp(&b));
@@ -1483,6 +1501,25 @@ mod tests {
                 proptest::prop_assert_eq!(
                     n.search(probe),
                     entries.binary_search_by(|e| e.0.as_slice().cmp(probe))
+                );
+            }
+            // The same keys behind a prefix they all share (the node then compares heads
+            // past it), probed with and without it.
+            let shared: Vec<Entry> = keys
+                .iter()
+                .map(|k| ([prefix.as_slice(), k].concat(), loc(1)))
+                .collect();
+            let n = Node::from_entries(0, &shared);
+            let probes = [
+                a.clone(),
+                b.clone(),
+                [prefix.as_slice(), &a].concat(),
+                [prefix.as_slice(), &b].concat(),
+            ];
+            for probe in &probes {
+                proptest::prop_assert_eq!(
+                    n.search(probe),
+                    shared.binary_search_by(|e| e.0.as_slice().cmp(probe))
                 );
             }
         }

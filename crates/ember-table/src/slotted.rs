@@ -65,6 +65,116 @@ pub struct Slot {
     pub crc: u32,
 }
 
+impl Slot {
+    /// Checks `tuple`, read from this slot of the block at device offset `block_at`,
+    /// against the slot's checksum.
+    pub fn check(&self, tuple: &[u8], block_at: u64) -> Result<()> {
+        if crc32fast::hash(tuple) != self.crc {
+            return Err(TableError::Corrupt {
+                structure: "tuple",
+                offset: block_at + u64::from(self.offset),
+                reason: "checksum mismatch",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Slot `i` as stored in a block's (or its header sector's) bytes; a slot past them reads
+/// as free.
+fn slot_of(buf: &[u8], i: usize) -> Slot {
+    let at = SLOTS_AT + i * SLOT;
+    // One bounds check for the whole slot.
+    let s: &[u8; SLOT] = buf
+        .get(at..at + SLOT)
+        .and_then(|s| s.try_into().ok())
+        .unwrap_or(&[0; SLOT]);
+    Slot {
+        offset: u16::from_le_bytes([s[0], s[1]]),
+        len: u16::from_le_bytes([s[2], s[3]]),
+        crc: u32::from_le_bytes([s[4], s[5], s[6], s[7]]),
+    }
+}
+
+/// The checked fields of a header sector: what reading a whole block and reading one
+/// tuple by its header sector alone both rely on.
+struct Header {
+    /// Where the tuple area starts (the checksummed length).
+    start: usize,
+    /// Slots in use.
+    count: usize,
+    /// The end of the tuple area.
+    free_at: usize,
+}
+
+impl Header {
+    /// Checks the header sector at the start of `bytes` (at least the sector) of a block of
+    /// `size` bytes at device offset `offset`: the checksum and version, the slot count and
+    /// the free offset.
+    fn read(bytes: &[u8], size: usize, offset: u64) -> Result<Header> {
+        let corrupt = |reason| TableError::Corrupt {
+            structure: Kind::Slotted.name(),
+            offset,
+            reason,
+        };
+        if !(1024..=65536).contains(&size) || !size.is_multiple_of(512) {
+            return Err(corrupt("block size out of range"));
+        }
+        let sector = bytes
+            .get(..HEADER_SECTOR)
+            .ok_or(corrupt("shorter than its header sector"))?;
+        // Version 1 covers the whole sector (59 slots); version 2 the header and its slots.
+        let start = format::check(Kind::Slotted, sector, offset)?;
+        if start < MIN_HEADER || !(start - SLOTS_AT).is_multiple_of(SLOT) {
+            return Err(corrupt(
+                "the checksum does not cover a header and its slots",
+            ));
+        }
+        let count = usize::from(u16_at(sector, 34));
+        let free_at = match u16_at(sector, 36) {
+            0 => size, // a full 64 KiB block
+            d => usize::from(d),
+        };
+        if count > (start - SLOTS_AT) / SLOT {
+            return Err(corrupt("too many slots"));
+        }
+        if free_at < start || free_at > size {
+            return Err(corrupt("free offset out of range"));
+        }
+        Ok(Header {
+            start,
+            count,
+            free_at,
+        })
+    }
+
+    /// Checks that a live slot points into the tuple area.
+    fn check_slot(&self, s: Slot, offset: u64) -> Result<()> {
+        let end = usize::from(s.offset) + usize::from(s.len);
+        if s.offset != 0 && (usize::from(s.offset) < self.start || end > self.free_at) {
+            return Err(TableError::Corrupt {
+                structure: Kind::Slotted.name(),
+                offset,
+                reason: "a slot points outside the tuple area",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Slot `i` of the block of `size` bytes at device offset `offset`, from its header sector
+/// alone, checked as [`SlottedBlock::from_bytes`] checks it: a point read of one tuple reads
+/// this sector and then the tuple, not the whole block. `None` for a free slot.
+pub fn slot_from_header(sector: &[u8], size: usize, i: usize, offset: u64) -> Result<Option<Slot>> {
+    let header = Header::read(sector, size, offset)?;
+    if i >= header.count {
+        return Ok(None);
+    }
+    let s = slot_of(sector, i);
+    header.check_slot(s, offset)?;
+    Ok((s.offset != 0).then_some(s))
+}
+
 /// Where a new tuple goes.
 enum Spot {
     /// Into gap `i`, from its start.
@@ -192,42 +302,17 @@ impl SlottedBlock {
     /// A block read from byte `offset` of the device: checks the header sector. Tuples are
     /// checked when they are read.
     pub fn from_bytes(buf: Vec<u8>, offset: u64) -> Result<Self> {
-        let corrupt = |reason| TableError::Corrupt {
-            structure: Kind::Slotted.name(),
-            offset,
-            reason,
-        };
-        if !(1024..=65536).contains(&buf.len()) || !buf.len().is_multiple_of(512) {
-            return Err(corrupt("block size out of range"));
+        let header = Header::read(&buf, buf.len(), offset)?;
+        for i in 0..header.count {
+            header.check_slot(slot_of(&buf, i), offset)?;
         }
-        // Version 1 covers the whole sector (59 slots); version 2 the header and its slots.
-        let len = format::check(Kind::Slotted, &buf[..HEADER_SECTOR], offset)?;
-        if len < MIN_HEADER || !(len - SLOTS_AT).is_multiple_of(SLOT) {
-            return Err(corrupt(
-                "the checksum does not cover a header and its slots",
-            ));
-        }
-        let b = SlottedBlock {
+        Ok(SlottedBlock {
             buf: Arc::new(buf),
             dirty: 0,
-            start: len,
+            start: header.start,
             fresh: false,
             gaps: None,
-        };
-        if b.slot_count() > b.slot_capacity() {
-            return Err(corrupt("too many slots"));
-        }
-        if b.free_at() < b.start || b.free_at() > b.buf.len() {
-            return Err(corrupt("free offset out of range"));
-        }
-        for i in 0..b.slot_count() {
-            let s = b.slot(i);
-            let end = usize::from(s.offset) + usize::from(s.len);
-            if s.offset != 0 && (usize::from(s.offset) < b.start || end > b.free_at()) {
-                return Err(corrupt("a slot points outside the tuple area"));
-            }
-        }
-        Ok(b)
+        })
     }
 
     /// The block's bytes, with the header sealed, for writing.
@@ -466,14 +551,7 @@ impl SlottedBlock {
 
     /// Slot `i` as stored.
     pub fn slot(&self, i: usize) -> Slot {
-        let at = SLOTS_AT + i * SLOT;
-        // One bounds check for the whole slot.
-        let s: &[u8; SLOT] = self.buf[at..at + SLOT].try_into().unwrap_or(&[0; SLOT]);
-        Slot {
-            offset: u16::from_le_bytes([s[0], s[1]]),
-            len: u16::from_le_bytes([s[2], s[3]]),
-            crc: u32::from_le_bytes([s[4], s[5], s[6], s[7]]),
-        }
+        slot_of(&self.buf, i)
     }
 
     /// Sets slot `i` (journal replay of a slot change, or the engine's own updates).
@@ -547,12 +625,8 @@ impl SlottedBlock {
             return Ok(None);
         }
         let t = &self.buf[usize::from(s.offset)..usize::from(s.offset) + usize::from(s.len)];
-        if check && crc32fast::hash(t) != s.crc {
-            return Err(TableError::Corrupt {
-                structure: "tuple",
-                offset: offset + u64::from(s.offset),
-                reason: "checksum mismatch",
-            });
+        if check {
+            s.check(t, offset)?;
         }
         Ok(Some(t))
     }

@@ -424,6 +424,79 @@ fn a_tuple_corrupted_on_the_device_after_a_scan_is_caught_when_read_again() {
     assert!(err.contains("checksum"), "{err}");
 }
 
+/// Bytes read from the device by `f`.
+fn reads<D: BlockDevice>(
+    db: &mut Database<Accounted<D>>,
+    f: impl FnOnce(&mut Database<Accounted<D>>),
+) -> u64 {
+    let before = db.device().stats().read_bytes;
+    f(db);
+    db.device().stats().read_bytes - before
+}
+
+fn get_row<D: BlockDevice>(db: &mut Database<D>, k: i64) {
+    let r = db.get("t", &[Value::Integer(k)]).unwrap().unwrap();
+    assert_eq!(r, vec![Value::Integer(k), Value::Text(format!("row<{k}>"))]);
+}
+
+/// A point read of a row whose block is not in RAM reads the block's header sector and the
+/// tuple, not the block. With the `buffer` feature and a budget, the second point read
+/// into the block brings the whole block in and later ones read nothing; without them
+/// every point read is that small.
+#[test]
+fn a_point_read_takes_one_tuple_and_a_second_brings_its_block_in() {
+    for budget in [1 << 20, 0] {
+        let dev = Accounted::new(MemBlock::from_backing(image(IndexKind::Tree)));
+        let small = Options {
+            buffer_bytes: budget,
+            ..opts()
+        };
+        let mut db = Database::open(dev, small).unwrap();
+        // The index pages first, so that what follows reads data blocks only.
+        for k in 300..303 {
+            assert!(db.contains("t", &[Value::Integer(k)]).unwrap());
+        }
+        let first = reads(&mut db, |db| get_row(db, 300));
+        assert!((512..=1024).contains(&first), "{first} bytes for one row");
+        let second = reads(&mut db, |db| get_row(db, 301));
+        let third = reads(&mut db, |db| get_row(db, 302));
+        if cfg!(feature = "buffer") && budget > 0 {
+            assert_eq!(second as usize, db.block_size(), "the block, whole");
+            assert_eq!(third, 0);
+        } else {
+            assert!((512..=1024).contains(&second), "{second} bytes for one row");
+            assert!((512..=1024).contains(&third), "{third} bytes for one row");
+        }
+    }
+}
+
+/// A point read that takes a tuple without its block checks what a whole block's read
+/// checks: the header sector's checksum and the tuple's.
+#[test]
+fn a_corrupt_tuple_or_header_met_by_a_point_read_is_an_error() {
+    for header in [false, true] {
+        let mut bytes = image(IndexKind::Tree);
+        let at = find(&bytes, b"row<301>");
+        if header {
+            // The block's header: the last slotted-block magic before the tuple; a byte of
+            // its slot array.
+            let start = bytes[..at].windows(4).rposition(|w| w == b"EMSL").unwrap();
+            bytes[start + 40 + 8 * 3] ^= 0x01;
+        } else {
+            bytes[at + 4] ^= 0x20;
+        }
+        let mut db = Database::open(MemBlock::from_backing(bytes), opts()).unwrap();
+        // The first read takes the tuple alone, the second (with the `buffer` feature)
+        // the whole block: both fail.
+        for _ in 0..2 {
+            let err = db.get("t", &[Value::Integer(301)]).unwrap_err().to_string();
+            assert!(err.contains("checksum"), "header {header}: {err}");
+        }
+        // A row in another block still reads.
+        get_row(&mut db, 100);
+    }
+}
+
 /// A full range in storage order (hash index) takes the whole index at once, however many
 /// key bytes that is (more than a chunk's bound here).
 #[test]
