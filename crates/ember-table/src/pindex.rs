@@ -95,6 +95,13 @@ pub struct Node {
     /// Bytes every key of the node starts with (the common prefix of its first and last
     /// keys, which it shares with all between them).
     skip: usize,
+    /// The shared prefix when it is at most [`PREFIX_INLINE`] bytes long (read with the node,
+    /// not from the keys).
+    prefix: [u8; PREFIX_INLINE],
+    /// The keys' length when all have one, at most 8 bytes past the prefix: a key of that
+    /// length with the prefix is then equal to a node key exactly when their heads are, and
+    /// a search finds it without reading the keys.
+    exact: Option<usize>,
     /// Each key's first 8 bytes past the shared `skip`, big-endian (zeros past a shorter
     /// key): where two heads differ they order as their keys do, so a search compares keys
     /// only where they tie. (Without the skip, keys such as zero-padded numbers or rowids in
@@ -112,6 +119,8 @@ impl Node {
             keys: Vec::with_capacity(entries.iter().map(|e| e.0.len()).sum()),
             ends: Vec::with_capacity(entries.len()),
             skip: 0,
+            prefix: [0; PREFIX_INLINE],
+            exact: None,
             heads: Vec::new(),
             vals: Vec::with_capacity(entries.len()),
             size: HDR,
@@ -139,6 +148,18 @@ impl Node {
         self.heads = (0..self.len())
             .map(|i| head(self.key(i).get(self.skip..).unwrap_or_default()))
             .collect();
+        if self.skip > 0 && self.skip <= PREFIX_INLINE {
+            let first = self.key_range(0);
+            if let Some(p) = self.keys.get(first.start..first.start + self.skip) {
+                self.prefix[..self.skip].copy_from_slice(p);
+            }
+        }
+        if self.len() > 0 {
+            let len = self.key(0).len();
+            self.exact = ((0..self.len()).all(|i| self.key(i).len() == len)
+                && len - self.skip <= 8)
+                .then_some(len);
+        }
         self
     }
     /// Where key `i` lies in `keys`.
@@ -156,7 +177,10 @@ impl Node {
         use core::cmp::Ordering;
         // A key outside the shared prefix lies before or after every key of the node.
         if self.skip > 0 {
-            let prefix = self.key(0).get(..self.skip).unwrap_or_default();
+            let prefix = match self.prefix.get(..self.skip) {
+                Some(p) => p,
+                None => self.key(0).get(..self.skip).unwrap_or_default(),
+            };
             let mine = key.get(..self.skip).unwrap_or(key);
             match ikey::cmp_bytes(mine, prefix) {
                 Ordering::Less => return Err(0),
@@ -165,11 +189,13 @@ impl Node {
             }
         }
         let h = head(key.get(self.skip..).unwrap_or_default());
+        let exact = self.exact == Some(key.len());
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
             let order = match self.heads.get(mid) {
                 Some(&x) if x != h => x.cmp(&h),
+                Some(_) if exact => Ordering::Equal,
                 _ => ikey::cmp_bytes(self.key(mid), key),
             };
             match order {
@@ -196,6 +222,9 @@ impl Node {
         self.size
     }
 }
+
+/// The longest shared prefix of an index page's keys kept in its decoded node.
+const PREFIX_INLINE: usize = 16;
 
 /// How many bytes `a` and `b` start with alike.
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
@@ -393,6 +422,8 @@ fn decode(buf: &[u8], offset: u64, owner: u64, level: u8) -> Result<Node> {
         keys: Vec::with_capacity(2 * len),
         ends: Vec::with_capacity(count),
         skip: 0,
+        prefix: [0; PREFIX_INLINE],
+        exact: None,
         heads: Vec::new(),
         vals: Vec::with_capacity(count),
         size: HDR,
@@ -1489,7 +1520,8 @@ mod tests {
             b in proptest::collection::vec(0u8..3, 0..11),
             mut keys in proptest::collection::btree_set(
                 proptest::collection::vec(0u8..3, 0..11), 1..40),
-            prefix in proptest::collection::vec(0u8..3, 0..12),
+            prefix in proptest::collection::vec(0u8..3, 0..20),
+            width in 0usize..11,
         ) {
             if head(&a) != head(&b) {
                 proptest::prop_assert_eq!(head(&a).cmp(&head(&b)), a.cmp(&b));
@@ -1520,6 +1552,22 @@ mod tests {
                 proptest::prop_assert_eq!(
                     n.search(probe),
                     shared.binary_search_by(|e| e.0.as_slice().cmp(probe))
+                );
+            }
+            // Keys of one length (cut or zero-padded to `width`), so that a search may find
+            // a key by its head alone.
+            let fit = |k: &[u8]| {
+                let mut k = [prefix.as_slice(), k].concat();
+                k.resize(prefix.len() + width, 0);
+                k
+            };
+            let fixed: std::collections::BTreeSet<Vec<u8>> = keys.iter().map(|k| fit(k)).collect();
+            let fixed: Vec<Entry> = fixed.into_iter().map(|k| (k, loc(1))).collect();
+            let n = Node::from_entries(0, &fixed);
+            for probe in probes.iter().chain([&fit(&a), &fit(&b)]) {
+                proptest::prop_assert_eq!(
+                    n.search(probe),
+                    fixed.binary_search_by(|e| e.0.as_slice().cmp(probe))
                 );
             }
         }
