@@ -57,6 +57,14 @@ pub trait BlockDevice {
         let _ = (offset, len);
     }
 
+    /// Whether reads are served from memory (RAM, a file mapping, memory-mapped flash), so
+    /// that a read costs in proportion to its bytes rather than per call: an engine may then
+    /// read the few hundred bytes it needs where it would otherwise read a whole block. The
+    /// default, `false`, is right for a device where each read is an I/O.
+    fn reads_from_memory(&self) -> bool {
+        false
+    }
+
     /// A second handle on this device that writes and syncs from another thread while the
     /// caller goes on using the device, or `None` (the default) where the device cannot be
     /// shared that way. See [`DeviceWriter`] for what the two may do at once.
@@ -110,6 +118,9 @@ macro_rules! forward_block_device {
             }
             fn prepare(&mut self, offset: u64, len: u64) {
                 (**self).prepare(offset, len)
+            }
+            fn reads_from_memory(&self) -> bool {
+                (**self).reads_from_memory()
             }
             #[cfg(feature = "alloc")]
             fn writer(&mut self) -> Option<alloc::boxed::Box<dyn DeviceWriter>> {

@@ -63,6 +63,9 @@ impl<D: BlockDevice> BlockDevice for Extent<D> {
     fn sync(&mut self) -> Result<()> {
         self.dev.sync()
     }
+    fn reads_from_memory(&self) -> bool {
+        self.dev.reads_from_memory()
+    }
     fn prepare(&mut self, offset: u64, len: u64) {
         if offset.checked_add(len).is_some_and(|e| e <= self.len) {
             self.dev.prepare(self.start + offset, len);

@@ -539,6 +539,10 @@ impl<D: BlockDevice> BlockDevice for FaultyBlock<D> {
         self.dev.capacity()
     }
 
+    fn reads_from_memory(&self) -> bool {
+        self.dev.reads_from_memory()
+    }
+
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.fuse.refuse(Op::Read)?;
         self.dev.read(offset, buf)?;

@@ -474,6 +474,12 @@ mod unix {
             self.behind.sync(&self.inner.file)
         }
 
+        /// Reads come from the file's mappings (a copy out of the page cache, no call) while
+        /// mapping is on.
+        fn reads_from_memory(&self) -> bool {
+            self.mapped.is_on()
+        }
+
         fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
             check_bounds(Op::Write, offset, data.len() as u64, self.inner.len)?;
             // Filled granules lie inside the file and have their space: see `Mapped::write`.
@@ -1006,6 +1012,10 @@ mod unix {
                 self.on && self.reads_anywhere
             }
 
+            pub(super) fn is_on(&self) -> bool {
+                self.on
+            }
+
             pub(super) fn read_count(&self) -> u64 {
                 self.reads
             }
@@ -1239,6 +1249,9 @@ mod unix {
                 Mapped
             }
             pub(super) fn reads_anywhere(&self) -> bool {
+                false
+            }
+            pub(super) fn is_on(&self) -> bool {
                 false
             }
             pub(super) fn read_count(&self) -> u64 {

@@ -122,6 +122,10 @@ impl<B: Backing> BlockDevice for MemBlock<B> {
         self.store.bytes().len() as u64
     }
 
+    fn reads_from_memory(&self) -> bool {
+        true
+    }
+
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let r = self.range(Op::Read, offset, buf.len())?;
         buf.copy_from_slice(&self.store.bytes()[r]);

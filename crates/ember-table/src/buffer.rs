@@ -5,7 +5,9 @@
 //! nothing else: a clean block is dropped as soon as the operation that read it ends, so the
 //! engine's RAM is its dirty blocks and indexes (plus up to 256 KiB of dropped blocks' buffers
 //! kept for the next reads, [`Buffer::take_spare`]). With the `buffer` feature, clean blocks
-//! stay too, least recently used out first, within a byte budget ([`Options::buffer_bytes`]).
+//! stay too, least recently used out first, within a byte budget ([`Options::buffer_bytes`]);
+//! a point read of a block not in RAM brings it in only while the budget has room or on the
+//! block's second point read in a while ([`Buffer::admit`]).
 //!
 //! Blocks live in a slab; a hash map finds a block's slot, and the clean blocks form a
 //! doubly linked recency list through the slab (most recent at the head), so a lookup, a
@@ -32,7 +34,7 @@ const HINT_BYTES: usize = 4096;
 /// scan's time.
 const SPARE_BYTES: usize = 256 << 10;
 
-/// Blocks a buffer remembers point reads of (see [`Buffer::admit`]): 12 KiB.
+/// Blocks a buffer remembers point reads of (see [`Buffer::admit`]): 16 KiB.
 const RECENT: usize = 1024;
 
 /// A cache line.
@@ -320,16 +322,21 @@ impl Buffer {
         self.map.contains_key(b)
     }
 
-    /// Whether a point read of block `b`, which is not in RAM, should read the whole block
-    /// in (to keep it, within `budget` clean bytes): only on its second point read in a
-    /// while, and only with the `buffer` feature and a budget (without them nothing read
-    /// is kept). Otherwise the read takes just the header sector and its tuple from the
-    /// device, and `b` is remembered. Random reads over a table larger than the budget then
-    /// copy the bytes they need instead of a block each and churning the buffer, while a
-    /// block read again soon (a hot row's) comes in whole and stays.
-    pub(crate) fn admit(&mut self, b: BlockRef, budget: usize) -> bool {
+    /// Whether a point read of block `b` (`size` bytes), which is not in RAM, should read
+    /// the whole block in, to keep it within `budget` clean bytes: with the `buffer` feature
+    /// and a budget (without them nothing read is kept), when the block fits without
+    /// evicting another, or else on its second point read in a while (the last
+    /// [`RECENT`] blocks read otherwise are remembered by address hash). Otherwise the read
+    /// takes just the header sector and its tuple from the device, and `b` is remembered.
+    /// Random reads over a table larger than the budget then copy the bytes they need
+    /// instead of a block each and churning the buffer, while the buffer still fills while
+    /// it has room and a block read again soon (a hot row's) comes in whole and stays.
+    pub(crate) fn admit(&mut self, b: BlockRef, size: usize, budget: usize) -> bool {
         if !cfg!(feature = "buffer") || budget == 0 {
             return false;
+        }
+        if self.total - self.dirty_bytes + size <= budget {
+            return true;
         }
         if self.recent.is_empty() {
             self.recent = vec![None; RECENT];

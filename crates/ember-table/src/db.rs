@@ -133,7 +133,9 @@ pub struct Options {
     /// Size of a table's data blocks (larger rows get a block of their own size class).
     pub block_size: u32,
     /// With the `buffer` feature: bytes of clean blocks kept in RAM (least recently used out
-    /// first). Without it clean blocks are not kept.
+    /// first). Without it clean blocks are not kept. A point read brings its block in while
+    /// the budget has room, and once it is full on the block's second point read in a while
+    /// (see `Buffer::admit`); scans and writes always do.
     pub buffer_bytes: usize,
     /// With the `query-cache` feature: bytes of point-query results kept (0: off).
     pub query_cache_bytes: usize,
@@ -2216,9 +2218,15 @@ impl<D: BlockDevice> Database<D> {
         mut visit: impl FnMut(RowValues<'_>) -> Result<()>,
     ) -> Result<()> {
         let (id, pks) = self.prefix_keys(name, lo, hi, order)?;
+        // One row: a point read; several may share blocks, read whole.
+        let point = pks.len() == 1;
         for pk in pks {
             if let Some(loc) = self.index_get(id, &pk)? {
-                self.visit_row_read(loc, &pk, &mut visit)?;
+                if point {
+                    self.visit_row_read(loc, &pk, &mut visit)?;
+                } else {
+                    self.visit_row(loc, &pk, &mut visit)?;
+                }
             }
         }
         self.evict();
@@ -2637,7 +2645,7 @@ impl<D: BlockDevice> Database<D> {
         };
         #[cfg(feature = "query-cache")]
         if self.opts.query_cache_bytes > 0 && !self.cache.contains(&loc.block) {
-            let row = self.read_row(loc, &k)?;
+            let row = self.visit_row_read(loc, &k, &mut owned_row)?;
             self.qcache.put(id, &k, &row, self.opts.query_cache_bytes);
             self.evict();
             return owned(row).map(Some);
@@ -2930,7 +2938,7 @@ impl<D: BlockDevice> Database<D> {
     /// The row at `loc`, which the primary index gives for `key`.
     #[cfg(any(feature = "query-cache", feature = "secondary-index"))]
     fn read_row(&mut self, loc: Loc, key: &[u8]) -> Result<Vec<Value>> {
-        self.visit_row_read(loc, key, &mut owned_row)
+        self.visit_row(loc, key, &mut owned_row)
     }
 
     /// Hands the row at `loc`, which the primary index gives for `key`, to `f`.
@@ -2952,11 +2960,14 @@ impl<D: BlockDevice> Database<D> {
         f(row_values(&row)?)
     }
 
-    /// [`visit_row`](Self::visit_row) for a read that changes nothing: a block not in RAM
-    /// that the buffer does not [admit](Buffer::admit) is not read whole. Its header sector
-    /// and then the tuple are read from the device, checked as a whole block's would be
-    /// (header checksum and slot bounds, then the tuple's checksum), and the row decodes
-    /// from those bytes.
+    /// [`visit_row`](Self::visit_row) for a point read that changes nothing: on a device
+    /// that [reads from memory](BlockDevice::reads_from_memory), a block not in RAM that the
+    /// buffer does not [admit](Buffer::admit) is not read whole. Its header sector and then
+    /// the tuple are read from the device and checked as a whole block's are (the header's
+    /// checksum and fields, the slot's bounds, the tuple's checksum; the other slots are
+    /// not read), and the row decodes from those bytes. Reads of several rows, and reads
+    /// before a write to the block, take the whole block ([`visit_row`](Self::visit_row)):
+    /// they would read it anyway.
     fn visit_row_read<T>(
         &mut self,
         loc: Loc,
@@ -2964,10 +2975,13 @@ impl<D: BlockDevice> Database<D> {
         f: &mut impl FnMut(RowValues<'_>) -> Result<T>,
     ) -> Result<T> {
         let b = loc.block;
-        if self.cache.contains(&b) || self.cache.admit(b, self.opts.buffer_bytes) {
+        let (at, size) = self.sm.allocator().extent(b);
+        if self.cache.contains(&b)
+            || !self.sm.device().reads_from_memory()
+            || self.cache.admit(b, size as usize, self.opts.buffer_bytes)
+        {
             return self.visit_row(loc, key, f);
         }
-        let (at, size) = self.sm.allocator().extent(b);
         let mut bytes = core::mem::take(&mut self.direct);
         bytes.resize(HEADER_SECTOR, 0);
         let r = (|| {

@@ -193,15 +193,6 @@ pub fn get<'m, V>(map: &'m BTreeMap<Key, V>, key: &[u8]) -> Option<&'m V> {
     }
 }
 
-/// Like [`get`], for changing the value.
-pub fn get_mut<'m, V>(map: &'m mut BTreeMap<Key, V>, key: &[u8]) -> Option<&'m mut V> {
-    if key.len() <= INLINE {
-        map.get_mut(&Key::new(key))
-    } else {
-        map.get_mut(key)
-    }
-}
-
 impl Hash for Key {
     // As `[u8]` hashes: a map keyed by `Key` is probed with `&[u8]`.
     fn hash<H: Hasher>(&self, state: &mut H) {

@@ -59,22 +59,36 @@ fn build() -> Vec<u8> {
     bytes
 }
 
-/// Opens, scans and looks up everything; `Err` is a clean failure, wrong rows are a bug.
+/// Opens, looks up, scans and looks up everything again, twice: with no buffer, where every
+/// lookup takes its row's tuple alone from the device (the header sector and the tuple),
+/// and with the default buffer, where lookups read whole blocks or find the scan's. `Err` is
+/// a clean failure, wrong rows are a bug.
 fn exercise(bytes: Vec<u8>) -> Result<(), String> {
-    let mut db =
-        Database::open(MemBlock::from_backing(bytes), options()).map_err(|e| e.to_string())?;
-    for (t, _, n) in TABLES {
-        let rows = db.scan(t).map_err(|e| e.to_string())?;
-        for r in &rows {
-            let Value::Integer(k) = r[0] else {
-                panic!("wrong data: a row without its key in {t}: {r:?}");
+    for buffer_bytes in [0, options().buffer_bytes] {
+        let opts = Options {
+            buffer_bytes,
+            ..options()
+        };
+        let dev = MemBlock::from_backing(bytes.clone());
+        let mut db = Database::open(dev, opts).map_err(|e| e.to_string())?;
+        for (t, _, n) in TABLES {
+            let get_all = |db: &mut Database<_>| -> Result<(), String> {
+                for i in 0..n {
+                    if let Some(r) = db.get(t, &[Value::Integer(i)]).map_err(|e| e.to_string())? {
+                        assert_eq!(r, expected(i), "wrong data returned from {t}");
+                    }
+                }
+                Ok(())
             };
-            assert_eq!(*r, expected(k), "wrong data returned from {t}");
-        }
-        for i in 0..n {
-            if let Some(r) = db.get(t, &[Value::Integer(i)]).map_err(|e| e.to_string())? {
-                assert_eq!(r, expected(i), "wrong data returned from {t}");
+            get_all(&mut db)?;
+            let rows = db.scan(t).map_err(|e| e.to_string())?;
+            for r in &rows {
+                let Value::Integer(k) = r[0] else {
+                    panic!("wrong data: a row without its key in {t}: {r:?}");
+                };
+                assert_eq!(*r, expected(k), "wrong data returned from {t}");
             }
+            get_all(&mut db)?;
         }
     }
     Ok(())

@@ -67,7 +67,7 @@ fn open_reads_far_fewer_bytes_than_the_data() {
         "open read {read} bytes of a database of {data} bytes"
     );
     assert_eq!(db.row_count("t").unwrap(), n as usize);
-    // A lookup then reads the index pages on its path and one block.
+    // A lookup then reads the index pages on its path and its row's block (at most).
     let before = db.device().stats().read_bytes;
     assert!(db.get("t", &[Value::Integer(12_345)]).unwrap().is_some());
     let lookup = db.device().stats().read_bytes - before;

@@ -439,13 +439,16 @@ fn get_row<D: BlockDevice>(db: &mut Database<D>, k: i64) {
     assert_eq!(r, vec![Value::Integer(k), Value::Text(format!("row<{k}>"))]);
 }
 
-/// A point read of a row whose block is not in RAM reads the block's header sector and the
-/// tuple, not the block. With the `buffer` feature and a budget, the second point read
-/// into the block brings the whole block in and later ones read nothing; without them
-/// every point read is that small.
+/// On a device that reads from memory, a point read of a row whose block is not in RAM
+/// reads the block's header sector and the tuple, not the block — unless the buffer has
+/// room for the block (with the `buffer` feature), or it is the block's second point read in
+/// a while, which brings the block in; later reads of it read nothing. Without the buffer
+/// every point read is that small. On a device whose reads are I/Os, the block is read whole.
 #[test]
 fn a_point_read_takes_one_tuple_and_a_second_brings_its_block_in() {
-    for budget in [1 << 20, 0] {
+    let buffered = cfg!(feature = "buffer");
+    // One block's room: the first block read fills it.
+    for budget in [4096, 0] {
         let dev = Accounted::new(MemBlock::from_backing(image(IndexKind::Tree)));
         let small = Options {
             buffer_bytes: budget,
@@ -453,21 +456,44 @@ fn a_point_read_takes_one_tuple_and_a_second_brings_its_block_in() {
         };
         let mut db = Database::open(dev, small).unwrap();
         // The index pages first, so that what follows reads data blocks only.
-        for k in 300..303 {
+        for k in [10, 300, 301, 302] {
             assert!(db.contains("t", &[Value::Integer(k)]).unwrap());
         }
+        let fill = reads(&mut db, |db| get_row(db, 10));
         let first = reads(&mut db, |db| get_row(db, 300));
         assert!((512..=1024).contains(&first), "{first} bytes for one row");
         let second = reads(&mut db, |db| get_row(db, 301));
         let third = reads(&mut db, |db| get_row(db, 302));
-        if cfg!(feature = "buffer") && budget > 0 {
+        if buffered && budget > 0 {
+            assert_eq!(fill as usize, db.block_size(), "room: the block, whole");
             assert_eq!(second as usize, db.block_size(), "the block, whole");
             assert_eq!(third, 0);
         } else {
+            assert!((512..=1024).contains(&fill), "{fill} bytes for one row");
             assert!((512..=1024).contains(&second), "{second} bytes for one row");
             assert!((512..=1024).contains(&third), "{third} bytes for one row");
         }
     }
+    // A file read with `pread` (no mapping): each read is an I/O.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.ember");
+    std::fs::write(&path, image(IndexKind::Tree)).unwrap();
+    let file = ember_device::file::FileBlock::open(&path)
+        .unwrap()
+        .with_mapping(false);
+    assert!(!file.reads_from_memory());
+    let none = Options {
+        buffer_bytes: 0,
+        ..opts()
+    };
+    let mut db = Database::open(Accounted::new(file), none).unwrap();
+    assert!(db.contains("t", &[Value::Integer(300)]).unwrap());
+    let read = reads(&mut db, |db| get_row(db, 300));
+    assert_eq!(
+        read as usize,
+        db.block_size(),
+        "an I/O device: the block, whole"
+    );
 }
 
 /// A point read that takes a tuple without its block checks what a whole block's read
@@ -485,9 +511,14 @@ fn a_corrupt_tuple_or_header_met_by_a_point_read_is_an_error() {
         } else {
             bytes[at + 4] ^= 0x20;
         }
-        let mut db = Database::open(MemBlock::from_backing(bytes), opts()).unwrap();
-        // The first read takes the tuple alone, the second (with the `buffer` feature)
-        // the whole block: both fail.
+        let small = Options {
+            buffer_bytes: 4096,
+            ..opts()
+        };
+        let mut db = Database::open(MemBlock::from_backing(bytes), small).unwrap();
+        // Another block fills the buffer's room, so that the first read takes the tuple
+        // alone and the second (with the `buffer` feature) the whole block: both fail.
+        get_row(&mut db, 10);
         for _ in 0..2 {
             let err = db.get("t", &[Value::Integer(301)]).unwrap_err().to_string();
             assert!(err.contains("checksum"), "header {header}: {err}");

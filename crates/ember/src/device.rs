@@ -46,6 +46,9 @@ impl BlockDevice for AnyDevice {
     fn prepare(&mut self, offset: u64, len: u64) {
         each!(self, d => d.prepare(offset, len))
     }
+    fn reads_from_memory(&self) -> bool {
+        each!(self, d => d.reads_from_memory())
+    }
     fn writer(&mut self) -> Option<Box<dyn ember_device::DeviceWriter>> {
         each!(self, d => d.writer())
     }
