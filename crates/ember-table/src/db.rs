@@ -3021,10 +3021,7 @@ impl<D: BlockDevice> Database<D> {
             };
             let t = &bytes[t];
             s.check(t, at)?;
-            let (k, body) = split_tuple(t, at)?;
-            if k != key {
-                return Err(other_key(at));
-            }
+            let body = keyed_body(t, key, at)?;
             if parse_overflow(body, at)?.is_some() {
                 return Ok(None);
             }
@@ -3640,9 +3637,19 @@ fn tuple_body<'b>(
     if !known {
         checked.set(slot);
     }
+    keyed_body(t, key, at)
+}
+
+/// The body of tuple `t`, of the block at `at`, which the primary index gives for `key`: an
+/// error if the tuple holds another key.
+fn keyed_body<'t>(t: &'t [u8], key: &[u8], at: u64) -> Result<&'t [u8]> {
     let (k, body) = split_tuple(t, at)?;
     if k != key {
-        return Err(other_key(at));
+        return Err(TableError::Corrupt {
+            structure: "primary index",
+            offset: at,
+            reason: "points at another key's tuple",
+        });
     }
     Ok(body)
 }
@@ -3653,15 +3660,6 @@ fn free_slot(at: u64) -> impl FnOnce() -> TableError {
         structure: "primary index",
         offset: at,
         reason: "points at a free slot",
-    }
-}
-
-/// The error for a primary-index entry naming a tuple of another key, in the block at `at`.
-fn other_key(at: u64) -> TableError {
-    TableError::Corrupt {
-        structure: "primary index",
-        offset: at,
-        reason: "points at another key's tuple",
     }
 }
 
