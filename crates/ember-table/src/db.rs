@@ -84,7 +84,7 @@
 //! Because live bytes are never overwritten (see [`slotted`](crate::slotted)), metadata mode
 //! already keeps whole transactions; data mode adds nothing to it here.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::{Bound, Range};
 
 use ember_device::BlockDevice;
@@ -196,6 +196,9 @@ enum Undo {
     TookSpill(u64, BlockRef),
     RemoveBlock(u64, BlockRef, usize),
     Slot(BlockRef, usize, Slot),
+    /// A tuple overwritten in place: its entry in [`Txn::overwritten`] holds the bytes
+    /// before.
+    Overwrite(usize),
     /// A primary-index change: table, key, the overlay's entry before, the row count change.
     Index(u64, Vec<u8>, Option<Option<Loc>>, i64),
     Rowid(u64, i64),
@@ -218,6 +221,15 @@ struct Txn {
     tuple_data: Vec<u8>,
     /// Too many tuple bytes for the record: they are written in place before it.
     in_place: bool,
+    /// Tuples written over live ones where they lay (see [`Database::place`]): the block,
+    /// the offset, and the end of the bytes they replaced in `overwritten_data`, where they
+    /// follow one another. Their sectors go home with those bytes put back until the
+    /// record is durable (see [`Database::write_tuples`]).
+    overwritten: Vec<(BlockRef, usize, usize)>,
+    overwritten_data: Vec<u8>,
+    /// The positions in `ops` of the overwrites' slot operations: their tuples stay in the
+    /// record when the others go home (see [`Database::log_slot`]).
+    overwrite_ops: Vec<usize>,
     marks: Vec<Mark>,
     frees: Vec<BlockRef>,
     /// The blocks a new tuple went into (replay reads those tuples back); a block may
@@ -256,12 +268,30 @@ impl Txn {
         &self.blocks
     }
 
+    /// The bytes tuple `i` of [`overwritten`](Self::overwritten) replaced.
+    fn overwritten_bytes(&self, i: usize) -> &[u8] {
+        let start = i.checked_sub(1).map_or(0, |p| self.overwritten[p].2);
+        &self.overwritten_data[start..self.overwritten[i].2]
+    }
+
+    /// The journal record's operations: with the tuples it carries, once built at commit.
+    fn record_ops(&self) -> &[u8] {
+        if self.record.is_empty() {
+            &self.ops
+        } else {
+            &self.record
+        }
+    }
+
     /// This transaction emptied for reuse, or `None` if its buffers are too big to keep.
     fn recycle(mut self) -> Option<Txn> {
         let bytes = self.ops.capacity()
             + self.tuple_data.capacity()
             + self.record.capacity()
             + self.tuples.capacity() * size_of::<(usize, usize)>()
+            + self.overwritten.capacity() * size_of::<(BlockRef, usize, usize)>()
+            + self.overwritten_data.capacity()
+            + self.overwrite_ops.capacity() * size_of::<usize>()
             + self.marks.capacity() * size_of::<Mark>()
             + self.frees.capacity() * size_of::<BlockRef>()
             + self.filled.capacity() * size_of::<BlockRef>()
@@ -274,6 +304,9 @@ impl Txn {
         self.tuples.clear();
         self.tuple_data.clear();
         self.in_place = false;
+        self.overwritten.clear();
+        self.overwritten_data.clear();
+        self.overwrite_ops.clear();
         self.marks.clear();
         self.frees.clear();
         self.filled.clear();
@@ -559,6 +592,15 @@ pub struct Database<D: BlockDevice> {
     spill: Option<BlockRef>,
     /// Disorder mode: records not yet written.
     buffered: Vec<(Vec<Mark>, Vec<u8>)>,
+    /// Blocks a transaction wrote tuples home to since the last checkpoint's snapshot.
+    /// Replay from the last checkpoint checks those tuples against the device, so none of
+    /// this block's tuples is overwritten in place until the next snapshot (see
+    /// [`place`](Database::place)).
+    homed: HashSet<BlockRef>,
+    /// Blocks holding a tuple a committed transaction overwrote in place since the last
+    /// sync: its record may not be durable yet, so a transaction that writes one of these
+    /// blocks home syncs first (see [`write_touched`](Database::write_touched)).
+    pinned: HashSet<BlockRef>,
     /// Checkpoints whose writes home ran on a thread of their own.
     background_checkpoints: u64,
     /// A commit or checkpoint failed after it began to write: RAM may be ahead of the
@@ -632,6 +674,8 @@ impl<D: BlockDevice> Database<D> {
             extents_freed: Vec::new(),
             spill: None,
             buffered: Vec::new(),
+            homed: HashSet::new(),
+            pinned: HashSet::new(),
             flight: None,
             background_checkpoints: 0,
             failed: false,
@@ -667,6 +711,8 @@ impl<D: BlockDevice> Database<D> {
             extents_freed: Vec::new(),
             spill: None,
             buffered: Vec::new(),
+            homed: HashSet::new(),
+            pinned: HashSet::new(),
             flight: None,
             background_checkpoints: 0,
             failed: false,
@@ -1441,6 +1487,13 @@ impl<D: BlockDevice> Database<D> {
                         block.set_slot(slot, old)?;
                     }
                 }
+                Undo::Overwrite(i) => {
+                    let (b, at, end) = txn.overwritten[i];
+                    let start = i.checked_sub(1).map_or(0, |p| txn.overwritten[p].2);
+                    if let Some(block) = self.cache.get_mut(&b) {
+                        block.load_tuple(at, &txn.overwritten_data[start..end])?;
+                    }
+                }
                 Undo::Index(id, k, before, delta) => {
                     if let Some(t) = self.tables.get_mut(&id) {
                         // The key may be back (an undone delete), and a bound learned
@@ -1548,16 +1601,15 @@ impl<D: BlockDevice> Database<D> {
             self.failed = r.is_err();
             return r;
         }
-        // Small transactions carry their tuples in the record (see JOURNALED_TUPLES_MAX).
+        // Small transactions carry their tuples in the record (see JOURNALED_TUPLES_MAX);
+        // bigger ones only those they overwrote in place (see `place`).
         let carried = !txn.in_place;
-        if carried {
+        if carried || !txn.tuples.is_empty() {
             with_tuples(&txn.ops, &txn.tuples, &txn.tuple_data, &mut txn.record);
-        }
-        let ops_len = if carried {
-            txn.record.len()
         } else {
-            txn.ops.len()
-        };
+            txn.record.clear();
+        }
+        let ops_len = txn.record_ops().len();
         // A checkpoint in flight lands first if this transaction writes blocks home (they
         // could be among the ones it writes) or needs the journal room it still holds.
         if self.flight.is_some()
@@ -1652,12 +1704,14 @@ impl<D: BlockDevice> Database<D> {
             if !carried {
                 self.write_touched(&mut txn, None)?;
             }
-            let ops = if carried { &txn.record } else { &txn.ops };
-            self.sm.append(&txn.marks, ops)?;
+            self.sm.append(&txn.marks, txn.record_ops())?;
         }
+        self.pinned
+            .extend(txn.overwritten.iter().map(|(b, _, _)| *b));
         self.spare = txn.recycle();
         if mode == Mode::Full {
             self.sm.sync()?;
+            self.pinned.clear();
         }
         // A checkpoint started here goes on while the next transactions run; the one in
         // flight lands once its writes are done.
@@ -1675,7 +1729,7 @@ impl<D: BlockDevice> Database<D> {
     /// it, tuples — in one write. `false` (nothing written) if the record does not fit the
     /// room: it goes to the ring then.
     fn write_spilled(&mut self, txn: &mut Txn, b: BlockRef) -> Result<bool> {
-        let size = SpaceManager::<D>::spilled_size(txn.marks.len(), txn.ops.len());
+        let size = SpaceManager::<D>::spilled_size(txn.marks.len(), txn.record_ops().len());
         let room = |db: &mut Self| {
             db.cache
                 .get_mut(&b)
@@ -1690,10 +1744,11 @@ impl<D: BlockDevice> Database<D> {
         let Some(room) = self.cache.get_mut(&b).and_then(|x| x.room_mut(size)) else {
             return Ok(false);
         };
-        self.sm.append_spilled(&txn.marks, &txn.ops, room)?;
+        self.sm.append_spilled(&txn.marks, txn.record_ops(), room)?;
         // A failed write leaves the database failed (see `finish`): no record follows one
         // that may not have landed.
-        self.write_tuples(b)?;
+        self.write_tuples(b, Some(txn))?;
+        self.homed.insert(b);
         Ok(true)
     }
 
@@ -1702,10 +1757,26 @@ impl<D: BlockDevice> Database<D> {
     /// removed block, the checkpoint frees it), so they leave the buffer unwritten — an
     /// update that empties a block made since the checkpoint would otherwise rewrite its
     /// header sector for nothing.
+    ///
+    /// A block holding a tuple an earlier transaction overwrote in place is written only
+    /// once that transaction's record is durable: the journal is synced first.
     fn write_touched(&mut self, txn: &mut Txn, except: Option<BlockRef>) -> Result<()> {
         txn.touched();
         txn.filled.sort_unstable();
         txn.frees.sort_unstable();
+        let written = |b: &BlockRef| {
+            Some(*b) != except
+                && (txn.frees.binary_search(b).is_err() || txn.filled.binary_search(b).is_ok())
+        };
+        if !self.pinned.is_empty()
+            && txn
+                .blocks
+                .iter()
+                .any(|b| written(b) && self.pinned.contains(b))
+        {
+            self.sm.sync()?;
+            self.pinned.clear();
+        }
         for i in 0..txn.blocks.len() {
             let b = txn.blocks[i];
             if Some(b) == except {
@@ -1715,7 +1786,8 @@ impl<D: BlockDevice> Database<D> {
                 self.cache.remove(&b);
                 continue;
             }
-            self.write_tuples(b)?;
+            self.write_tuples(b, Some(txn))?;
+            self.homed.insert(b);
         }
         Ok(())
     }
@@ -1745,7 +1817,11 @@ impl<D: BlockDevice> Database<D> {
 
     /// Writes a block's changed tuple sectors — and its header with them if the block is
     /// fresh (see the module docs), else never its header.
-    fn write_tuples(&mut self, b: BlockRef) -> Result<()> {
+    ///
+    /// Tuples `txn` overwrote in place go with the bytes they replaced, and their sectors
+    /// stay changed: their record, not yet written, carries them (see
+    /// [`may_overwrite`](Self::may_overwrite)), and the next checkpoint writes them.
+    fn write_tuples(&mut self, b: BlockRef, txn: Option<&Txn>) -> Result<()> {
         let at = self.sm.allocator().extent(b).0;
         let Some(block) = self.cache.get_mut(&b) else {
             return Ok(());
@@ -1755,9 +1831,34 @@ impl<D: BlockDevice> Database<D> {
         } else {
             block.take_dirty_tuples()
         };
+        let mine: Vec<(usize, &[u8])> = match txn {
+            Some(t) => (0..t.overwritten.len())
+                .filter(|&i| t.overwritten[i].0 == b)
+                .map(|i| (t.overwritten[i].1, t.overwritten_bytes(i)))
+                .collect(),
+            None => Vec::new(),
+        };
         for r in runs {
-            // A table's blocks are written commit after commit: worth allocating ahead.
-            write_run(self.sm.device(), at + r.start as u64, block.bytes(r))?;
+            let bytes = block.bytes(r.clone());
+            let within = |&(o, old): &(usize, &[u8])| o < r.end && o + old.len() > r.start;
+            if !mine.iter().any(within) {
+                // A table's blocks are written commit after commit: worth allocating ahead.
+                write_run(self.sm.device(), at + r.start as u64, bytes)?;
+                continue;
+            }
+            // The earliest overwrite of a spot put back last: the bytes before the
+            // transaction.
+            let mut image = bytes.to_vec();
+            for &(o, old) in mine.iter().rev() {
+                let (from, to) = (o.max(r.start), (o + old.len()).min(r.end));
+                if from < to {
+                    image[from - r.start..to - r.start].copy_from_slice(&old[from - o..to - o]);
+                }
+            }
+            write_run(self.sm.device(), at + r.start as u64, &image)?;
+        }
+        for (o, old) in mine {
+            block.mark_changed(o..o + old.len());
         }
         Ok(())
     }
@@ -1853,7 +1954,7 @@ impl<D: BlockDevice> Database<D> {
         let journaled = self.opts.mode != Mode::None;
         if !journaled {
             for b in &blocks {
-                self.write_tuples(*b)?;
+                self.write_tuples(*b, None)?;
             }
         }
         // The primary indexes' changes go into new pages, synced with the records; the
@@ -1887,6 +1988,10 @@ impl<D: BlockDevice> Database<D> {
             self.sm.append(marks, ops)?;
         }
         self.sm.sync()?;
+        // The records are durable, and no block changed from here on reaches the device
+        // before this checkpoint lands (see `may_overwrite`).
+        self.pinned.clear();
+        self.homed.clear();
         // Without a journal only the headers are left to write: sector by sector.
         let home = self.home_writes(&blocks, if journaled { PAGE } else { 512 });
         let catalog = Catalog {
@@ -3066,9 +3171,23 @@ impl<D: BlockDevice> Database<D> {
                 txn.tuple_data.extend_from_slice(tuple);
                 txn.tuples.push((txn.ops.len(), txn.tuple_data.len()));
             } else {
+                // The rest go home before the record; tuples overwritten in place stay in it.
                 txn.in_place = true;
-                txn.tuples.clear();
-                txn.tuple_data.clear();
+                let mut start = 0;
+                let mut kept = 0;
+                let mut n = 0;
+                for i in 0..txn.tuples.len() {
+                    let (at, end) = txn.tuples[i];
+                    if txn.overwrite_ops.binary_search(&at).is_ok() {
+                        txn.tuple_data.copy_within(start..end, kept);
+                        kept += end - start;
+                        txn.tuples[n] = (at, kept);
+                        n += 1;
+                    }
+                    start = end;
+                }
+                txn.tuples.truncate(n);
+                txn.tuple_data.truncate(kept);
             }
         }
         if txn.filled.last() != Some(&b) {
@@ -3201,6 +3320,22 @@ impl<D: BlockDevice> Database<D> {
     fn place(&mut self, id: u64, old: Option<Loc>, tuple: &[u8]) -> Result<Loc> {
         if let Some(l) = old {
             let slot = usize::from(l.slot);
+            if self.may_overwrite(l.block, tuple.len()) {
+                let mut data = self.txn().overwritten_data.split_off(0);
+                let block = self.block_mut(l.block)?;
+                let done = block.overwrite(slot, tuple, &mut data);
+                let txn = self.txn();
+                txn.overwritten_data = data;
+                if let Some((before, s)) = done {
+                    let end = txn.overwritten_data.len();
+                    txn.overwritten.push((l.block, usize::from(s.offset), end));
+                    txn.undo.push(Undo::Overwrite(txn.overwritten.len() - 1));
+                    let at = txn.ops.len();
+                    txn.overwrite_ops.push(at);
+                    self.log_slot(id, l.block, slot, before, s, tuple);
+                    return Ok(l);
+                }
+            }
             let block = self.block_mut(l.block)?;
             let before = block.slot(slot);
             if let Some(s) = block.put(slot, tuple) {
@@ -3244,6 +3379,35 @@ impl<D: BlockDevice> Database<D> {
             block: b,
             slot: slot as u16,
         })
+    }
+
+    /// Whether a tuple of `len` bytes may be written over the live one it replaces in block
+    /// `b`, where it lies, instead of into free space (see [`SlottedBlock::overwrite`]).
+    ///
+    /// Live bytes are otherwise never overwritten: a record that does not land leaves the
+    /// block as the last checkpoint or the records before made it. An overwrite keeps that
+    /// promise because
+    /// - the record carries the new tuple, and replay writes it over whatever the block holds
+    ///   (modes metadata, data and full; the transaction's tuples still travel in its record,
+    ///   and this one keeps doing so if later ones go home: [`log_slot`](Self::log_slot));
+    /// - its sectors reach the device only once the record is durable: a checkpoint syncs
+    ///   the records before it writes blocks home, a transaction that writes its tuples home
+    ///   syncs first if the block holds an earlier transaction's overwrite ([`pinned`]), and
+    ///   writes its own overwrites' old bytes ([`write_tuples`](Self::write_tuples));
+    /// - no record since the last checkpoint wrote a tuple of this block home ([`homed`]):
+    ///   replay from that checkpoint checks such a tuple on the device, and a later
+    ///   overwrite that reached the device would make it fail.
+    ///
+    /// [`pinned`]: Self::pinned
+    /// [`homed`]: Self::homed
+    fn may_overwrite(&self, b: BlockRef, len: usize) -> bool {
+        matches!(self.opts.mode, Mode::Metadata | Mode::Data | Mode::Full)
+            && self
+                .txn
+                .as_ref()
+                .is_none_or(|t| !t.in_place && t.tuple_data.len() + len <= JOURNALED_TUPLES_MAX)
+            && len <= JOURNALED_TUPLES_MAX
+            && !self.homed.contains(&b)
     }
 
     /// The tuple for a row: inline, or for a long row a pointer to overflow blocks that are

@@ -742,6 +742,48 @@ impl SlottedBlock {
         Some(s)
     }
 
+    /// Writes `tuple` over the live tuple of slot `i` where it lies — if it is not longer
+    /// than that tuple — and returns the slot entry before and after; the bytes it replaces
+    /// are appended to `old`. `None` (nothing changed) otherwise.
+    ///
+    /// The one write that overwrites live bytes: only for a caller whose journal record
+    /// carries the tuple and who keeps its sectors from the device until that record is
+    /// durable (see `db`, `Database::place`). A tuple in sector 0 — a block's first ones,
+    /// made while it was fresh — may be overwritten too: that sector goes home only with
+    /// a checkpoint, or whole with a fresh block's tuples.
+    pub(crate) fn overwrite(
+        &mut self,
+        i: usize,
+        tuple: &[u8],
+        old: &mut Vec<u8>,
+    ) -> Option<(Slot, Slot)> {
+        if i >= self.slot_count() {
+            return None;
+        }
+        let before = self.slot(i);
+        let at = usize::from(before.offset);
+        if at < self.start || tuple.is_empty() || tuple.len() > usize::from(before.len) {
+            return None;
+        }
+        let end = at + tuple.len();
+        old.extend_from_slice(&self.buf[at..end]);
+        self.bytes_mut()[at..end].copy_from_slice(tuple);
+        self.touch(at, end);
+        let after = Slot {
+            offset: before.offset,
+            len: tuple.len() as u16,
+            crc: crc32fast::hash(tuple),
+        };
+        self.set_slot(i, after).ok()?;
+        Some((before, after))
+    }
+
+    /// Marks the sectors of `range` changed again (bytes a write home left out: see
+    /// `db`, `Database::write_tuples`).
+    pub(crate) fn mark_changed(&mut self, range: core::ops::Range<usize>) {
+        self.touch(range.start, range.end);
+    }
+
     /// Stores a new tuple in a free slot; `None` if it does not fit.
     pub fn insert(&mut self, tuple: &[u8]) -> Option<usize> {
         let i = self.free_slot()?;

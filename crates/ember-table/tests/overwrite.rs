@@ -1,0 +1,145 @@
+//! Updates that write a row over its old tuple, where it lies (`Database::place`): they
+//! take no new space, the row keeps its place, a rollback brings the old bytes back, and
+//! a transaction whose other tuples go home before its record leaves the overwritten
+//! tuple for the checkpoint. The crash suites (`db_crash.rs`) cut power through such
+//! updates in every mode.
+
+#![allow(clippy::unwrap_used)]
+
+use ember_device::{Accounted, MemBlock, SplitMix64};
+use ember_table::{Database, IndexKind, Mode, Options, Schema, Value};
+
+fn schema() -> Schema {
+    Schema::key_value("INTEGER", "BLOB", IndexKind::Tree)
+}
+
+fn row(k: i64, len: usize, rng: &mut SplitMix64) -> Vec<Value> {
+    vec![
+        Value::Integer(k),
+        Value::Blob((0..len).map(|_| rng.byte()).collect()),
+    ]
+}
+
+fn options(mode: Mode, block_size: u32) -> Options {
+    Options {
+        mode,
+        block_size,
+        ..Options::default()
+    }
+}
+
+/// Rows `0..n` of `len` bytes, committed and checkpointed: full blocks on the device.
+fn loaded<D: ember_device::BlockDevice>(
+    db: &mut Database<D>,
+    n: i64,
+    len: usize,
+    rng: &mut SplitMix64,
+) -> Vec<Vec<Value>> {
+    db.create_table("t", schema()).unwrap();
+    let rows: Vec<Vec<Value>> = (0..n).map(|k| row(k, len, rng)).collect();
+    db.begin().unwrap();
+    for r in &rows {
+        db.insert("t", r).unwrap();
+    }
+    db.commit().unwrap();
+    db.checkpoint().unwrap();
+    rows
+}
+
+#[test]
+fn updates_of_rows_in_full_blocks_take_no_new_blocks() {
+    for mode in [Mode::Metadata, Mode::Data, Mode::Full] {
+        let mut rng = SplitMix64::new(3);
+        let mut db =
+            Database::create(Accounted::new(MemBlock::new(32 << 20)), options(mode, 4096)).unwrap();
+        let mut rows = loaded(&mut db, 600, 100, &mut rng);
+        let used = db.device_bytes_in_use();
+        // Every row, twice, one transaction each, with checkpoints between: before rows
+        // could be rewritten where they lay, each update moved its row to the table's last
+        // block (the old one full), and the table grew by half.
+        for round in 0..2 {
+            for i in 0..rows.len() {
+                let k = (i * 7 + round) % rows.len();
+                rows[k] = row(k as i64, 100 - round * 3, &mut rng);
+                assert!(db.update("t", &rows[k]).unwrap());
+            }
+            db.checkpoint().unwrap();
+        }
+        assert_eq!(db.device_bytes_in_use(), used, "{mode:?}");
+        db.verify().unwrap();
+        let dev = db.close().unwrap();
+        let mut db = Database::open(
+            dev,
+            Options {
+                buffer_bytes: 0,
+                query_cache_bytes: 0,
+                ..options(mode, 4096)
+            },
+        )
+        .unwrap();
+        for r in &rows {
+            assert_eq!(db.get("t", &r[..1]).unwrap().as_ref(), Some(r), "{mode:?}");
+        }
+    }
+}
+
+#[test]
+fn a_rolled_back_overwrite_brings_the_old_row_back() {
+    let mut rng = SplitMix64::new(4);
+    let mut db = Database::create(MemBlock::new(16 << 20), options(Mode::Metadata, 4096)).unwrap();
+    let rows = loaded(&mut db, 100, 200, &mut rng);
+    db.begin().unwrap();
+    for k in [5, 6, 5, 40] {
+        assert!(db.update("t", &row(k, 150, &mut rng)).unwrap());
+    }
+    db.rollback().unwrap();
+    for r in &rows {
+        assert_eq!(db.get("t", &r[..1]).unwrap().as_ref(), Some(r));
+    }
+    db.verify().unwrap();
+    db.checkpoint().unwrap();
+    let dev = db.close().unwrap();
+    let mut db = Database::open(dev, options(Mode::Metadata, 4096)).unwrap();
+    for r in &rows {
+        assert_eq!(db.get("t", &r[..1]).unwrap().as_ref(), Some(r));
+    }
+}
+
+/// A transaction that overwrites a row and then writes more tuple bytes than its record
+/// carries writes those home before its record, with the overwritten tuple's old bytes in
+/// their sector; the tuple's new bytes reach the device with the next checkpoint, also when
+/// they lie in another page of a big block than its header.
+#[test]
+fn an_overwrite_in_a_transaction_that_writes_home_reaches_the_device_at_the_checkpoint() {
+    for mode in [Mode::Metadata, Mode::Full] {
+        let mut rng = SplitMix64::new(5);
+        let mut db = Database::create(MemBlock::new(32 << 20), options(mode, 16384)).unwrap();
+        let mut rows = loaded(&mut db, 200, 300, &mut rng);
+        db.begin().unwrap();
+        for k in [10, 35, 10, 150] {
+            rows[k] = row(k as i64, 300, &mut rng);
+            assert!(db.update("t", &rows[k]).unwrap());
+        }
+        for k in 200..204 {
+            let r = row(k, 1000, &mut rng);
+            db.insert("t", &r).unwrap();
+            rows.push(r);
+        }
+        db.commit().unwrap();
+        db.checkpoint().unwrap();
+        let dev = db.close().unwrap();
+        let mut db = Database::open(
+            dev,
+            Options {
+                buffer_bytes: 0,
+                query_cache_bytes: 0,
+                ..options(mode, 16384)
+            },
+        )
+        .unwrap();
+        db.verify().unwrap();
+        for r in &rows {
+            assert_eq!(db.get("t", &r[..1]).unwrap().as_ref(), Some(r), "{mode:?}");
+        }
+    }
+}
