@@ -81,7 +81,8 @@
 //! | data | one record per commit | nothing (next sync) | no partial operation |
 //! | full | one record and one sync per commit | the transaction | every commit present |
 //!
-//! Because live bytes are never overwritten (see [`slotted`](crate::slotted)), metadata mode
+//! Because live bytes are not overwritten before a record that carries the new ones is
+//! durable (see [`slotted`](crate::slotted) and `Database::may_overwrite`), metadata mode
 //! already keeps whole transactions; data mode adds nothing to it here.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

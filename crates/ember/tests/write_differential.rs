@@ -22,17 +22,21 @@ use ember_device::SplitMix64;
 mod common;
 use common::sqlite_value;
 
-const SCHEMA: [&str; 3] = [
+const SCHEMA: [&str; 5] = [
     "CREATE TABLE t(k INTEGER PRIMARY KEY, v INT NOT NULL, w INT CHECK (w IS NULL OR w >= 0))",
     "CREATE TABLE u(k INTEGER PRIMARY KEY, a INT UNIQUE, b INT)",
     "CREATE TABLE r(a INT, b INT NOT NULL)",
+    "CREATE TABLE s(k TEXT PRIMARY KEY NOT NULL, v INT NOT NULL, w BLOB)",
+    "CREATE TABLE b(k BLOB PRIMARY KEY NOT NULL, v INT CHECK (v IS NULL OR v < 4))",
 ];
 
 /// Each table and the query that lists its rows (with the rowid where it is hidden).
-const TABLES: [(&str, &str); 3] = [
+const TABLES: [(&str, &str); 5] = [
     ("t", "SELECT * FROM t ORDER BY k"),
     ("u", "SELECT * FROM u ORDER BY k"),
     ("r", "SELECT rowid, a, b FROM r ORDER BY rowid"),
+    ("s", "SELECT rowid, k, v, w FROM s ORDER BY rowid"),
+    ("b", "SELECT rowid, k, v FROM b ORDER BY rowid"),
 ];
 
 struct Gen(SplitMix64);
@@ -50,11 +54,22 @@ impl Gen {
             n => (n as i64 - 3).to_string(),
         }
     }
+    /// A key of a table keyed by text or blobs: text, a blob, or a number (which a TEXT
+    /// column stores as text and a BLOB one as it is).
+    fn text_key(&mut self) -> String {
+        let n = self.below(6);
+        match self.below(5) {
+            0 => n.to_string(),
+            1 => format!("x'0{n}'"),
+            2 => format!("{n}.0"),
+            _ => format!("'k{n}'"),
+        }
+    }
     fn or(&mut self) -> &'static str {
         ["", "", "", " OR IGNORE", " OR REPLACE", " OR FAIL"][self.below(6) as usize]
     }
     fn statement(&mut self, in_txn: bool) -> String {
-        match self.below(27) {
+        match self.below(34) {
             // (Not OR FAIL: EmberDB takes it as ABORT, which SQLite's FAIL is only for a
             // statement that changes one row.)
             20 => format!(
@@ -98,6 +113,50 @@ impl Gen {
                 self.or(),
                 self.key(),
                 self.key()
+            ),
+            // Tables keyed by text or blobs: an UPDATE that sets every other column from
+            // no column makes its row without reading the old one (`update_by_key`).
+            27 | 28 => format!(
+                "INSERT{} INTO s VALUES ({}, {}, {})",
+                self.or(),
+                self.text_key(),
+                self.value(),
+                self.text_key()
+            ),
+            29 => format!(
+                "UPDATE{} s SET v = {}, w = {} WHERE k = {}",
+                self.or(),
+                self.value(),
+                self.text_key(),
+                self.text_key()
+            ),
+            30 => format!(
+                "UPDATE{} s SET {} = {} WHERE k = {}",
+                self.or(),
+                ["v", "w", "k"][self.below(3) as usize],
+                self.value(),
+                self.text_key()
+            ),
+            31 => format!(
+                "INSERT{} INTO b VALUES ({}, {})",
+                self.or(),
+                self.text_key(),
+                self.value()
+            ),
+            32 => format!(
+                "UPDATE{} b SET v = {} WHERE {}",
+                self.or(),
+                self.value(),
+                [
+                    format!("k = {}", self.text_key()),
+                    format!("{} = k", self.text_key()),
+                    format!("k = {} AND v IS NOT NULL", self.text_key()),
+                ][self.below(3) as usize]
+            ),
+            33 => format!(
+                "DELETE FROM {} WHERE k = {}",
+                ["s", "b"][self.below(2) as usize],
+                self.text_key()
             ),
             0 if !in_txn => "BEGIN".into(),
             0 | 1 if in_txn => ["COMMIT", "ROLLBACK"][self.below(2) as usize].into(),
