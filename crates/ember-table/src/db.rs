@@ -3322,7 +3322,7 @@ impl<D: BlockDevice> Database<D> {
         if let Some(l) = old {
             let slot = usize::from(l.slot);
             if self.may_overwrite(l.block, tuple.len()) {
-                let mut data = self.txn().overwritten_data.split_off(0);
+                let mut data = std::mem::take(&mut self.txn().overwritten_data);
                 let block = self.block_mut(l.block)?;
                 let done = block.overwrite(slot, tuple, &mut data);
                 let txn = self.txn();

@@ -561,6 +561,12 @@ impl SlottedBlock {
             return Err(TableError::Invalid("slot number out of range"));
         }
         self.snapshot_gaps();
+        self.write_slot(i, s);
+        Ok(())
+    }
+
+    /// Writes slot `i` (below the capacity), without noting the gaps first.
+    fn write_slot(&mut self, i: usize, s: Slot) {
         let at = SLOTS_AT + i * SLOT;
         let buf = self.bytes_mut();
         buf[at..at + 2].copy_from_slice(&s.offset.to_le_bytes());
@@ -570,7 +576,6 @@ impl SlottedBlock {
             self.set_slot_count(i + 1);
         }
         self.dirty |= 1;
-        Ok(())
     }
 
     /// Where the next tuple goes: the free offset, but past sector 0 once the block is not
@@ -775,7 +780,12 @@ impl SlottedBlock {
             len: tuple.len() as u16,
             crc: crc32fast::hash(tuple),
         };
-        self.set_slot(i, after).ok()?;
+        // The same bytes stay live unless the tuple is shorter: only then does the block
+        // note its gaps as they were (see `snapshot_gaps`).
+        if after.len < before.len {
+            self.snapshot_gaps();
+        }
+        self.write_slot(i, after);
         Some((before, after))
     }
 
