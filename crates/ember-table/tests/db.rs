@@ -306,10 +306,17 @@ fn random_updates_of_a_full_table_reuse_the_space_checkpoints_free() {
     // 3,000 rows of ~120 bytes fill their 4 KiB blocks; 30 rounds of 1,000 random updates
     // with a checkpoint after each. A row that does not fit its block moves to the last
     // block, leaving a hole that is free on the device once the next checkpoint wrote the
-    // header that no longer names it; later updates of that block's rows go into it.
+    // header that no longer names it; later updates of that block's rows go into it. Odd
+    // rounds make rows 8 bytes longer, so that their updates cannot simply be written over
+    // the old tuple (as even rounds' updates are, `tests/overwrite.rs`).
     let mut db = Database::create(MemBlock::new(64 << 20), opts(Mode::Metadata)).unwrap();
     db.create_table("t", schema(IndexKind::Tree)).unwrap();
-    let text = |i: i64, round: i64| format!("{i:08}-{round:04}-{}", "x".repeat(100));
+    let text = |i: i64, round: i64| {
+        format!(
+            "{i:08}-{round:04}-{}",
+            "x".repeat(100 + 8 * (round % 2) as usize)
+        )
+    };
     db.begin().unwrap();
     for i in 0..3000 {
         db.insert("t", &row(i, &text(i, 0))).unwrap();
