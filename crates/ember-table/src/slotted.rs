@@ -1,5 +1,5 @@
 //! Slotted data blocks (LUNAR §3.2.3), laid out so that no live byte is overwritten — but by
-//! [`SlottedBlock::overwrite`], whose caller's journal record carries the new bytes.
+//! `SlottedBlock::overwrite`, whose caller's journal record carries the new bytes.
 //!
 //! ```text
 //! sector 0 starts with the header — header and slots always lie in sector 0, which is
