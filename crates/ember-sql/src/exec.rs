@@ -2114,17 +2114,6 @@ impl<S: Storage> Executor<S> {
         filter: Option<&'a Expr>,
         values: bool,
     ) -> Result<Vec<(i64, Vec<Value>)>> {
-        // The table as the one FROM item (made only where a plan or a walk needs it).
-        let leaf_of = |this: &mut Self| {
-            let d = this.leaf_def(t, None);
-            Leaf {
-                scope: d.scope,
-                src: LeafSrc::Table(t.clone()),
-                kind: JoinKind::Inner,
-                on: Vec::new(),
-                label: d.label,
-            }
-        };
         // The WHERE clause's conjuncts, borrowed (made only where a plan or a walk needs them).
         let conj_of = |filter: Option<&'a Expr>| {
             let mut conj = Vec::new();
@@ -2159,7 +2148,7 @@ impl<S: Storage> Executor<S> {
             }
             _ => {
                 let key = filter.map_or(0, |f| f as *const Expr as usize);
-                let leaf = leaf_of(self);
+                let leaf = self.write_leaf(t);
                 self.join(&[leaf], &conj_of(filter), None, key, None)?.1
             }
         };
@@ -2182,19 +2171,24 @@ impl<S: Storage> Executor<S> {
         if let Some(p) = self.leaf_plans.get(&key) {
             return p.clone();
         }
-        let d = self.leaf_def(t, None);
-        let leaves = [Leaf {
-            scope: d.scope,
-            src: LeafSrc::Table(t.clone()),
-            kind: JoinKind::Inner,
-            on: Vec::new(),
-            label: d.label,
-        }];
+        let leaves = [self.write_leaf(t)];
         let mut conj = Vec::new();
         conjuncts(f, &mut conj);
         let p = Rc::new(self.leaf_plan(&leaves, &conj));
         self.leaf_plans.insert(key, p.clone());
         p
+    }
+
+    /// Table `t` as the one FROM item of an UPDATE or DELETE.
+    fn write_leaf(&mut self, t: &Rc<TableDef>) -> Leaf {
+        let d = self.leaf_def(t, None);
+        Leaf {
+            scope: d.scope,
+            src: LeafSrc::Table(t.clone()),
+            kind: JoinKind::Inner,
+            on: Vec::new(),
+            label: d.label,
+        }
     }
 
     /// The [`SetPlan`] of an UPDATE on table `t`, made on first use.
@@ -2364,14 +2358,7 @@ impl<S: Storage> Executor<S> {
         }
         // Every conjunct `column = value`, with the probe exact (see `eq_prefix`), on just
         // the constraint's columns.
-        let d = self.leaf_def(t, None);
-        let leaf = Leaf {
-            scope: d.scope,
-            src: LeafSrc::Table(t.clone()),
-            kind: JoinKind::Inner,
-            on: Vec::new(),
-            label: d.label,
-        };
+        let leaf = self.write_leaf(t);
         let mut conj = Vec::new();
         conjuncts(f, &mut conj);
         let Some(eqs) = self.eq_prefix(&leaf, t, &conj) else {

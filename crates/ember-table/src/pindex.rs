@@ -191,6 +191,12 @@ impl Node {
         let h = head(key.get(self.skip..).unwrap_or_default());
         let exact = self.exact == Some(key.len());
         let (mut lo, mut hi) = (0, self.len());
+        if exact && hi >= NARROW_FROM {
+            match self.narrow(h) {
+                Ok(found) => return found,
+                Err(range) => (lo, hi) = range,
+            }
+        }
         while lo < hi {
             let mid = (lo + hi) / 2;
             let order = match self.heads.get(mid) {
@@ -206,6 +212,68 @@ impl Node {
         }
         Err(lo)
     }
+    /// For a probe with head `h` in a node whose keys have one length (heads then order
+    /// them exactly, and each is unique), the answer of [`search`](Self::search), or the
+    /// range of positions the answer lies in: every head before it is below `h`, every one
+    /// from its end on above. The place is guessed from the first and last heads as if the
+    /// heads between were evenly spread — rowids, and other keys made of dense numbers, are
+    /// where the guess lands — and the range widened from the guess by doubling steps. A
+    /// binary search of a leaf of 250 rowids reads about 8 heads on 5 cache lines, most of
+    /// them misses when the node was not read lately; the guess reads the first, the last
+    /// and its own.
+    fn narrow(
+        &self,
+        h: u64,
+    ) -> core::result::Result<core::result::Result<usize, usize>, (usize, usize)> {
+        let heads = &self.heads;
+        let n = heads.len();
+        let (Some(&first), Some(&last)) = (heads.first(), heads.last()) else {
+            return Err((0, n));
+        };
+        if h <= first {
+            return Ok(if h == first { Ok(0) } else { Err(0) });
+        }
+        if h >= last {
+            return Ok(if h == last { Ok(n - 1) } else { Err(n) });
+        }
+        // first < h < last: the answer lies in [1, n - 1).
+        let guess = (u128::from(h - first) * (n as u128 - 1) / u128::from(last - first)) as usize;
+        let g = guess.clamp(1, n.saturating_sub(2).max(1));
+        let at = |i: usize| heads.get(i).copied().unwrap_or(u64::MAX);
+        let hg = at(g);
+        if hg == h {
+            return Ok(Ok(g));
+        }
+        if hg < h {
+            // Heads up to `a` are below `h`.
+            let (mut a, mut step) = (g, 1);
+            loop {
+                let b = a + step;
+                if b >= n - 1 {
+                    return Err((a + 1, n - 1));
+                }
+                if at(b) >= h {
+                    return Err((a + 1, b + 1));
+                }
+                a = b;
+                step *= 2;
+            }
+        }
+        // Heads from `b` on are above `h`.
+        let (mut b, mut step) = (g, 1);
+        loop {
+            if b <= step {
+                return Err((1, b));
+            }
+            let a = b - step;
+            if at(a) <= h {
+                return Err((a, b));
+            }
+            b = a;
+            step *= 2;
+        }
+    }
+
     /// The child of an inner node that holds `key`.
     fn route(&self, key: &[u8]) -> usize {
         match self.search(key) {
@@ -222,6 +290,9 @@ impl Node {
         self.size
     }
 }
+
+/// Nodes of at least this many keys of one length are searched by [`Node::narrow`] first.
+const NARROW_FROM: usize = 16;
 
 /// The longest shared prefix of an index page's keys kept in its decoded node.
 const PREFIX_INLINE: usize = 16;
@@ -1568,6 +1639,55 @@ mod tests {
                 proptest::prop_assert_eq!(
                     n.search(probe),
                     fixed.binary_search_by(|e| e.0.as_slice().cmp(probe))
+                );
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// A node of keys of one length — rowids, dense or spread, with a gap or a cluster
+        /// here and there — finds every key and the place of every other one as a binary
+        /// search of its keys does (`Node::narrow` guesses first).
+        #[test]
+        fn a_guessed_search_agrees_with_a_binary_search(
+            base in proptest::prelude::any::<u64>(),
+            gaps in proptest::collection::vec(
+                proptest::prop_oneof![1u64..2, 1u64..4, 1u64..1000, 1u64..u64::MAX / 512],
+                1..600,
+            ),
+            probes in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..20),
+            marker in 0u8..3,
+        ) {
+            let mut v = base;
+            let mut nums = vec![v];
+            for g in &gaps {
+                match v.checked_add(*g) {
+                    Some(x) => v = x,
+                    None => break,
+                }
+                nums.push(v);
+            }
+            let key = |x: u64| {
+                let mut k = vec![marker];
+                k.extend_from_slice(&x.to_be_bytes());
+                k
+            };
+            let entries: Vec<Entry> = nums.iter().map(|&x| (key(x), loc(1))).collect();
+            let n = Node::from_entries(0, &entries);
+            let near = nums
+                .iter()
+                .step_by(7)
+                .flat_map(|&x| [x.wrapping_sub(1), x, x.wrapping_add(1)]);
+            let all: Vec<u64> = near
+                .chain(probes)
+                .chain([0, u64::MAX, base])
+                .collect();
+            for x in all {
+                let k = key(x);
+                proptest::prop_assert_eq!(
+                    n.search(&k),
+                    entries.binary_search_by(|e| e.0.as_slice().cmp(&k))
                 );
             }
         }

@@ -46,6 +46,27 @@ fn loaded<D: ember_device::BlockDevice>(
     rows
 }
 
+/// Closes `db`, opens it again with no buffer (every block read back from the device) and
+/// checks that it holds `rows`.
+fn reopened_holds<D: ember_device::BlockDevice>(
+    db: Database<D>,
+    mode: Mode,
+    block_size: u32,
+    rows: &[Vec<Value>],
+) {
+    let dev = db.close().unwrap();
+    let cold = Options {
+        buffer_bytes: 0,
+        query_cache_bytes: 0,
+        ..options(mode, block_size)
+    };
+    let mut db = Database::open(dev, cold).unwrap();
+    db.verify().unwrap();
+    for r in rows {
+        assert_eq!(db.get("t", &r[..1]).unwrap().as_ref(), Some(r), "{mode:?}");
+    }
+}
+
 #[test]
 fn updates_of_rows_in_full_blocks_take_no_new_blocks() {
     for mode in [Mode::Metadata, Mode::Data, Mode::Full] {
@@ -67,19 +88,7 @@ fn updates_of_rows_in_full_blocks_take_no_new_blocks() {
         }
         assert_eq!(db.device_bytes_in_use(), used, "{mode:?}");
         db.verify().unwrap();
-        let dev = db.close().unwrap();
-        let mut db = Database::open(
-            dev,
-            Options {
-                buffer_bytes: 0,
-                query_cache_bytes: 0,
-                ..options(mode, 4096)
-            },
-        )
-        .unwrap();
-        for r in &rows {
-            assert_eq!(db.get("t", &r[..1]).unwrap().as_ref(), Some(r), "{mode:?}");
-        }
+        reopened_holds(db, mode, 4096, &rows);
     }
 }
 
@@ -127,19 +136,6 @@ fn an_overwrite_in_a_transaction_that_writes_home_reaches_the_device_at_the_chec
         }
         db.commit().unwrap();
         db.checkpoint().unwrap();
-        let dev = db.close().unwrap();
-        let mut db = Database::open(
-            dev,
-            Options {
-                buffer_bytes: 0,
-                query_cache_bytes: 0,
-                ..options(mode, 16384)
-            },
-        )
-        .unwrap();
-        db.verify().unwrap();
-        for r in &rows {
-            assert_eq!(db.get("t", &r[..1]).unwrap().as_ref(), Some(r), "{mode:?}");
-        }
+        reopened_holds(db, mode, 16384, &rows);
     }
 }
