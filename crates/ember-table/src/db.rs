@@ -231,6 +231,9 @@ struct Txn {
     /// The positions in `ops` of the overwrites' slot operations: their tuples stay in the
     /// record when the others go home (see [`Database::log_slot`]).
     overwrite_ops: Vec<usize>,
+    /// The blocks a tuple went into other than by an overwrite (see
+    /// [`Database::may_overwrite`]).
+    placed: Vec<BlockRef>,
     marks: Vec<Mark>,
     frees: Vec<BlockRef>,
     /// The blocks a new tuple went into (replay reads those tuples back); a block may
@@ -269,12 +272,6 @@ impl Txn {
         &self.blocks
     }
 
-    /// The bytes tuple `i` of [`overwritten`](Self::overwritten) replaced.
-    fn overwritten_bytes(&self, i: usize) -> &[u8] {
-        let start = i.checked_sub(1).map_or(0, |p| self.overwritten[p].2);
-        &self.overwritten_data[start..self.overwritten[i].2]
-    }
-
     /// The journal record's operations: with the tuples it carries, once built at commit.
     fn record_ops(&self) -> &[u8] {
         if self.record.is_empty() {
@@ -293,6 +290,7 @@ impl Txn {
             + self.overwritten.capacity() * size_of::<(BlockRef, usize, usize)>()
             + self.overwritten_data.capacity()
             + self.overwrite_ops.capacity() * size_of::<usize>()
+            + self.placed.capacity() * size_of::<BlockRef>()
             + self.marks.capacity() * size_of::<Mark>()
             + self.frees.capacity() * size_of::<BlockRef>()
             + self.filled.capacity() * size_of::<BlockRef>()
@@ -308,6 +306,7 @@ impl Txn {
         self.overwritten.clear();
         self.overwritten_data.clear();
         self.overwrite_ops.clear();
+        self.placed.clear();
         self.marks.clear();
         self.frees.clear();
         self.filled.clear();
@@ -417,6 +416,20 @@ fn with_tuples(ops: &[u8], tuples: &[(usize, usize)], data: &[u8], out: &mut Vec
         start = end;
     }
     out.extend_from_slice(&ops[from..]);
+}
+
+/// Overwrite `i` of a transaction (see [`Txn::overwritten`]): its block, offset and the
+/// bytes it replaced.
+fn overwritten_at<'d>(
+    list: &[(BlockRef, usize, usize)],
+    data: &'d [u8],
+    i: usize,
+) -> Option<(BlockRef, usize, &'d [u8])> {
+    let &(b, at, end) = list.get(i)?;
+    let start = i
+        .checked_sub(1)
+        .map_or(Some(0), |p| list.get(p).map(|x| x.2))?;
+    Some((b, at, data.get(start..end)?))
 }
 
 /// Bytes of an encoded [`OP_SLOT`]: code, table, block, slot, offset, length, CRC.
@@ -1489,10 +1502,12 @@ impl<D: BlockDevice> Database<D> {
                     }
                 }
                 Undo::Overwrite(i) => {
-                    let (b, at, end) = txn.overwritten[i];
-                    let start = i.checked_sub(1).map_or(0, |p| txn.overwritten[p].2);
-                    if let Some(block) = self.cache.get_mut(&b) {
-                        block.load_tuple(at, &txn.overwritten_data[start..end])?;
+                    if let Some((b, at, old)) =
+                        overwritten_at(&txn.overwritten, &txn.overwritten_data, i)
+                    {
+                        if let Some(block) = self.cache.get_mut(&b) {
+                            block.load_tuple(at, old)?;
+                        }
                     }
                 }
                 Undo::Index(id, k, before, delta) => {
@@ -1687,6 +1702,10 @@ impl<D: BlockDevice> Database<D> {
                         txn.ops.push(OP_SPILL);
                         put_block(&mut txn.ops, e.block);
                         self.spill = Some(e.block);
+                        // A record built with the tuples overwritten in place gets it too.
+                        if !txn.record.is_empty() {
+                            with_tuples(&txn.ops, &txn.tuples, &txn.tuple_data, &mut txn.record);
+                        }
                     }
                     _ => {
                         let blocks: Vec<BlockRef> = ext.iter().map(|e| e.block).collect();
@@ -1834,8 +1853,9 @@ impl<D: BlockDevice> Database<D> {
         };
         let mine: Vec<(usize, &[u8])> = match txn {
             Some(t) => (0..t.overwritten.len())
-                .filter(|&i| t.overwritten[i].0 == b)
-                .map(|i| (t.overwritten[i].1, t.overwritten_bytes(i)))
+                .filter_map(|i| overwritten_at(&t.overwritten, &t.overwritten_data, i))
+                .filter(|(x, _, _)| *x == b)
+                .map(|(_, at, old)| (at, old))
                 .collect(),
             None => Vec::new(),
         };
@@ -1990,9 +2010,9 @@ impl<D: BlockDevice> Database<D> {
         }
         self.sm.sync()?;
         // The records are durable, and no block changed from here on reaches the device
-        // before this checkpoint lands (see `may_overwrite`).
+        // before this checkpoint lands (see `may_overwrite`). The blocks written home stay
+        // `homed` until it has landed: until then replay may start before their records.
         self.pinned.clear();
-        self.homed.clear();
         // Without a journal only the headers are left to write: sector by sector.
         let home = self.home_writes(&blocks, if journaled { PAGE } else { 512 });
         let catalog = Catalog {
@@ -2067,6 +2087,9 @@ impl<D: BlockDevice> Database<D> {
         }
         self.sm
             .adopt_checkpoint(flight.at, flight.generation, &flushed, &flight.freed)?;
+        // Replay starts at the snapshot now, past every record that wrote a tuple home
+        // (those after it land this checkpoint first: see `finish`).
+        self.homed.clear();
         self.cache.clean_where(SlottedBlock::is_clean);
         self.evict();
         Ok(true)
@@ -3194,6 +3217,9 @@ impl<D: BlockDevice> Database<D> {
         if txn.filled.last() != Some(&b) {
             txn.filled.push(b);
         }
+        if txn.overwrite_ops.last() != Some(&txn.ops.len()) && txn.placed.last() != Some(&b) {
+            txn.placed.push(b);
+        }
         txn.ops.push(OP_SLOT);
         txn.ops.extend_from_slice(&id.to_le_bytes());
         put_block(&mut txn.ops, b);
@@ -3322,9 +3348,12 @@ impl<D: BlockDevice> Database<D> {
         if let Some(l) = old {
             let slot = usize::from(l.slot);
             if self.may_overwrite(l.block, tuple.len()) {
+                self.load_block(l.block)?;
                 let mut data = std::mem::take(&mut self.txn().overwritten_data);
-                let block = self.block_mut(l.block)?;
-                let done = block.overwrite(slot, tuple, &mut data);
+                let done = self
+                    .cache
+                    .get_mut(&l.block)
+                    .and_then(|block| block.overwrite(slot, tuple, &mut data));
                 let txn = self.txn();
                 txn.overwritten_data = data;
                 if let Some((before, s)) = done {
@@ -3397,16 +3426,21 @@ impl<D: BlockDevice> Database<D> {
     ///   writes its own overwrites' old bytes ([`write_tuples`](Self::write_tuples));
     /// - no record since the last checkpoint wrote a tuple of this block home ([`homed`]):
     ///   replay from that checkpoint checks such a tuple on the device, and a later
-    ///   overwrite that reached the device would make it fail.
+    ///   overwrite that reached the device would make it fail;
+    /// - the transaction put no tuple into this block but by overwrites
+    ///   ([`Txn::placed`]): if it goes on to write its tuples home, such a tuple's operation
+    ///   becomes one whose tuple replay checks on the device, where an overwrite of it
+    ///   would later land.
     ///
     /// [`pinned`]: Self::pinned
     /// [`homed`]: Self::homed
     fn may_overwrite(&self, b: BlockRef, len: usize) -> bool {
         matches!(self.opts.mode, Mode::Metadata | Mode::Data | Mode::Full)
-            && self
-                .txn
-                .as_ref()
-                .is_none_or(|t| !t.in_place && t.tuple_data.len() + len <= JOURNALED_TUPLES_MAX)
+            && self.txn.as_ref().is_none_or(|t| {
+                !t.in_place
+                    && t.tuple_data.len() + len <= JOURNALED_TUPLES_MAX
+                    && !t.placed.contains(&b)
+            })
             && len <= JOURNALED_TUPLES_MAX
             && !self.homed.contains(&b)
     }

@@ -307,6 +307,65 @@ fn spill_workload(
     Ok(())
 }
 
+/// Rows written twice in one transaction, the second time no longer than the first, so that
+/// the second write could go over the first where it lies (`Database::place`): 40 rows of
+/// 100–200 bytes, then 120 transactions that each write one row longer and then again,
+/// most of them followed by more than the 2 KiB a record carries (a 1.5 KiB row, or one of
+/// 2.1–3 KiB that makes a fresh block and reserves the next spill block), so that the
+/// transaction's tuples go home before its record; a small update of another row first
+/// (written over its old tuple), a rollback every eleventh, a checkpoint every fifth.
+fn twice_workload(
+    dev: &mut FaultyBlock<MemBlock<Vec<u8>>>,
+    st: &mut State,
+    mode: Mode,
+) -> Result<(), TableError> {
+    let mut db = Database::create(&mut *dev, options(mode))?;
+    st.created = true;
+    let mut model = Model::new();
+    st.commits.push(model.clone());
+    let mut rng = SplitMix64::new(11);
+    let mut next = model.clone();
+    db.begin()?;
+    db.create_table("t", schema(true))?;
+    let rows = next.entry("t".to_string()).or_default();
+    for k in 0..40 {
+        let len = 100 + rng.below(100) as usize;
+        write_row(&mut db, rows, &mut rng, k, len, false)?;
+    }
+    end_step(&mut db, st, &mut model, next, mode, false, true)?;
+    for step in 0..120u64 {
+        let mut next = model.clone();
+        let rows = next.get_mut("t").unwrap();
+        db.begin()?;
+        let other = rng.below(40) as i64;
+        let len = 60 + rng.below(40) as usize;
+        write_row(&mut db, rows, &mut rng, other, len, false)?;
+        let k = rng.below(40) as i64;
+        let len = 220 + rng.below(100) as usize;
+        write_row(&mut db, rows, &mut rng, k, len, false)?;
+        let again = len - rng.below(20) as usize;
+        write_row(&mut db, rows, &mut rng, k, again, false)?;
+        let big = match rng.below(4) {
+            0 => 0,
+            1 => 2_100 + rng.below(900) as usize,
+            _ => 1_500,
+        };
+        if big > 0 {
+            write_row(&mut db, rows, &mut rng, 100 + k, big, false)?;
+        }
+        end_step(
+            &mut db,
+            st,
+            &mut model,
+            next,
+            mode,
+            step % 11 == 10,
+            step % 5 == 4,
+        )?;
+    }
+    Ok(())
+}
+
 /// Transactions whose records carry 1–2 KiB of rows, and no explicit checkpoint: the
 /// engine starts a checkpoint every dozen or so commits, whose writes run (on a device
 /// without a writer handle) three commits later — or at once, before a transaction that
@@ -572,6 +631,16 @@ fn metadata_mode_keeps_whole_transactions_of_updates_in_place() {
 #[test]
 fn disorder_mode_reopens_consistent_after_updates_in_place() {
     run_with(Mode::Disorder, update_workload);
+}
+
+#[test]
+fn full_mode_keeps_every_commit_of_rows_written_twice() {
+    run_with(Mode::Full, twice_workload);
+}
+
+#[test]
+fn metadata_mode_keeps_whole_transactions_of_rows_written_twice() {
+    run_with(Mode::Metadata, twice_workload);
 }
 
 #[test]

@@ -6,8 +6,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-use ember_device::{Accounted, MemBlock, SplitMix64};
-use ember_table::{Database, IndexKind, Mode, Options, Schema, Value};
+use ember_device::{Accounted, FaultPlan, FaultyBlock, MemBlock, PowerFail, SplitMix64};
+use ember_table::{Database, FormatOptions, IndexKind, Mode, Options, Schema, Value};
 
 fn schema() -> Schema {
     Schema::key_value("INTEGER", "BLOB", IndexKind::Tree)
@@ -137,5 +137,89 @@ fn an_overwrite_in_a_transaction_that_writes_home_reaches_the_device_at_the_chec
         db.commit().unwrap();
         db.checkpoint().unwrap();
         reopened_holds(db, mode, 16384, &rows);
+    }
+}
+
+/// A transaction writes a row home (its tuples outgrow its record); a checkpoint starts
+/// and, before it lands, a later transaction updates that row with one of the same length.
+/// Replay from the checkpoint before checks the row's tuple on the device, so the update
+/// must not go over it: the checkpoint that ends recovery would write the update there, and
+/// a second power cut inside that checkpoint would leave a record whose tuple fails its
+/// check — replay would stop there and lose every commit after it. Here every write reaches
+/// the device (no commit is lost to the first cut), and a second cut falls at every write
+/// and sync of the checkpoint that ends recovery.
+/// Row 1000 holds its last update and the rows around it are there.
+fn holds_the_last_update<D: ember_device::BlockDevice>(db: &mut Database<D>, ctx: &str) {
+    db.verify().unwrap_or_else(|e| panic!("{ctx}: {e}"));
+    let small = vec![Value::Integer(1000), Value::Blob(vec![9; 100])];
+    let big = vec![Value::Integer(1002), Value::Blob(vec![7; 1500])];
+    assert_eq!(
+        db.get("t", &[Value::Integer(1000)]).unwrap(),
+        Some(small),
+        "{ctx}"
+    );
+    assert_eq!(
+        db.get("t", &[Value::Integer(1002)]).unwrap(),
+        Some(big),
+        "{ctx}"
+    );
+}
+
+#[test]
+fn an_update_of_a_row_written_home_before_a_checkpoint_lands_survives_a_second_cut() {
+    let opts = || Options {
+        format: FormatOptions {
+            log_bytes: Some(64 << 10),
+            ..FormatOptions::default()
+        },
+        ..options(Mode::Metadata, 4096)
+    };
+    let small = |k: i64, round: u8| vec![Value::Integer(k), Value::Blob(vec![round; 100])];
+    let big = |k: i64| vec![Value::Integer(k), Value::Blob(vec![7; 1500])];
+    let left = || {
+        let mut fb = FaultyBlock::new(
+            MemBlock::new(16 << 20),
+            FaultPlan::run_to_end(0).write_through(),
+        );
+        let mut db = Database::create(&mut fb, opts()).unwrap();
+        db.create_table("t", schema()).unwrap();
+        for k in 0..40 {
+            db.insert("t", &small(k, 0)).unwrap();
+        }
+        db.checkpoint().unwrap();
+        // Row 1000 goes home with the two big rows, before their record.
+        db.begin().unwrap();
+        db.insert("t", &small(1000, 1)).unwrap();
+        db.insert("t", &big(1001)).unwrap();
+        db.insert("t", &big(1002)).unwrap();
+        db.commit().unwrap();
+        let mut round = 2;
+        while !db.checkpoint_in_flight() {
+            db.update("t", &small(i64::from(round % 40), round))
+                .unwrap();
+            round = round.wrapping_add(1).max(2);
+        }
+        assert!(db.update("t", &small(1000, 9)).unwrap());
+        drop(db);
+        fb.power_off().0
+    };
+    let mut fb = FaultyBlock::new(left(), FaultPlan::run_to_end(0));
+    let mut db = Database::open(&mut fb, opts()).unwrap();
+    holds_the_last_update(&mut db, "no second cut");
+    drop(db);
+    let recovery_ops = fb.ops();
+    assert!(
+        recovery_ops >= 5,
+        "recovery wrote little: {recovery_ops} operations"
+    );
+    for cut in 0..recovery_ops {
+        for seed in 0..3 {
+            let mut fb = FaultyBlock::new(left(), FaultPlan::cut_at(cut, seed));
+            let _ = Database::open(&mut fb, opts()).map(drop);
+            let (medium, _) = fb.power_off();
+            let ctx = format!("cut {cut} of {recovery_ops}, seed {seed}");
+            let mut db = Database::open(medium, opts()).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            holds_the_last_update(&mut db, &ctx);
+        }
     }
 }
