@@ -258,6 +258,27 @@ fn update_workload(
     Ok(())
 }
 
+/// A fresh database in `mode` with an open transaction that made table `t`: the database,
+/// the model of the commits so far (the empty database) and the state the transaction
+/// makes.
+type Dev = FaultyBlock<MemBlock<Vec<u8>>>;
+
+fn with_table_t<'d>(
+    dev: &'d mut Dev,
+    st: &mut State,
+    mode: Mode,
+) -> Result<(Database<&'d mut Dev>, Model, Model), TableError> {
+    let mut db = Database::create(dev, options(mode))?;
+    st.created = true;
+    let model = Model::new();
+    st.commits.push(model.clone());
+    let mut next = model.clone();
+    db.begin()?;
+    db.create_table("t", schema(true))?;
+    next.insert("t".to_string(), BTreeMap::new());
+    Ok((db, model, next))
+}
+
 /// Big rows, one to a transaction as synchronous 4 KiB inserts and updates make them: each
 /// commit's record goes into the fresh block the record before reserved (a chain of spilled
 /// records), broken now and then by a small row (whose record, in the journal, carries the
@@ -270,15 +291,8 @@ fn spill_workload(
     st: &mut State,
     mode: Mode,
 ) -> Result<(), TableError> {
-    let mut db = Database::create(&mut *dev, options(mode))?;
-    st.created = true;
-    let mut model = Model::new();
-    st.commits.push(model.clone());
+    let (mut db, mut model, next) = with_table_t(dev, st, mode)?;
     let mut rng = SplitMix64::new(3);
-    let mut next = model.clone();
-    db.begin()?;
-    db.create_table("t", schema(true))?;
-    next.insert("t".to_string(), BTreeMap::new());
     end_step(&mut db, st, &mut model, next, mode, false, false)?;
     for step in 0..110u64 {
         let mut next = model.clone();
@@ -319,14 +333,8 @@ fn twice_workload(
     st: &mut State,
     mode: Mode,
 ) -> Result<(), TableError> {
-    let mut db = Database::create(&mut *dev, options(mode))?;
-    st.created = true;
-    let mut model = Model::new();
-    st.commits.push(model.clone());
+    let (mut db, mut model, mut next) = with_table_t(dev, st, mode)?;
     let mut rng = SplitMix64::new(11);
-    let mut next = model.clone();
-    db.begin()?;
-    db.create_table("t", schema(true))?;
     let rows = next.entry("t".to_string()).or_default();
     for k in 0..40 {
         let len = 100 + rng.below(100) as usize;
