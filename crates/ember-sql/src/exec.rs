@@ -211,6 +211,9 @@ struct SetPlan {
     /// Whether a row's new values need its old ones: an assignment reads a column or sets
     /// the rowid, or a column (the INTEGER PRIMARY KEY aside) keeps its value.
     reads_row: bool,
+    /// The values the WHERE fixes the table's one UNIQUE constraint to, in its columns'
+    /// order, when the statement is of the shape [`Executor::update_by_key`] runs.
+    by_key: Option<Vec<Expr>>,
 }
 
 /// A table as a FROM item under one alias (lowercase; empty: none), made once per schema:
@@ -2179,6 +2182,41 @@ impl<S: Storage> Executor<S> {
         p
     }
 
+    /// The values an UPDATE's WHERE fixes table `t`'s one UNIQUE constraint to (in its
+    /// columns' order), if the statement is of the shape [`update_by_key`](Self::update_by_key)
+    /// runs: the SET leaves out only that constraint's columns (and the INTEGER PRIMARY
+    /// KEY) and gives the others values from no column, and the WHERE is only `column =
+    /// value` conjuncts, with the probe exact (see `eq_prefix`), on just those columns.
+    fn by_key(&mut self, t: &Rc<TableDef>, up: &Update, plan: &SetPlan) -> Option<Vec<Expr>> {
+        let f = up.filter.as_ref()?;
+        let [u] = &t.uniques[..] else {
+            return None;
+        };
+        let kept_or_set = (0..t.columns.len())
+            .all(|i| plan.set_cols[i] || t.ipk == Some(i) || u.columns.contains(&i));
+        if !plan.reads_row
+            || !kept_or_set
+            || plan
+                .targets
+                .iter()
+                .any(|c| c.is_none_or(|c| u.columns.contains(&c) || t.ipk == Some(c)))
+            || !up.sets.iter().all(|(_, e)| column_free(e))
+        {
+            return None;
+        }
+        let leaf = self.write_leaf(t);
+        let mut conj = Vec::new();
+        conjuncts(f, &mut conj);
+        let eqs = self.eq_prefix(&leaf, t, &conj)?;
+        if eqs.len() != u.columns.len() {
+            return None;
+        }
+        u.columns
+            .iter()
+            .map(|c| eqs.get(c).map(|e| (*e).clone()))
+            .collect()
+    }
+
     /// Table `t` as the one FROM item of an UPDATE or DELETE.
     fn write_leaf(&mut self, t: &Rc<TableDef>) -> Leaf {
         let d = self.leaf_def(t, None);
@@ -2192,7 +2230,7 @@ impl<S: Storage> Executor<S> {
     }
 
     /// The [`SetPlan`] of an UPDATE on table `t`, made on first use.
-    fn set_plan(&mut self, up: &Update, t: &TableDef) -> Result<Rc<SetPlan>> {
+    fn set_plan(&mut self, up: &Update, t: &Rc<TableDef>) -> Result<Rc<SetPlan>> {
         if let Some(p) = self.set_plans.get(&self.stmt_id) {
             return Ok(p.clone());
         }
@@ -2225,11 +2263,14 @@ impl<S: Storage> Executor<S> {
                 .iter()
                 .enumerate()
                 .any(|(i, set)| !set && t.ipk != Some(i));
-        let p = Rc::new(SetPlan {
+        let mut p = SetPlan {
             targets,
             set_cols,
             reads_row,
-        });
+            by_key: None,
+        };
+        p.by_key = self.by_key(t, up, &p);
+        let p = Rc::new(p);
         self.set_plans.insert(self.stmt_id, p.clone());
         Ok(p)
     }
@@ -2338,41 +2379,15 @@ impl<S: Storage> Executor<S> {
         plan: &SetPlan,
         up: &Update,
     ) -> Result<Option<u64>> {
-        let Some(f) = up.filter.as_ref() else {
+        let (Some(exprs), Some(u)) = (plan.by_key.as_ref(), t.uniques.first()) else {
             return Ok(None);
         };
-        if self.explicit || self.explain.is_some() || !plan.reads_row || t.uniques.len() != 1 {
-            return Ok(None);
-        }
-        let u = &t.uniques[0];
-        let kept_or_set = (0..t.columns.len())
-            .all(|i| plan.set_cols[i] || t.ipk == Some(i) || u.columns.contains(&i));
-        if !kept_or_set
-            || plan
-                .targets
-                .iter()
-                .any(|c| c.is_none_or(|c| u.columns.contains(&c) || t.ipk == Some(c)))
-            || !up.sets.iter().all(|(_, e)| column_free(e))
-        {
-            return Ok(None);
-        }
-        // Every conjunct `column = value`, with the probe exact (see `eq_prefix`), on just
-        // the constraint's columns.
-        let leaf = self.write_leaf(t);
-        let mut conj = Vec::new();
-        conjuncts(f, &mut conj);
-        let Some(eqs) = self.eq_prefix(&leaf, t, &conj) else {
-            return Ok(None);
-        };
-        if eqs.len() != u.columns.len() {
+        if self.explicit || self.explain.is_some() {
             return Ok(None);
         }
         let none = Scope::default();
-        let mut vals = Vec::with_capacity(eqs.len());
-        for &c in &u.columns {
-            let Some(e) = eqs.get(&c) else {
-                return Ok(None);
-            };
+        let mut vals = Vec::with_capacity(exprs.len());
+        for (&c, e) in u.columns.iter().zip(exprs) {
             // Constant: the general path may evaluate it again.
             match Self::probe(self.eval(e, &Env::empty(&none))?, t.columns[c].affinity) {
                 v @ (Value::Text(_) | Value::Blob(_)) => vals.push(v),
