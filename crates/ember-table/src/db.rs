@@ -94,6 +94,7 @@ use crate::allocator::BlockRef;
 use crate::buffer::{Buffer, Checked, Lookahead};
 use crate::catalog::{Catalog, CatalogStore, TableEntry};
 use crate::checkpoint::{Flight, HomeWrites, Job};
+use crate::checksum;
 use crate::error::{Result, TableError};
 use crate::format::{u32_at, u64_at};
 use crate::ikey::Key;
@@ -533,7 +534,7 @@ fn decode_ops(p: &[u8], lsn: u64) -> Result<Vec<Op>> {
                 }
                 let tuple = if code == OP_SLOT_DATA {
                     let t = c.take(usize::from(s.len))?;
-                    if crc32fast::hash(t) != s.crc {
+                    if !checksum::tuple_matches(t, s.crc) {
                         return Err(c.bad());
                     }
                     Some(t.to_vec())
@@ -885,7 +886,7 @@ impl<D: BlockDevice> Database<D> {
                 }
                 let mut t = vec![0u8; usize::from(s.len)];
                 self.sm.device().read(at + u64::from(s.offset), &mut t)?;
-                if crc32fast::hash(&t) != s.crc {
+                if !checksum::tuple_matches(&t, s.crc) {
                     return Ok(false);
                 }
                 // A long row's overflow blocks were written before the record too.

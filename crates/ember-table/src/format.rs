@@ -77,12 +77,15 @@ impl Kind {
             Kind::Catalog => 3,
             // 2: the header covers the fixed fields and a slot array of 1 to 59 slots, and
             // tuples may follow it in sector 0 (version 1: always 59 slots, the whole
-            // sector). Version 1 blocks are still read.
-            Kind::Slotted => 2,
+            // sector). 3: the slots' tuple checksums may be CRC-32C (see `checksum`; the
+            // CRC-32 of earlier versions' tuples is still accepted). Versions 1 and 2 are
+            // still read.
+            Kind::Slotted => 3,
             // 2: the table engine's payloads may hold "add block" with a header length
-            // (operation 10). 3: the header names a spill block (records without one are
-            // still sealed as version 2). Versions 1 and 2 are still read.
-            Kind::JournalRecord => 3,
+            // (operation 10). 3: the header names a spill block. 4: the payloads' tuple
+            // checksums are CRC-32C, as in version 3 data blocks. Versions 1 to 3 are still
+            // read.
+            Kind::JournalRecord => 4,
             // 2: entries are prefix-compressed and their locations delta-coded against the
             // entry before (a few bytes an entry instead of 13 plus the key). Version 1 pages
             // are still read.

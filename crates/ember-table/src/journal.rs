@@ -27,7 +27,7 @@
 //! 24  4  prev crc          checksum field of the previous record
 //! 28  4  payload length
 //! 32  1  record type       1 = payload, 2 = wrap (continue at ring offset 0)
-//! 33  7  spill             version 3: sector number of a block where the next record may
+//! 33  7  spill             version 3 on: sector number of a block where the next record may
 //!                          lie instead of the ring (0: none); see "Spilled records"
 //! 40  8  synced lsn        every record up to this LSN was durable when this one was written
 //! 48  …  payload, then zero padding to the sector boundary
@@ -660,9 +660,7 @@ impl Journal {
             rec[p..p + part.len()].copy_from_slice(part);
             p += part.len();
         }
-        // A record without a spill pointer keeps format version 2, which older builds read.
-        let version = if self.spill == 0 { 2 } else { 3 };
-        format::seal_as(Kind::JournalRecord, version, rec, len);
+        format::seal(Kind::JournalRecord, rec, len);
         self.last_crc = u32_at(rec, 8);
         if kind == TYPE_PAYLOAD {
             self.next_lsn += 1;

@@ -16,13 +16,15 @@
 //! Must not touch: SQL (it takes typed rows and keys), files (it sees only a
 //! `ember_device::BlockDevice`).
 
-// One function uses `unsafe`: the CPU cache hint in `buffer` (a prefetch instruction).
+// Two functions use `unsafe`: the CPU cache hint in `buffer` (a prefetch instruction) and
+// the tuple checksum in `checksum` (the CPU's CRC-32C instruction).
 #![deny(unsafe_code)]
 
 pub mod allocator;
 mod buffer;
 pub mod catalog;
 mod checkpoint;
+mod checksum;
 pub mod db;
 pub mod error;
 pub mod format;

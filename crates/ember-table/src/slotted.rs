@@ -4,7 +4,7 @@
 //! ```text
 //! sector 0 starts with the header — header and slots always lie in sector 0, which is
 //! written as one atomic sector
-//!    0 16  block header (kind Slotted, format version 2; the checksum covers the header
+//!    0 16  block header (kind Slotted, format version 3; the checksum covers the header
 //!          and the slot array: `len` = 40 + 8 × slot capacity, at most 512)
 //!   16  8  owner             id of the table the block belongs to
 //!   24  1  next present      1 if the table's next block follows
@@ -12,7 +12,8 @@
 //!   34  2  slot count
 //!   36  2  free offset       where the next tuple goes (tuples are appended upward)
 //!   38  2  reserved
-//!   40  …  slots             capacity × (offset u16, length u16, CRC-32 of the tuple u32);
+//!   40  …  slots             capacity × (offset u16, length u16, checksum of the tuple u32:
+//!                            CRC-32C, or CRC-32 if written before version 3; see `checksum`);
 //!                            offset 0 marks a free slot
 //! `len`…: tuples, appended; the first ones may share sector 0 with the header
 //! ```
@@ -20,7 +21,8 @@
 //! The slot capacity (1 to 59) is chosen when the block is made: a block made for a first
 //! tuple gets as many slots as leave that tuple in the fewest sectors (a 4 KiB row and its
 //! header then take 9 sectors, not 10), other blocks get 59 (the header fills sector 0).
-//! Format version 1 blocks are the 59-slot case (`len` = 512) and are read as such.
+//! Format version 1 blocks are the 59-slot case (`len` = 512) and are read as such; versions
+//! 1 and 2 differ from 3 only in their tuples' checksum function.
 //!
 //! A tuple is written into free space first and becomes live only when the header sector
 //! that points at it is written, so a crash at any moment leaves each block's header either
@@ -39,6 +41,7 @@
 use std::sync::Arc;
 
 use crate::allocator::BlockRef;
+use crate::checksum;
 use crate::error::{Result, TableError};
 use crate::format::{self, Kind, u32_at, u64_at};
 
@@ -62,7 +65,7 @@ pub struct Slot {
     pub offset: u16,
     /// Tuple length.
     pub len: u16,
-    /// CRC-32 of the tuple.
+    /// Checksum of the tuple ([`checksum`](crate::checksum)).
     pub crc: u32,
 }
 
@@ -70,7 +73,7 @@ impl Slot {
     /// Checks `tuple`, read from this slot of the block at device offset `block_at`,
     /// against the slot's checksum.
     pub fn check(&self, tuple: &[u8], block_at: u64) -> Result<()> {
-        if crc32fast::hash(tuple) != self.crc {
+        if !checksum::tuple_matches(tuple, self.crc) {
             return Err(TableError::Corrupt {
                 structure: "tuple",
                 offset: block_at + u64::from(self.offset),
@@ -729,7 +732,7 @@ impl SlottedBlock {
         Some(Slot {
             offset: at as u16,
             len: tuple.len() as u16,
-            crc: crc32fast::hash(tuple),
+            crc: checksum::tuple(tuple),
         })
     }
 
@@ -778,7 +781,7 @@ impl SlottedBlock {
         let after = Slot {
             offset: before.offset,
             len: tuple.len() as u16,
-            crc: crc32fast::hash(tuple),
+            crc: checksum::tuple(tuple),
         };
         // The same bytes stay live unless the tuple is shorter: only then does the block
         // note its gaps as they were (see `snapshot_gaps`).
@@ -1062,11 +1065,14 @@ mod tests {
     }
 
     #[test]
-    fn version_1_blocks_are_read_as_59_slot_blocks() {
+    fn version_1_blocks_are_read_as_59_slot_blocks_with_crc32_tuples() {
         let mut b = SlottedBlock::new(2048, 9).unwrap();
         let s = b.insert(&[3; 300]).unwrap();
         let mut bytes = b.seal().to_vec();
-        // Re-seal as version 1 wrote it: version 1, the checksum over the whole sector.
+        // Re-seal as version 1 wrote it: the tuple's CRC-32 in its slot, version 1, the
+        // checksum over the whole sector.
+        let at = SLOTS_AT + s * SLOT + 4;
+        bytes[at..at + 4].copy_from_slice(&crc32fast::hash(&[3; 300]).to_le_bytes());
         bytes[4..6].copy_from_slice(&1u16.to_le_bytes());
         bytes[8..12].fill(0);
         let crc = crc32fast::hash(&bytes[..512]);
@@ -1076,13 +1082,13 @@ mod tests {
         assert_eq!(back.get(s, 0).unwrap().unwrap(), &[3; 300][..]);
         // A newer version than this build is refused by name.
         let mut newer = b.seal().to_vec();
-        newer[4..6].copy_from_slice(&3u16.to_le_bytes());
+        newer[4..6].copy_from_slice(&4u16.to_le_bytes());
         newer[8..12].fill(0);
         let crc = crc32fast::hash(&newer[..512]);
         newer[8..12].copy_from_slice(&crc.to_le_bytes());
         assert!(matches!(
             SlottedBlock::from_bytes(newer, 0),
-            Err(TableError::Version { found: 3, .. })
+            Err(TableError::Version { found: 4, .. })
         ));
     }
 
