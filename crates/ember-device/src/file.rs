@@ -56,6 +56,16 @@
 //! zeros per granule around what is written. Synchronous 4 KiB-row inserts ran about 1.3×
 //! as fast with it (BENCHMARKS.md, mobibench).
 //!
+//! Filling a granule is 256 page writes, and a fresh database's journal met one every
+//! 1,900 small commits: a sixth of a YCSB update's time. So the granule after a prepared
+//! range is filled ahead, on a thread of the device's own ([`FileBlock::with_fill_ahead`]),
+//! and the writer finds it filled when it gets there. The thread fills under the lock that a
+//! prepare's fill and a [writer handle](crate::BlockDevice::writer)'s writes take, and
+//! while it exists every write outside the granules known filled takes that lock too, so
+//! a fill never zeroes bytes written at the same moment; a resize drops what the thread
+//! has queued and waits for the granule in flight. Only granules the device has learnt are
+//! filled (at its next prepare there) are written through a mapping.
+//!
 //! # Mapped writes
 //!
 //! A `pwrite` costs a system call — a few microseconds on a virtual machine, more than the
@@ -380,8 +390,17 @@ mod unix {
                     reason: "hole-fill granule must be 0 or a power of two of at least 4 KiB",
                 });
             }
-            self.holes = HoleFill::new(granule);
+            self.holes = HoleFill::new(granule, self.holes.ahead);
             Ok(self)
+        }
+
+        /// Sets how many granules past a [prepared](crate::BlockDevice::prepare) range a
+        /// thread of the device's own fills ahead of the writes, or 0 for none ([module
+        /// docs](super#holes)); at most 64. The default is 1. The thread is started on first
+        /// need.
+        pub fn with_fill_ahead(mut self, granules: u64) -> Self {
+            self.holes.ahead = granules.min(MAX_FILL_AHEAD);
+            self
         }
 
         /// Turns [mapped writes](super#mapped-writes) and [reads](super#mapped-reads) on or
@@ -416,6 +435,12 @@ mod unix {
             self
         }
 
+        /// Granules whose holes a [prepare](crate::BlockDevice::prepare) filled itself, not
+        /// finding them filled ahead (see the [module docs](super#holes)).
+        pub fn granules_filled_when_prepared(&self) -> u64 {
+            self.holes.filled_here
+        }
+
         /// Syncs the write-behind thread has made so far.
         pub fn background_syncs(&self) -> u64 {
             self.behind.syncs()
@@ -429,11 +454,14 @@ mod unix {
 
         fn with_file(file: File, len: u64) -> Self {
             FileBlock {
-                holes: HoleFill::new(if trusts_holes(&file) {
-                    DEFAULT_GRANULE
-                } else {
-                    0
-                }),
+                holes: HoleFill::new(
+                    if trusts_holes(&file) {
+                        DEFAULT_GRANULE
+                    } else {
+                        0
+                    },
+                    FILL_AHEAD,
+                ),
                 mapped: mapped::Mapped::new(maps_safely(&file), reads_map_anywhere(&file)),
                 behind: WriteBehind::new(WRITE_BEHIND_BYTES),
                 inner: Positioned {
@@ -486,6 +514,12 @@ mod unix {
             if !(self.holes.covers(offset, data.len() as u64)
                 && self.mapped.write(&self.inner.file, offset, data))
             {
+                // Outside the granules known filled the fill-ahead thread may be finding
+                // holes.
+                let _fill = self
+                    .holes
+                    .may_be_filling(offset, data.len() as u64)
+                    .then(|| self.behind.shared.fill_lock());
                 self.inner.write(offset, data)?;
             }
             self.behind.wrote(&self.inner.file, data.len() as u64);
@@ -493,15 +527,18 @@ mod unix {
         }
 
         fn prepare(&mut self, offset: u64, len: u64) {
-            // The lock only while a granule is still to be filled: a prepare of filled
-            // granules (most of them: a journal's every flush) never waits for a handle's
-            // write.
+            // A prepare of filled granules (most of them: a journal's every flush) takes no
+            // lock and never waits for a handle's write.
             if offset.checked_add(len).is_some_and(|e| e <= self.inner.len)
-                && self.holes.needs_fill(offset, len)
+                && self.holes.needs_work(offset, len, self.inner.len)
             {
-                let _fill = self.behind.shared.fill_lock();
-                self.holes
-                    .fill(&self.inner.file, offset, len, self.inner.len);
+                self.holes.prepare(
+                    &self.inner.file,
+                    &self.behind.shared,
+                    offset,
+                    len,
+                    self.inner.len,
+                );
             }
         }
 
@@ -515,8 +552,10 @@ mod unix {
         }
 
         fn resize(&mut self, new_len: u64) -> Result<()> {
-            // No mapping may reach past the end, not even for a moment.
+            // No mapping may reach past the end, not even for a moment; no fill ahead may
+            // write past it (or find holes the cut is making).
             self.mapped.unmap_all();
+            let _fill = self.holes.quiesce(&self.behind.shared);
             self.inner
                 .file
                 .set_len(new_len)
@@ -789,8 +828,44 @@ mod unix {
     /// dirty a whole large folio (and be counted as that in `/proc/self/io`).
     static FILL_PIECE: [u8; 4096] = [0; 4096];
 
+    /// Granules past a prepared range that a thread of the device's own fills ahead (see
+    /// the [module docs](super#holes)) unless [`FileBlock::with_fill_ahead`] says otherwise.
+    const FILL_AHEAD: u64 = 1;
+
+    /// The most granules [`FileBlock::with_fill_ahead`] takes.
+    const MAX_FILL_AHEAD: u64 = 64;
+
+    /// A set of granules, one bit each.
+    #[derive(Debug, Default)]
+    struct Granules(std::vec::Vec<u64>);
+
+    impl Granules {
+        fn has(&self, g: u64) -> bool {
+            let word = (g / 64) as usize;
+            self.0.get(word).is_some_and(|w| w & (1 << (g % 64)) != 0)
+        }
+
+        fn set(&mut self, g: u64) {
+            let word = (g / 64) as usize;
+            if self.0.len() <= word {
+                self.0.resize(word + 1, 0);
+            }
+            self.0[word] |= 1 << (g % 64);
+        }
+
+        /// Forgets granule `g` and every later one.
+        fn forget_from(&mut self, g: u64) {
+            let word = (g / 64) as usize;
+            if word < self.0.len() {
+                self.0[word] &= (1u64 << (g % 64)) - 1;
+                self.0.truncate(word + 1);
+            }
+        }
+    }
+
     /// Fills the holes of a sparse file with zeros, a granule at a time, when a range in it
-    /// is prepared (see the [module docs](super#holes)).
+    /// is prepared (see the [module docs](super#holes)): the granules the range touches at
+    /// once, the next ones on a thread of the device's own ([`Filler`]).
     #[derive(Debug)]
     struct HoleFill {
         /// Bytes of a granule; 0 when off from the start.
@@ -798,16 +873,32 @@ mod unix {
         /// Whether granules are still filled (a failure turns it off; what was filled stays
         /// known).
         filling: bool,
-        /// Bit `i`: granule `i` has had its holes filled (or needs no filling) this session.
-        done: std::vec::Vec<u64>,
+        /// Granules whose holes were filled (or that needed no filling) this session, as far
+        /// as this handle knows: only these are written through a mapping.
+        done: Granules,
+        /// Granules handed to the thread (since the last resize).
+        asked: Granules,
+        /// Granules past a prepared range to fill ahead.
+        ahead: u64,
+        /// The thread, once started.
+        filler: Option<std::boxed::Box<Filler>>,
+        /// The thread could not be started: granules are filled when prepared, as without it.
+        refused: bool,
+        /// Granules this handle filled itself, when prepared.
+        filled_here: u64,
     }
 
     impl HoleFill {
-        fn new(granule: u64) -> Self {
+        fn new(granule: u64, ahead: u64) -> Self {
             HoleFill {
                 granule,
                 filling: granule != 0,
-                done: std::vec::Vec::new(),
+                done: Granules::default(),
+                asked: Granules::default(),
+                ahead,
+                filler: None,
+                refused: false,
+                filled_here: 0,
             }
         }
 
@@ -820,32 +911,129 @@ mod unix {
                 return false;
             }
             let (first, last) = (offset / self.granule, (offset + len - 1) / self.granule);
-            (first..=last).all(|g| self.is_done(g))
+            (first..=last).all(|g| self.done.has(g))
         }
 
-        /// Whether a [`fill`](Self::fill) of `[offset, offset + len)` would fill anything:
-        /// filling is on and a granule the range touches was not filled this session.
-        fn needs_fill(&self, offset: u64, len: u64) -> bool {
+        /// Whether a [`prepare`](Self::prepare) of `[offset, offset + len)` has anything to
+        /// do: filling is on, and a granule the range touches was not filled this session,
+        /// or one to fill ahead was neither filled nor handed to the thread.
+        fn needs_work(&self, offset: u64, len: u64, file_len: u64) -> bool {
             if !self.filling || len == 0 {
                 return false;
             }
             let (first, last) = (offset / self.granule, (offset + len - 1) / self.granule);
-            (first..=last).any(|g| !self.is_done(g))
+            (first..=last).any(|g| !self.done.has(g))
+                || (!self.refused
+                    && self
+                        .ahead_of(last, file_len)
+                        .any(|g| !self.done.has(g) && !self.asked.has(g)))
         }
 
-        fn is_done(&self, g: u64) -> bool {
-            let word = (g / 64) as usize;
-            self.done
-                .get(word)
-                .is_some_and(|w| w & (1 << (g % 64)) != 0)
+        /// The granules to fill ahead of granule `last`: the next `ahead` that start inside
+        /// the file.
+        fn ahead_of(&self, last: u64, file_len: u64) -> impl Iterator<Item = u64> + use<> {
+            let end = file_len.div_ceil(self.granule);
+            (last.saturating_add(1)..last.saturating_add(1).saturating_add(self.ahead))
+                .take_while(move |&g| g < end)
         }
 
-        fn set_done(&mut self, g: u64) {
-            let word = (g / 64) as usize;
-            if self.done.len() <= word {
-                self.done.resize(word + 1, 0);
+        /// Fills the holes of the granules that `[offset, offset + len)` touches and that
+        /// were not filled yet this session, and hands the next `ahead` granules to the
+        /// thread. A failure only turns filling off: it never changes the file's content
+        /// (see [`fill_holes`]), and the writes that follow report whatever is wrong with
+        /// the device. `shared`'s fill lock is taken for the fills (see [`Shared`]).
+        fn prepare(
+            &mut self,
+            file: &File,
+            shared: &Arc<Shared>,
+            offset: u64,
+            len: u64,
+            file_len: u64,
+        ) {
+            self.take_reports();
+            if !self.filling || len == 0 {
+                return;
             }
-            self.done[word] |= 1 << (g % 64);
+            let (first, last) = (offset / self.granule, (offset + len - 1) / self.granule);
+            if (first..=last).any(|g| !self.done.has(g)) {
+                let _fill = shared.fill_lock();
+                for g in first..=last {
+                    if self.done.has(g) {
+                        continue;
+                    }
+                    let start = g * self.granule;
+                    let end = start.saturating_add(self.granule).min(file_len);
+                    if fill_holes(file, start, end).is_err() {
+                        self.filling = false;
+                        return;
+                    }
+                    self.filled_here += 1;
+                    self.done.set(g);
+                }
+            }
+            if self.refused || self.ahead == 0 {
+                return;
+            }
+            let mut jobs = std::vec::Vec::new();
+            for g in self.ahead_of(last, file_len) {
+                let start = g * self.granule;
+                if !self.done.has(g) && !self.asked.has(g) {
+                    self.asked.set(g);
+                    jobs.push((g, start, start.saturating_add(self.granule).min(file_len)));
+                }
+            }
+            if jobs.is_empty() {
+                return;
+            }
+            if self.filler.is_none() {
+                self.filler = Filler::start(file, shared).map(std::boxed::Box::new);
+                self.refused = self.filler.is_none();
+            }
+            if let Some(f) = &self.filler {
+                f.ask(jobs);
+            }
+        }
+
+        /// Takes in the granules the thread has filled since the last call (and turns
+        /// filling off if one of its fills failed).
+        fn take_reports(&mut self) {
+            let Some(f) = &self.filler else { return };
+            let mut st = f.jobs.lock();
+            for g in st.filled.drain(..) {
+                self.done.set(g);
+            }
+            if st.failed {
+                self.filling = false;
+            }
+        }
+
+        /// Whether a write of `[offset, offset + len)` must take the fill lock: the thread
+        /// exists and the range reaches outside the granules known filled, where it may be
+        /// finding holes.
+        fn may_be_filling(&self, offset: u64, len: u64) -> bool {
+            if self.filler.is_none() {
+                return false;
+            }
+            if len == 0 {
+                return false;
+            }
+            let (first, last) = (offset / self.granule, (offset + len - 1) / self.granule);
+            !(first..=last).all(|g| self.done.has(g))
+        }
+
+        /// Drops the thread's queued granules and its reports, so that nothing it does from
+        /// now on reaches the file; returns the fill lock, held until the caller has changed
+        /// the file's length (a fill in flight finishes first).
+        fn quiesce<'s>(&mut self, shared: &'s Shared) -> Option<std::sync::MutexGuard<'s, ()>> {
+            let f = self.filler.as_ref()?;
+            {
+                let mut st = f.jobs.lock();
+                st.epoch += 1;
+                st.queue.clear();
+                st.filled.clear();
+            }
+            self.asked = Granules::default();
+            Some(shared.fill_lock())
         }
 
         /// Forgets what it knows from byte `at` on (the file was cut there: what lies past
@@ -854,75 +1042,153 @@ mod unix {
             if self.granule == 0 {
                 return;
             }
-            let g = at / self.granule;
-            let word = (g / 64) as usize;
-            if word < self.done.len() {
-                self.done[word] &= (1u64 << (g % 64)) - 1;
-                self.done.truncate(word + 1);
+            self.done.forget_from(at / self.granule);
+            self.asked.forget_from(at / self.granule);
+        }
+    }
+
+    /// Writes zeros over the holes in `[start, end)`, found with `SEEK_DATA` / `SEEK_HOLE`
+    /// (a hole reads as zeros, so the content stays what it was; a file system that cannot
+    /// tell reports the whole file as data, and nothing is written). The caller holds the
+    /// fill lock (see [`Shared`]).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn fill_holes(file: &File, start: u64, end: u64) -> io::Result<()> {
+        use rustix::fs::{SeekFrom as Seek, seek};
+        use rustix::io::Errno;
+        let mut pos = start;
+        while pos < end {
+            let data = match seek(file, Seek::Data(pos)) {
+                Ok(d) => d,
+                // No data from `pos` to the end of the file.
+                Err(Errno::NXIO) => u64::MAX,
+                Err(e) => return Err(e.into()),
+            };
+            zero_range(file, pos, data.min(end))?;
+            if data >= end {
+                break;
             }
+            pos = seek(file, Seek::Hole(data))?;
+        }
+        Ok(())
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn fill_holes(_file: &File, _start: u64, _end: u64) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Writes zeros over `[start, end)`, a page at a time.
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    fn zero_range(file: &File, mut start: u64, end: u64) -> io::Result<()> {
+        while start < end {
+            let n = (end - start).min(FILL_PIECE.len() as u64) as usize;
+            file.write_all_at(&FILL_PIECE[..n], start)?;
+            start += n as u64;
+        }
+        Ok(())
+    }
+
+    /// The thread that fills granules ahead of the writes, with a duplicate of the file's
+    /// descriptor. It fills a granule under the fill lock, as a prepare does, so no write
+    /// outside filled granules (which take that lock while the thread exists) can be
+    /// zeroed; a resize drops its queue and waits for the fill in flight ([`HoleFill::quiesce`]).
+    #[derive(Debug)]
+    struct Filler {
+        jobs: Arc<FillJobs>,
+        /// `None` only while dropping.
+        wake: Option<mpsc::SyncSender<()>>,
+        thread: Option<thread::JoinHandle<()>>,
+    }
+
+    #[derive(Debug, Default)]
+    struct FillJobs {
+        state: Mutex<FillState>,
+    }
+
+    #[derive(Debug, Default)]
+    struct FillState {
+        /// Granules to fill: (granule, start, end) in bytes.
+        queue: std::collections::VecDeque<(u64, u64, u64)>,
+        /// Granules filled since the owner last looked.
+        filled: std::vec::Vec<u64>,
+        /// A fill failed: the owner stops filling.
+        failed: bool,
+        /// Bumped by each resize: a job taken before it is dropped.
+        epoch: u64,
+    }
+
+    impl FillJobs {
+        fn lock(&self) -> std::sync::MutexGuard<'_, FillState> {
+            // Nothing panics while holding it; a poisoned lock still guards its value.
+            self.state.lock().unwrap_or_else(|p| p.into_inner())
+        }
+    }
+
+    impl Filler {
+        fn start(file: &File, shared: &Arc<Shared>) -> Option<Filler> {
+            let file = file.try_clone().ok()?;
+            let jobs = Arc::new(FillJobs::default());
+            let (wake, asked) = mpsc::sync_channel::<()>(1);
+            let (theirs, shared) = (Arc::clone(&jobs), Arc::clone(shared));
+            let thread = thread::Builder::new()
+                .name("ember-fill-ahead".into())
+                .spawn(move || {
+                    while asked.recv().is_ok() {
+                        loop {
+                            let (job, epoch) = {
+                                let mut st = theirs.lock();
+                                match st.queue.pop_front() {
+                                    Some(j) => (j, st.epoch),
+                                    None => break,
+                                }
+                            };
+                            // Lock order: the fill lock, then (briefly) the jobs'; no one
+                            // waits for the fill lock while holding the jobs' lock.
+                            let _fill = shared.fill_lock();
+                            if theirs.lock().epoch != epoch {
+                                continue;
+                            }
+                            let filled = fill_holes(&file, job.1, job.2).is_ok();
+                            let mut st = theirs.lock();
+                            if st.epoch == epoch {
+                                if filled {
+                                    st.filled.push(job.0);
+                                } else {
+                                    // Filling is off from here on (a full disk, say).
+                                    st.failed = true;
+                                    st.queue.clear();
+                                }
+                            }
+                        }
+                    }
+                })
+                .ok()?;
+            Some(Filler {
+                jobs,
+                wake: Some(wake),
+                thread: Some(thread),
+            })
         }
 
-        /// Fills the holes of the granules that `[offset, offset + len)` touches and that
-        /// were not filled yet this session. A failure only turns filling off: it never
-        /// changes the file's content (see [`fill_holes`](Self::fill_holes)), and the writes
-        /// that follow report whatever is wrong with the device.
-        fn fill(&mut self, file: &File, offset: u64, len: u64, file_len: u64) {
-            if !self.filling || len == 0 {
-                return;
-            }
-            let (first, last) = (offset / self.granule, (offset + len - 1) / self.granule);
-            for g in first..=last {
-                if self.is_done(g) {
-                    continue;
-                }
-                let start = g * self.granule;
-                let end = start.saturating_add(self.granule).min(file_len);
-                if self.fill_holes(file, start, end).is_err() {
-                    self.filling = false;
-                    return;
-                }
-                self.set_done(g);
+        /// Queues granules and wakes the thread.
+        fn ask(&self, jobs: std::vec::Vec<(u64, u64, u64)>) {
+            self.jobs.lock().queue.extend(jobs);
+            if let Some(wake) = &self.wake {
+                // Full: the thread is woken already and will find these too.
+                let _ = wake.try_send(());
             }
         }
+    }
 
-        /// Writes zeros over the holes in `[start, end)`, found with `SEEK_DATA` /
-        /// `SEEK_HOLE` (a hole reads as zeros, so the content stays what it was; a file
-        /// system that cannot tell reports the whole file as data, and nothing is written).
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        fn fill_holes(&self, file: &File, start: u64, end: u64) -> io::Result<()> {
-            use rustix::fs::{SeekFrom as Seek, seek};
-            use rustix::io::Errno;
-            let mut pos = start;
-            while pos < end {
-                let data = match seek(file, Seek::Data(pos)) {
-                    Ok(d) => d,
-                    // No data from `pos` to the end of the file.
-                    Err(Errno::NXIO) => u64::MAX,
-                    Err(e) => return Err(e.into()),
-                };
-                self.zero_range(file, pos, data.min(end))?;
-                if data >= end {
-                    break;
-                }
-                pos = seek(file, Seek::Hole(data))?;
+    impl Drop for Filler {
+        fn drop(&mut self) {
+            // Nothing queued is filled; closing the channel ends the thread after the fill
+            // in flight.
+            self.jobs.lock().queue.clear();
+            self.wake = None;
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
             }
-            Ok(())
-        }
-
-        #[cfg(not(any(target_os = "linux", target_os = "android")))]
-        fn fill_holes(&self, _file: &File, _start: u64, _end: u64) -> io::Result<()> {
-            Ok(())
-        }
-
-        /// Writes zeros over `[start, end)`, a page at a time.
-        #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
-        fn zero_range(&self, file: &File, mut start: u64, end: u64) -> io::Result<()> {
-            while start < end {
-                let n = (end - start).min(FILL_PIECE.len() as u64) as usize;
-                file.write_all_at(&FILL_PIECE[..n], start)?;
-                start += n as u64;
-            }
-            Ok(())
         }
     }
 
@@ -1786,7 +2052,8 @@ mod tests {
         let mut dev = FileBlock::create(&path, 8 << 20)
             .unwrap()
             .with_hole_fill(HOLE_FILL_GRANULE)
-            .unwrap();
+            .unwrap()
+            .with_fill_ahead(0);
         if allocated(&path) >= 1 << 20 {
             return; // this file system does not make sparse files: nothing to observe
         }
@@ -1840,6 +2107,142 @@ mod tests {
                 .with_hole_fill(2048)
                 .is_err()
         );
+    }
+
+    /// Waits up to ten seconds for `done`.
+    fn eventually(mut done: impl FnMut() -> bool) -> bool {
+        for _ in 0..1000 {
+            if done() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        done()
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn the_granule_after_a_prepared_range_is_filled_ahead_on_a_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "ahead");
+        let mut dev = FileBlock::create(&path, 8 << 20)
+            .unwrap()
+            .with_hole_fill(HOLE_FILL_GRANULE)
+            .unwrap();
+        if allocated(&path) >= 1 << 20 {
+            return;
+        }
+        dev.prepare(3 << 20, 512);
+        dev.write(3 << 20, b"first row").unwrap();
+        // Granule 3 now, granule 4 on the thread; nothing further.
+        assert!(
+            eventually(|| allocated(&path) >= 2 * HOLE_FILL_GRANULE),
+            "{} bytes allocated",
+            allocated(&path)
+        );
+        assert!(allocated(&path) < 3 * HOLE_FILL_GRANULE);
+        assert_eq!(dev.granules_filled_when_prepared(), 1);
+        // Granule 4 is known filled once prepared (the thread's report, no fill of its own):
+        // its writes go through the mapping, and granule 5 is filled ahead in turn.
+        let mapped = dev.mapped_writes();
+        dev.prepare(4 << 20, 512);
+        assert_eq!(dev.granules_filled_when_prepared(), 1);
+        dev.write(4 << 20, b"second row").unwrap();
+        if mapped > 0 {
+            assert_eq!(dev.mapped_writes(), mapped + 1);
+        }
+        assert!(eventually(|| allocated(&path) >= 3 * HOLE_FILL_GRANULE));
+        let mut buf = [0u8; 10];
+        dev.read(4 << 20, &mut buf).unwrap();
+        assert_eq!(&buf, b"second row");
+        dev.read(3 << 20, &mut buf[..9]).unwrap();
+        assert_eq!(&buf[..9], b"first row");
+        // The last granule has none after it; past the end nothing is asked.
+        dev.prepare((8 << 20) - 512, 512);
+    }
+
+    /// A granule the thread filled, then cut off and grown back, is a hole again: its report
+    /// must not make it known filled (a mapped write into a hole can fault on a full disk).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn a_granule_filled_ahead_and_cut_off_is_filled_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "ahead-regrown");
+        let mut dev = FileBlock::create(&path, 4 << 20)
+            .unwrap()
+            .with_hole_fill(HOLE_FILL_GRANULE)
+            .unwrap();
+        if allocated(&path) >= 1 << 20 {
+            return;
+        }
+        dev.prepare(0, 512);
+        assert!(eventually(|| allocated(&path) >= 2 * HOLE_FILL_GRANULE));
+        // The report of granule 1 is still waiting for the next prepare.
+        dev.resize(1 << 20).unwrap();
+        dev.resize(4 << 20).unwrap();
+        let before = allocated(&path);
+        let filled = dev.granules_filled_when_prepared();
+        dev.prepare(1 << 20, 512);
+        assert_eq!(dev.granules_filled_when_prepared(), filled + 1);
+        assert!(allocated(&path) >= before + HOLE_FILL_GRANULE);
+    }
+
+    /// The fill-ahead thread zeroes the holes of the granule after a prepared one while the
+    /// device writes into that granule unprepared (a plain write, as a format's metadata
+    /// is): the write must win, whichever comes first.
+    #[test]
+    fn a_fill_ahead_never_zeroes_what_the_device_writes_at_the_same_time() {
+        const GRANULE: u64 = 64 << 10;
+        const GRANULES: u64 = 512;
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "ahead-race");
+        let mut dev = FileBlock::create(&path, GRANULE * GRANULES)
+            .unwrap()
+            .with_hole_fill(GRANULE)
+            .unwrap();
+        // Writes at a few places of the granule after each prepared one, straight after
+        // the prepare handed it to the thread.
+        let at = |g: u64, k: u64| g * GRANULE + k * (GRANULE / 4) + 512;
+        for g in (0..GRANULES).step_by(2) {
+            dev.prepare(g * GRANULE, 1);
+            for k in 0..4 {
+                dev.write(at(g + 1, k), &[0x77; 512]).unwrap();
+            }
+        }
+        let mut buf = [0u8; 512];
+        for g in (0..GRANULES).step_by(2) {
+            for k in 0..4 {
+                dev.read(at(g + 1, k), &mut buf).unwrap();
+                assert!(
+                    buf.iter().all(|b| *b == 0x77),
+                    "granule {}: a fill ahead zeroed a write",
+                    g + 1
+                );
+            }
+        }
+    }
+
+    /// A resize drops the granules queued for the fill-ahead thread and waits for the one
+    /// in flight: no fill lands past the new end (which would grow the file again).
+    #[test]
+    fn a_resize_stops_the_fill_ahead_at_the_new_end() {
+        const GRANULE: u64 = 64 << 10;
+        let dir = tempfile::tempdir().unwrap();
+        let path = temp_path(&dir, "ahead-cut");
+        let mut dev = FileBlock::create(&path, 64 * GRANULE)
+            .unwrap()
+            .with_hole_fill(GRANULE)
+            .unwrap()
+            .with_fill_ahead(8);
+        for round in 0..20u64 {
+            dev.resize(64 * GRANULE).unwrap();
+            dev.prepare(round % 8 * GRANULE, 1);
+            let cut = (round % 8 + 1 + round % 5) * GRANULE + 4096;
+            dev.resize(cut).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            assert_eq!(fs::metadata(&path).unwrap().len(), cut, "round {round}");
+        }
+        drop(dev);
     }
 
     #[cfg(any(target_os = "linux", target_os = "android"))]

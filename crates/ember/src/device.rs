@@ -6,8 +6,8 @@ use ember_device::{BlockDevice, DeviceError, MemBlock};
 /// A file, a raw block device or memory.
 #[derive(Debug)]
 pub enum AnyDevice {
-    /// A database file (a device image on a file system).
-    File(FileBlock),
+    /// A database file (a device image on a file system); boxed, as the largest.
+    File(Box<FileBlock>),
     /// A raw block device or partition (`/dev/...`).
     Raw(RawBlock),
     /// Memory: gone when the connection closes.

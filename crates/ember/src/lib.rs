@@ -301,11 +301,13 @@ impl Connection {
                 }
             }
         } else if meta.as_ref().is_some_and(|m| m.len() > 0) {
-            let dev = AnyDevice::File(FileBlock::open(path).map_err(open_err)?);
+            let dev = AnyDevice::File(Box::new(FileBlock::open(path).map_err(open_err)?));
             Database::open(dev, topts)
                 .map_err(|e| Error::Open(format!("{}: {e}", path.display())))?
         } else {
-            let dev = AnyDevice::File(FileBlock::create(path, opts.capacity).map_err(open_err)?);
+            let dev = AnyDevice::File(Box::new(
+                FileBlock::create(path, opts.capacity).map_err(open_err)?,
+            ));
             Database::create(dev, topts).map_err(open_err)?
         };
         Self::with_database(db, &opts)
