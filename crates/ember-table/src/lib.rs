@@ -10,7 +10,7 @@
 //! ([`journal`]), the variable-size allocator ([`allocator`]), the superblock and zones
 //! ([`superblock`]), the space manager that hands out extents ([`space`]), and the typed values
 //! with their row and order-preserving key encodings ([`row`]), table schemas ([`schema`]) and
-//! slotted data blocks ([`slotted`]). Tables, indexes,
+//! slotted data blocks ([`slotted`]) with their tuple checksums ([`checksum`]). Tables, indexes,
 //! the consistency modes and the modules build on them.
 //!
 //! Must not touch: SQL (it takes typed rows and keys), files (it sees only a
@@ -24,7 +24,7 @@ pub mod allocator;
 mod buffer;
 pub mod catalog;
 mod checkpoint;
-mod checksum;
+pub mod checksum;
 pub mod db;
 pub mod error;
 pub mod format;

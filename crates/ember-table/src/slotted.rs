@@ -65,7 +65,7 @@ pub struct Slot {
     pub offset: u16,
     /// Tuple length.
     pub len: u16,
-    /// Checksum of the tuple ([`checksum`](crate::checksum)).
+    /// Checksum of the tuple ([`crate::checksum`]).
     pub crc: u32,
 }
 
