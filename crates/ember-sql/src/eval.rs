@@ -626,6 +626,66 @@ fn printf_number(cs: &[char], i: &mut usize) -> usize {
     n
 }
 
+/// `f.abs()` with `p` decimals as SQLite's printf gives it: rounded half away from zero on
+/// the value's decimal expansion (2.25 gives 2.3 with one decimal, where Rust's formatting
+/// rounds the tie to even, 2.2), and no more than 16 significant digits (zeros after them).
+fn fixed(f: f64, p: usize) -> String {
+    let f = f.abs();
+    if !f.is_finite() || f == 0.0 {
+        return format!("{f:.p$}");
+    }
+    // 40 significant digits: past any tie a double's expansion can need deciding.
+    let e = format!("{f:.39e}");
+    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let mut dp = exp.parse::<i64>().unwrap_or(0) + 1; // digits before the point
+    let mut digits: Vec<u8> = mant
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .map(|b| b - b'0')
+        .collect();
+    let keep = (dp.saturating_add(p as i64)).min(16);
+    if keep < 0 {
+        digits.clear();
+    } else {
+        let k = keep as usize;
+        let up = digits.get(k).is_some_and(|&d| d >= 5);
+        digits.truncate(k);
+        if up {
+            let mut at = k;
+            loop {
+                if at == 0 {
+                    digits.insert(0, 1);
+                    dp += 1;
+                    break;
+                }
+                at -= 1;
+                if digits[at] == 9 {
+                    digits[at] = 0;
+                } else {
+                    digits[at] += 1;
+                    break;
+                }
+            }
+        }
+    }
+    let digit = |i: i64| {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| digits.get(i))
+            .map_or('0', |&d| char::from(b'0' + d))
+    };
+    let mut s = String::with_capacity(dp.max(1) as usize + p + 1);
+    if dp <= 0 {
+        s.push('0');
+    }
+    s.extend((0..dp).map(digit));
+    if p > 0 {
+        s.push('.');
+        s.extend((dp..dp.saturating_add(p as i64)).map(digit));
+    }
+    s
+}
+
 /// `printf` / `format`; widths, precisions and the result are bounded by `max` bytes.
 fn printf(fmt: &str, args: &[Value], max: usize) -> Result<String> {
     let mut out = String::new();
@@ -645,11 +705,29 @@ fn printf(fmt: &str, args: &[Value], max: usize) -> Result<String> {
             flags.push(cs[i]);
             i += 1;
         }
-        let width = printf_number(&cs, &mut i);
+        let mut left = flags.contains('-');
+        // `*`: the width or precision is the next argument (a negative width left-justifies,
+        // a negative precision counts as its absolute value), as in SQLite.
+        let star = |i: &mut usize, it: &mut std::slice::Iter<'_, Value>| {
+            *i += 1;
+            let v = it.next().cloned().unwrap_or(Value::Null);
+            if v.is_null() { 0 } else { v.to_i64() }
+        };
+        let width = if cs.get(i) == Some(&'*') {
+            let w = star(&mut i, &mut it);
+            left |= w < 0;
+            usize::try_from(w.unsigned_abs()).unwrap_or(usize::MAX)
+        } else {
+            printf_number(&cs, &mut i)
+        };
         let mut prec: Option<usize> = None;
         if i < cs.len() && cs[i] == '.' {
             i += 1;
-            prec = Some(printf_number(&cs, &mut i));
+            prec = Some(if cs.get(i) == Some(&'*') {
+                usize::try_from(star(&mut i, &mut it).unsigned_abs()).unwrap_or(usize::MAX)
+            } else {
+                printf_number(&cs, &mut i)
+            });
         }
         if width > max || prec.is_some_and(|p| p > max) {
             return Err(too_big());
@@ -662,7 +740,6 @@ fn printf(fmt: &str, args: &[Value], max: usize) -> Result<String> {
         }
         let conv = cs[i];
         i += 1;
-        let left = flags.contains('-');
         let zero = flags.contains('0') && !left;
         let plus = flags.contains('+');
         let space = flags.contains(' ');
@@ -704,7 +781,7 @@ fn printf(fmt: &str, args: &[Value], max: usize) -> Result<String> {
                 let f = if v.is_null() { 0.0 } else { v.to_f64() };
                 let p = prec.unwrap_or(6);
                 let s = match conv {
-                    'f' | 'F' => format!("{:.*}", p, f.abs()),
+                    'f' | 'F' => fixed(f, p),
                     'e' | 'E' => {
                         let s = format!("{:.*e}", p, f.abs());
                         let s = fix_exp(&s);
@@ -739,9 +816,10 @@ fn printf(fmt: &str, args: &[Value], max: usize) -> Result<String> {
                 pad(s, width, left)
             }
             'c' => {
+                // A precision repeats the character.
                 let v = next();
-                let s: String = v.to_text().unwrap_or_default().chars().take(1).collect();
-                pad(s, width, left)
+                let c: String = v.to_text().unwrap_or_default().chars().take(1).collect();
+                pad(c.repeat(prec.unwrap_or(1).max(1)), width, left)
             }
             'q' | 'Q' => {
                 let v = next();
