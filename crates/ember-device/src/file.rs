@@ -2044,19 +2044,30 @@ mod tests {
         fs::metadata(path).unwrap().blocks() * 512
     }
 
+    /// A new sparse file of `len` bytes named `name` in `dir` as a device that fills holes
+    /// in [`HOLE_FILL_GRANULE`]s, or `None` where the file system does not make sparse
+    /// files (nothing to observe).
+    fn sparse_device(
+        dir: &tempfile::TempDir,
+        name: &str,
+        len: u64,
+    ) -> Option<(PathBuf, FileBlock)> {
+        let path = temp_path(dir, name);
+        let dev = FileBlock::create(&path, len)
+            .unwrap()
+            .with_hole_fill(HOLE_FILL_GRANULE)
+            .unwrap();
+        (allocated(&path) < 1 << 20).then_some((path, dev))
+    }
+
     #[cfg(any(target_os = "linux", target_os = "android"))]
     #[test]
     fn a_prepared_range_fills_the_holes_of_its_granule_and_only_then() {
         let dir = tempfile::tempdir().unwrap();
-        let path = temp_path(&dir, "sparse");
-        let mut dev = FileBlock::create(&path, 8 << 20)
-            .unwrap()
-            .with_hole_fill(HOLE_FILL_GRANULE)
-            .unwrap()
-            .with_fill_ahead(0);
-        if allocated(&path) >= 1 << 20 {
-            return; // this file system does not make sparse files: nothing to observe
-        }
+        let Some((path, dev)) = sparse_device(&dir, "sparse", 8 << 20) else {
+            return;
+        };
+        let mut dev = dev.with_fill_ahead(0);
         // A plain write (a format's metadata) allocates only around itself.
         dev.write(5 << 20, b"metadata").unwrap();
         assert!(allocated(&path) < 256 * 1024, "{}", allocated(&path));
@@ -2124,14 +2135,9 @@ mod tests {
     #[test]
     fn the_granule_after_a_prepared_range_is_filled_ahead_on_a_thread() {
         let dir = tempfile::tempdir().unwrap();
-        let path = temp_path(&dir, "ahead");
-        let mut dev = FileBlock::create(&path, 8 << 20)
-            .unwrap()
-            .with_hole_fill(HOLE_FILL_GRANULE)
-            .unwrap();
-        if allocated(&path) >= 1 << 20 {
+        let Some((path, mut dev)) = sparse_device(&dir, "ahead", 8 << 20) else {
             return;
-        }
+        };
         dev.prepare(3 << 20, 512);
         dev.write(3 << 20, b"first row").unwrap();
         // Granule 3 now, granule 4 on the thread; nothing further.
@@ -2167,14 +2173,9 @@ mod tests {
     #[test]
     fn a_granule_filled_ahead_and_cut_off_is_filled_again() {
         let dir = tempfile::tempdir().unwrap();
-        let path = temp_path(&dir, "ahead-regrown");
-        let mut dev = FileBlock::create(&path, 4 << 20)
-            .unwrap()
-            .with_hole_fill(HOLE_FILL_GRANULE)
-            .unwrap();
-        if allocated(&path) >= 1 << 20 {
+        let Some((path, mut dev)) = sparse_device(&dir, "ahead-regrown", 4 << 20) else {
             return;
-        }
+        };
         dev.prepare(0, 512);
         assert!(eventually(|| allocated(&path) >= 2 * HOLE_FILL_GRANULE));
         // The report of granule 1 is still waiting for the next prepare.
@@ -2249,14 +2250,9 @@ mod tests {
     #[test]
     fn a_file_cut_and_grown_again_has_its_new_holes_filled() {
         let dir = tempfile::tempdir().unwrap();
-        let path = temp_path(&dir, "regrown");
-        let mut dev = FileBlock::create(&path, 4 << 20)
-            .unwrap()
-            .with_hole_fill(HOLE_FILL_GRANULE)
-            .unwrap();
-        if allocated(&path) >= 1 << 20 {
+        let Some((path, mut dev)) = sparse_device(&dir, "regrown", 4 << 20) else {
             return;
-        }
+        };
         dev.write(4096, b"kept").unwrap();
         dev.prepare(2 << 20, 4096);
         dev.write((2 << 20) + 10, b"cut away").unwrap();
