@@ -907,11 +907,18 @@ mod unix {
         fn covers(&self, offset: u64, len: u64) -> bool {
             // A granule smaller than a page (16 KiB or 64 KiB on some kernels) could share
             // its page with a hole.
-            if self.granule < MIN_MAPPED_GRANULE || len == 0 {
-                return false;
-            }
-            let (first, last) = (offset / self.granule, (offset + len - 1) / self.granule);
-            (first..=last).all(|g| self.done.has(g))
+            self.granule >= MIN_MAPPED_GRANULE && len != 0 && self.all_done(offset, len)
+        }
+
+        /// The granules `[offset, offset + len)` touches (`len` > 0, a granule set).
+        fn granules(&self, offset: u64, len: u64) -> core::ops::RangeInclusive<u64> {
+            offset / self.granule..=(offset + len - 1) / self.granule
+        }
+
+        /// Whether every granule `[offset, offset + len)` touches is known filled (`len` >
+        /// 0, a granule set).
+        fn all_done(&self, offset: u64, len: u64) -> bool {
+            self.granules(offset, len).all(|g| self.done.has(g))
         }
 
         /// Whether a [`prepare`](Self::prepare) of `[offset, offset + len)` has anything to
@@ -921,11 +928,10 @@ mod unix {
             if !self.filling || len == 0 {
                 return false;
             }
-            let (first, last) = (offset / self.granule, (offset + len - 1) / self.granule);
-            (first..=last).any(|g| !self.done.has(g))
+            !self.all_done(offset, len)
                 || (!self.refused
                     && self
-                        .ahead_of(last, file_len)
+                        .ahead_of(*self.granules(offset, len).end(), file_len)
                         .any(|g| !self.done.has(g) && !self.asked.has(g)))
         }
 
@@ -954,10 +960,10 @@ mod unix {
             if !self.filling || len == 0 {
                 return;
             }
-            let (first, last) = (offset / self.granule, (offset + len - 1) / self.granule);
-            if (first..=last).any(|g| !self.done.has(g)) {
+            let last = *self.granules(offset, len).end();
+            if !self.all_done(offset, len) {
                 let _fill = shared.fill_lock();
-                for g in first..=last {
+                for g in self.granules(offset, len) {
                     if self.done.has(g) {
                         continue;
                     }
@@ -1011,14 +1017,7 @@ mod unix {
         /// exists and the range reaches outside the granules known filled, where it may be
         /// finding holes.
         fn may_be_filling(&self, offset: u64, len: u64) -> bool {
-            if self.filler.is_none() {
-                return false;
-            }
-            if len == 0 {
-                return false;
-            }
-            let (first, last) = (offset / self.granule, (offset + len - 1) / self.granule);
-            !(first..=last).all(|g| self.done.has(g))
+            self.filler.is_some() && len != 0 && !self.all_done(offset, len)
         }
 
         /// Drops the thread's queued granules and its reports, so that nothing it does from
