@@ -167,10 +167,28 @@ pub fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
 /// byte there.)
 #[inline]
 pub fn head_word(b: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    let n = b.len().min(8);
-    w[..n].copy_from_slice(&b[..n]);
-    u64::from_be_bytes(w)
+    if let Some(h) = b.first_chunk::<8>() {
+        return u64::from_be_bytes(*h);
+    }
+    // Shorter: its 4-, 2- and 1-byte pieces in turn (a copy of a length not known here
+    // would be a call to `memcpy`, and a node search makes a few per probe).
+    let (mut w, mut at) = (0u64, 0usize);
+    if let Some(p) = b.first_chunk::<4>().filter(|_| b.len() & 4 != 0) {
+        w = u64::from(u32::from_be_bytes(*p)) << 32;
+        at = 4;
+    }
+    if let Some(p) = b
+        .get(at..)
+        .and_then(|r| r.first_chunk::<2>())
+        .filter(|_| b.len() & 2 != 0)
+    {
+        w |= u64::from(u16::from_be_bytes(*p)) << (48 - 8 * at);
+        at += 2;
+    }
+    if let Some(&x) = b.get(at).filter(|_| b.len() & 1 != 0) {
+        w |= u64::from(x) << (56 - 8 * at);
+    }
+    w
 }
 
 /// The 8 bytes at `at` (which leaves 8 in `b`) as a big-endian word.
@@ -251,6 +269,17 @@ mod tests {
             for (j, b) in keys.iter().enumerate() {
                 assert_eq!(Key::new(a).cmp(&Key::new(b)), i.cmp(&j), "{a:?} vs {b:?}");
             }
+        }
+    }
+
+    #[test]
+    fn a_head_word_is_the_first_eight_bytes_zero_padded() {
+        let bytes: Vec<u8> = (1..=12).map(|i| i * 17).collect();
+        for n in 0..=bytes.len() {
+            let mut w = [0u8; 8];
+            let k = n.min(8);
+            w[..k].copy_from_slice(&bytes[..k]);
+            assert_eq!(head_word(&bytes[..n]), u64::from_be_bytes(w), "{n} bytes");
         }
     }
 
