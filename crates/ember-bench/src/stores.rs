@@ -251,6 +251,11 @@ pub trait Store {
     fn begin(&mut self) -> Result<()>;
     /// Commits the batch (synced at sync durability).
     fn commit(&mut self) -> Result<()>;
+    /// Writes home what earlier commits left pending (SQLite's WAL, EmberDB's journal and
+    /// index changes), as closing the database between YCSB's load and run phases would.
+    fn settle(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// Bytes written to the device as the engine's own accounting counts them, if it has one.
     fn accounted_write_bytes(&mut self) -> Option<u64>;
     /// Closes; returns the accounted bytes written by the end (the close included).
@@ -373,6 +378,11 @@ impl Store for EmberSql {
         Ok(())
     }
 
+    fn settle(&mut self) -> Result<()> {
+        self.conn.execute_batch("PRAGMA checkpoint")?;
+        Ok(())
+    }
+
     fn accounted_write_bytes(&mut self) -> Option<u64> {
         None
     }
@@ -470,6 +480,11 @@ impl Store for EmberApi {
 
     fn commit(&mut self) -> Result<()> {
         self.db.commit()?;
+        Ok(())
+    }
+
+    fn settle(&mut self) -> Result<()> {
+        self.db.checkpoint()?;
         Ok(())
     }
 
@@ -602,6 +617,12 @@ impl Store for Sqlite {
 
     fn commit(&mut self) -> Result<()> {
         self.conn.prepare_cached("COMMIT")?.execute([])?;
+        Ok(())
+    }
+
+    fn settle(&mut self) -> Result<()> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         Ok(())
     }
 

@@ -143,6 +143,9 @@ pub fn run(job: &Job<Spec>, dir: &Path) -> Result<Measured> {
     let mut extra = Map::new();
     let t = Instant::now();
     load(st.as_mut(), s.records, &mut values)?;
+    // YCSB loads and runs in two processes: the load's database is closed, its pending
+    // writes home, before the run starts.
+    st.settle()?;
     extra.insert("load_seconds".into(), t.elapsed().as_secs_f64().into());
 
     // The operations and their keys are drawn before the timed loop.
@@ -179,6 +182,9 @@ pub fn run(job: &Job<Spec>, dir: &Path) -> Result<Measured> {
             lat.time(|| st.update(k, &refs))?;
         }
     }
+    // The run's own writes go home within the timed span: a system that defers them (to a
+    // checkpoint) pays for them here, not in a later phase.
+    st.settle()?;
     let seconds = start.elapsed().as_secs_f64();
     let accounted = st.close()?;
     let proc_io = ProcIo::delta(io0);
@@ -199,8 +205,10 @@ pub fn run(job: &Job<Spec>, dir: &Path) -> Result<Measured> {
 }
 
 const NOTES: &str = "
-Notes: R records loaded untimed; async runs R operations, sync R/10 (each update synced;
-reads are the same at both). Keys: scrambled Zipfian over the R records (zipf-0 is uniform).
+Notes: R records loaded untimed, then written home (SQLite's WAL checkpointed, EmberDB
+checkpointed), as YCSB's separate load and run phases leave them; async runs R operations,
+sync R/10 (each update synced; reads are the same at both), and the timed span ends with
+the run's own writes home the same way. Keys: scrambled Zipfian over the R records (zipf-0 is uniform).
 Latencies are per operation. App bytes count the updates (8-byte key + 5 × 100 bytes);
 device bytes are /proc/self/io write_bytes over the operations and the close.
 ";
