@@ -611,11 +611,11 @@ pub struct Database<D: BlockDevice> {
     /// Replay from the last checkpoint checks those tuples against the device, so none of
     /// this block's tuples is overwritten in place until the next snapshot (see
     /// [`place`](Database::place)).
-    homed: HashSet<BlockRef>,
+    homed: HashSet<BlockRef, foldhash::fast::RandomState>,
     /// Blocks holding a tuple a committed transaction overwrote in place since the last
     /// sync: its record may not be durable yet, so a transaction that writes one of these
     /// blocks home syncs first (see [`write_touched`](Database::write_touched)).
-    pinned: HashSet<BlockRef>,
+    pinned: HashSet<BlockRef, foldhash::fast::RandomState>,
     /// Checkpoints whose writes home ran on a thread of their own.
     background_checkpoints: u64,
     /// A commit or checkpoint failed after it began to write: RAM may be ahead of the
@@ -689,8 +689,8 @@ impl<D: BlockDevice> Database<D> {
             extents_freed: Vec::new(),
             spill: None,
             buffered: Vec::new(),
-            homed: HashSet::new(),
-            pinned: HashSet::new(),
+            homed: HashSet::default(),
+            pinned: HashSet::default(),
             flight: None,
             background_checkpoints: 0,
             failed: false,
@@ -726,8 +726,8 @@ impl<D: BlockDevice> Database<D> {
             extents_freed: Vec::new(),
             spill: None,
             buffered: Vec::new(),
-            homed: HashSet::new(),
-            pinned: HashSet::new(),
+            homed: HashSet::default(),
+            pinned: HashSet::default(),
             flight: None,
             background_checkpoints: 0,
             failed: false,
@@ -1885,21 +1885,23 @@ impl<D: BlockDevice> Database<D> {
         Ok(())
     }
 
-    /// A checkpoint's writes of the changed `blocks`, tuples and header together (see
+    /// A checkpoint's writes of the blocks in RAM changed since the last one (found in the
+    /// buffer's slab: [`SlottedBlock::checkpoint_work`]), tuples and header together (see
     /// [`start_checkpoint`](Self::start_checkpoint)), as they are now (shared with the
     /// blocks, which copy their bytes before they next change): each block's
     /// changed sectors widened to the whole `page`s they lie in, in device order (the
     /// device told to expect them). Each block is settled: the catalog written after them
     /// names it, and from then on its header waits for its tuples between checkpoints.
-    fn home_writes(&mut self, blocks: &[BlockRef], page: usize) -> HomeWrites {
-        let mut order: Vec<(u64, BlockRef)> = blocks
+    fn home_writes(&mut self, page: usize) -> HomeWrites {
+        let places = self.cache.places_where(SlottedBlock::checkpoint_work);
+        let mut order: Vec<(u64, usize)> = places
             .iter()
-            .map(|b| (self.sm.allocator().extent(*b).0, *b))
+            .map(|&(i, b)| (self.sm.allocator().extent(b).0, i))
             .collect();
         order.sort_unstable();
         let mut home = HomeWrites::default();
-        for (at, b) in order {
-            let Some(block) = self.cache.get_mut(&b) else {
+        for (at, i) in order {
+            let Some(block) = self.cache.at_mut(i) else {
                 continue;
             };
             let (bytes, spans) = block.share_dirty_pages(page);
@@ -1972,11 +1974,10 @@ impl<D: BlockDevice> Database<D> {
         self.forget_positions();
         // Records written in disorder mode may have to wait for room: make room first.
         let pending = std::mem::take(&mut self.buffered);
-        let blocks: Vec<BlockRef> = self.cache.keys();
         let journaled = self.opts.mode != Mode::None;
         if !journaled {
-            for b in &blocks {
-                self.write_tuples(*b, None)?;
+            for b in self.cache.keys() {
+                self.write_tuples(b, None)?;
             }
         }
         // The primary indexes' changes go into new pages, synced with the records; the
@@ -2015,7 +2016,7 @@ impl<D: BlockDevice> Database<D> {
         // `homed` until it has landed: until then replay may start before their records.
         self.pinned.clear();
         // Without a journal only the headers are left to write: sector by sector.
-        let home = self.home_writes(&blocks, if journaled { PAGE } else { 512 });
+        let home = self.home_writes(if journaled { PAGE } else { 512 });
         let catalog = Catalog {
             next_id: self.next_id,
             tables: self

@@ -441,6 +441,12 @@ impl SlottedBlock {
         }
     }
 
+    /// Whether a checkpoint has anything to do with the block: sectors to write home, or
+    /// the freshness and the noted gaps it ends ([`settle`](Self::settle)).
+    pub fn checkpoint_work(&self) -> bool {
+        self.dirty != 0 || self.fresh || self.gaps.is_some()
+    }
+
     /// Whether no sector changed since the block was read or written.
     pub fn is_clean(&self) -> bool {
         self.dirty == 0
