@@ -283,7 +283,7 @@ impl Txn {
     }
 
     /// This transaction emptied for reuse, or `None` if its buffers are too big to keep.
-    fn recycle(mut self) -> Option<Txn> {
+    fn recycle(mut self: Box<Self>) -> Option<Box<Txn>> {
         let bytes = self.ops.capacity()
             + self.tuple_data.capacity()
             + self.record.capacity()
@@ -581,9 +581,9 @@ pub struct Database<D: BlockDevice> {
     cache: Buffer,
     /// Decoded primary-index pages (see [`pindex`](crate::pindex)).
     ipages: PageCache,
-    txn: Option<Txn>,
+    txn: Option<Box<Txn>>,
     /// The last finished transaction's buffers, emptied, for the next one.
-    spare: Option<Txn>,
+    spare: Option<Box<Txn>>,
     /// A freed tuple's key on its way to the journal record (kept for the next one).
     freed_key: Vec<u8>,
     /// Bytes of the header sector and tuple a point read took from the device without the
@@ -1665,7 +1665,7 @@ impl<D: BlockDevice> Database<D> {
     }
 
     /// [`finish`](Self::finish) in modes `none` and `disorder`.
-    fn finish_unlogged(&mut self, mut txn: Txn, mode: Mode) -> Result<()> {
+    fn finish_unlogged(&mut self, mut txn: Box<Txn>, mode: Mode) -> Result<()> {
         if mode == Mode::Disorder {
             self.write_touched(&mut txn, None)?;
             self.buffered
@@ -1687,7 +1687,7 @@ impl<D: BlockDevice> Database<D> {
     /// known to fit the journal.
     fn finish_logged(
         &mut self,
-        mut txn: Txn,
+        mut txn: Box<Txn>,
         carried: bool,
         reserve: Option<(usize, BlockRef)>,
     ) -> Result<()> {
