@@ -66,6 +66,8 @@ pub(crate) enum Hint {
     Handle,
     /// The block's bytes (up to [`HINT_BYTES`]).
     Bytes,
+    /// The block's header sector, which a checkpoint seals.
+    Header,
 }
 
 /// The next blocks a scan over a list of locations reaches, hinted into the CPU's cache a
@@ -287,9 +289,14 @@ impl Buffer {
     /// Brings a stage of block `b` into the CPU's cache (see [`Hint`]); nothing if the
     /// block is not in RAM. Changes nothing, not even the recency order.
     pub(crate) fn hint(&self, b: &BlockRef, stage: Hint) {
-        let Some(&i) = self.map.get(b) else {
-            return;
-        };
+        if let Some(&i) = self.map.get(b) {
+            self.hint_at(i, stage);
+        }
+    }
+
+    /// [`hint`](Self::hint) for the block at slab place `i` (see
+    /// [`places_where`](Self::places_where)).
+    pub(crate) fn hint_at(&self, i: usize, stage: Hint) {
         let Some(slot) = self.slots.get(i) else {
             return;
         };
@@ -307,9 +314,14 @@ impl Buffer {
                     prefetch(e.checked.0.as_ptr());
                 }
             }
-            Hint::Bytes => {
+            Hint::Bytes | Hint::Header => {
                 if let Some(e) = slot {
-                    let bytes = e.block.bytes(0..e.block.size().min(HINT_BYTES));
+                    let want = if matches!(stage, Hint::Header) {
+                        512
+                    } else {
+                        HINT_BYTES
+                    };
+                    let bytes = e.block.bytes(0..e.block.size().min(want));
                     for line in bytes.chunks(LINE) {
                         prefetch(line.as_ptr());
                     }
