@@ -184,7 +184,7 @@ struct Entry {
 ///
 /// Invariant: slot `i` is marked only after its tuple matched its slot's CRC, and the marks
 /// of a block are dropped whenever the [`Buffer`] hands the block out mutably
-/// ([`Buffer::get_mut`]) or replaces it ([`Buffer::insert`]); the only other access is
+/// ([`Buffer::get_mut`], [`Buffer::at_mut`]) or replaces it ([`Buffer::insert`]); the only other access is
 /// shared ([`Buffer::get_checked`]). So a marked slot and its tuple are byte for byte what
 /// was checked: only bytes read from the device are checked, and those are not read again
 /// while the block stays in RAM.
@@ -317,7 +317,7 @@ impl Buffer {
             Hint::Bytes | Hint::Header => {
                 if let Some(e) = slot {
                     let want = if matches!(stage, Hint::Header) {
-                        512
+                        crate::slotted::HEADER_SECTOR
                     } else {
                         HINT_BYTES
                     };
@@ -377,7 +377,7 @@ impl Buffer {
     }
 
     /// The block to read, with the marks of its slots checked since it came into RAM or was
-    /// last handed out by [`get_mut`](Self::get_mut).
+    /// last handed out mutably ([`get_mut`](Self::get_mut), [`at_mut`](Self::at_mut)).
     pub(crate) fn get_checked(&mut self, b: &BlockRef) -> Option<(&SlottedBlock, &mut Checked)> {
         let e = self.touch(b)?;
         Some((&e.block, &mut e.checked))
@@ -490,10 +490,9 @@ impl Buffer {
         }
     }
 
-    /// Every block in RAM, in address order.
     /// The blocks in RAM for which `pick` holds, with their places in the slab (for
     /// [`at_mut`](Self::at_mut)): a walk through the slab, which a checkpoint makes over
-    /// every block changed since the last one without a map lookup (a cache miss) each.
+    /// every block it has work with, without a map lookup (a cache miss) each.
     pub(crate) fn places_where(
         &self,
         pick: impl Fn(&SlottedBlock) -> bool,
@@ -505,15 +504,17 @@ impl Buffer {
             .collect()
     }
 
-    /// The block at slab place `i` (from [`places_where`](Self::places_where), no block
-    /// added or dropped since), handed out mutably as [`get_mut`](Self::get_mut) does (its
-    /// check marks dropped), but left where it is in the recency order.
-    pub(crate) fn at_mut(&mut self, i: usize) -> Option<&mut SlottedBlock> {
-        let e = self.entry(i)?;
+    /// Block `b` at slab place `i` (from [`places_where`](Self::places_where)), handed out
+    /// mutably as [`get_mut`](Self::get_mut) does (its check marks dropped), but left where
+    /// it is in the recency order; `None` if `b` is not there (a block was added or dropped
+    /// since).
+    pub(crate) fn at_mut(&mut self, i: usize, b: &BlockRef) -> Option<&mut SlottedBlock> {
+        let e = self.entry(i).filter(|e| e.at == *b)?;
         e.checked.0.clear();
         Some(&mut e.block)
     }
 
+    /// Every block in RAM, in address order.
     pub(crate) fn keys(&self) -> Vec<BlockRef> {
         let mut k: Vec<BlockRef> = self.map.keys().copied().collect();
         k.sort_unstable();

@@ -1885,8 +1885,8 @@ impl<D: BlockDevice> Database<D> {
         Ok(())
     }
 
-    /// A checkpoint's writes of the blocks in RAM changed since the last one (found in the
-    /// buffer's slab: [`SlottedBlock::checkpoint_work`]), tuples and header together (see
+    /// A checkpoint's writes of the blocks in RAM it has work with (found in the buffer's
+    /// slab: [`SlottedBlock::checkpoint_work`]), tuples and header together (see
     /// [`start_checkpoint`](Self::start_checkpoint)), as they are now (shared with the
     /// blocks, which copy their bytes before they next change): each block's
     /// changed sectors widened to the whole `page`s they lie in, in device order (the
@@ -1894,23 +1894,26 @@ impl<D: BlockDevice> Database<D> {
     /// names it, and from then on its header waits for its tuples between checkpoints.
     fn home_writes(&mut self, page: usize) -> HomeWrites {
         let places = self.cache.places_where(SlottedBlock::checkpoint_work);
-        let mut order: Vec<(u64, usize)> = places
+        let mut order: Vec<(u64, usize, BlockRef)> = places
             .iter()
-            .map(|&(i, b)| (self.sm.allocator().extent(b).0, i))
+            .map(|&(i, b)| (self.sm.allocator().extent(b).0, i, b))
             .collect();
         order.sort_unstable();
         let mut home = HomeWrites::default();
         for k in 0..order.len() {
             // Sealing a header waits on two loads (the bytes' handle, then the header): for
             // the blocks a few places on they are asked for now, so those loads overlap.
-            if let Some(&(_, j)) = order.get(k + 2 * HOME_HINT_AHEAD) {
-                self.cache.hint_at(j, Hint::Handle);
+            // (Where the hint is no instruction, finding what to hint is wasted.)
+            if cfg!(target_arch = "x86_64") {
+                if let Some(&(_, j, _)) = order.get(k + 2 * HOME_HINT_AHEAD) {
+                    self.cache.hint_at(j, Hint::Handle);
+                }
+                if let Some(&(_, j, _)) = order.get(k + HOME_HINT_AHEAD) {
+                    self.cache.hint_at(j, Hint::Header);
+                }
             }
-            if let Some(&(_, j)) = order.get(k + HOME_HINT_AHEAD) {
-                self.cache.hint_at(j, Hint::Header);
-            }
-            let (at, i) = order[k];
-            let Some(block) = self.cache.at_mut(i) else {
+            let (at, i, b) = order[k];
+            let Some(block) = self.cache.at_mut(i, &b) else {
                 continue;
             };
             let (bytes, spans) = block.share_dirty_pages(page);
