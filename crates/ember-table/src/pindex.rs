@@ -599,7 +599,93 @@ pub struct PIndex {
     /// Live entries, the overlay included.
     pub count: u64,
     /// Changes since the last checkpoint: `None` deletes the key.
-    pub overlay: BTreeMap<Key, Option<Loc>>,
+    pub overlay: Overlay,
+}
+
+/// A primary index's changes since the last checkpoint (`None` deletes the key), in key
+/// order, with a filter of the keys it holds that a point lookup asks first.
+///
+/// After a bulk load the overlay holds up to 262,144 entries (a commit checkpoints past
+/// that), and a lookup of a key it does not hold walked the map's nodes down, a cache miss
+/// at each (7% of a random point read through SQL at N = 1,000,000, most of whose keys are
+/// in the tree). The filter answers "not here" with two bit tests for all but a few percent
+/// of such keys.
+///
+/// Reads go through `Deref` to the map; changes only through [`insert`](Self::insert),
+/// [`remove`](Self::remove) and [`take`](Self::take), which keep the filter: every key in
+/// the map has its bits set (a removed key's stay set until the overlay is taken).
+#[derive(Debug, Default, Clone)]
+pub struct Overlay {
+    map: BTreeMap<Key, Option<Loc>>,
+    filter: Vec<u64>,
+}
+
+/// Filter bits per overlay entry at least (two bits set per key: about 5% of keys not in
+/// the overlay pass the filter).
+const FILTER_BITS_PER_KEY: usize = 8;
+
+impl core::ops::Deref for Overlay {
+    type Target = BTreeMap<Key, Option<Loc>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl Overlay {
+    /// The two filter bits of a key.
+    fn bits(filter_bits: usize, key: &[u8]) -> [usize; 2] {
+        use core::hash::BuildHasher;
+        let h = foldhash::fast::FixedState::with_seed(0x0e71_a4b3).hash_one(key);
+        let mask = filter_bits - 1;
+        [h as usize & mask, (h >> 32) as usize & mask]
+    }
+
+    fn set_bits(filter: &mut [u64], key: &[u8]) {
+        for b in Self::bits(filter.len() * 64, key) {
+            filter[b / 64] |= 1 << (b % 64);
+        }
+    }
+
+    /// The entry for `key`, if the overlay has one: `Some(None)` if it deletes the key.
+    pub fn lookup(&self, key: &[u8]) -> Option<&Option<Loc>> {
+        if self.filter.is_empty() {
+            return None;
+        }
+        let filtered = Self::bits(self.filter.len() * 64, key)
+            .iter()
+            .all(|&b| self.filter[b / 64] & (1 << (b % 64)) != 0);
+        if !filtered {
+            return None;
+        }
+        ikey::get(&self.map, key)
+    }
+
+    /// Sets `key`'s entry; the entry before, if any.
+    pub fn insert(&mut self, key: Key, v: Option<Loc>) -> Option<Option<Loc>> {
+        let want = (self.map.len() + 1) * FILTER_BITS_PER_KEY;
+        if self.filter.len() * 64 < want {
+            // Grown to twice what is needed now, and filled again from the map.
+            let words = (2 * want).next_power_of_two().max(64) / 64;
+            self.filter = vec![0; words];
+            for k in self.map.keys() {
+                Self::set_bits(&mut self.filter, k.as_slice());
+            }
+        }
+        Self::set_bits(&mut self.filter, key.as_slice());
+        self.map.insert(key, v)
+    }
+
+    /// Removes `key`'s entry; the entry before, if any.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Option<Loc>> {
+        self.map.remove(key)
+    }
+
+    /// Takes every entry out, leaving the overlay empty.
+    pub fn take(&mut self) -> BTreeMap<Key, Option<Loc>> {
+        self.filter = Vec::new();
+        core::mem::take(&mut self.map)
+    }
 }
 
 impl PIndex {
@@ -611,7 +697,7 @@ impl PIndex {
             height: 0,
             pages: 0,
             count: 0,
-            overlay: BTreeMap::new(),
+            overlay: Overlay::default(),
         }
     }
 
@@ -893,7 +979,7 @@ impl<'a, D: BlockDevice> Pages<'a, D> {
 
     /// The location of `key`, the overlay first.
     pub fn get(&mut self, ix: &PIndex, key: &[u8]) -> Result<Option<Loc>> {
-        if let Some(v) = ikey::get(&ix.overlay, key) {
+        if let Some(v) = ix.overlay.lookup(key) {
             return Ok(*v);
         }
         let Some(mut page) = ix.root else {
@@ -1305,7 +1391,9 @@ impl<'a, D: BlockDevice> Pages<'a, D> {
         if ix.overlay.is_empty() {
             return Ok(st);
         }
-        let changes: Vec<(Vec<u8>, Option<Loc>)> = std::mem::take(&mut ix.overlay)
+        let changes: Vec<(Vec<u8>, Option<Loc>)> = ix
+            .overlay
+            .take()
             .into_iter()
             .map(|(k, v)| (k.into(), v))
             .collect();
@@ -1580,6 +1668,38 @@ impl<'a, D: BlockDevice> Pages<'a, D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every key the overlay holds is found, removed and taken keys are not, and the filter
+    /// turns away most keys it never held (so lookups of those skip the map).
+    #[test]
+    fn the_overlay_filter_finds_its_keys_and_turns_away_most_others() {
+        let key = |i: u64| Key::new(&i.to_be_bytes());
+        let mut o = Overlay::default();
+        assert_eq!(o.lookup(&5u64.to_be_bytes()), None);
+        for i in 0..50_000u64 {
+            let v = (i % 7 != 0).then(|| loc(i as u32));
+            assert_eq!(o.insert(key(i), v), None);
+        }
+        for i in 0..50_000u64 {
+            let want = (i % 7 != 0).then(|| loc(i as u32));
+            assert_eq!(o.lookup(&i.to_be_bytes()), Some(&want), "key {i}");
+        }
+        assert_eq!(o.remove(&3u64.to_be_bytes()), Some(Some(loc(3))));
+        assert_eq!(o.lookup(&3u64.to_be_bytes()), None);
+        let passed = (1_000_000..1_100_000u64)
+            .filter(|i| {
+                let b = Overlay::bits(o.filter.len() * 64, &i.to_be_bytes());
+                b.iter().all(|&b| o.filter[b / 64] & (1 << (b % 64)) != 0)
+            })
+            .count();
+        assert!(
+            passed < 10_000,
+            "{passed} of 100,000 absent keys passed the filter"
+        );
+        assert_eq!(o.take().len(), 50_000 - 1);
+        assert!(o.is_empty());
+        assert_eq!(o.lookup(&1u64.to_be_bytes()), None);
+    }
 
     proptest::proptest! {
         /// Keys whose heads differ order as their heads; a node searched by heads finds
