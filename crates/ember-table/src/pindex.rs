@@ -605,7 +605,7 @@ pub struct PIndex {
 /// A primary index's changes since the last checkpoint (`None` deletes the key), in key
 /// order, with a filter of the keys it holds that a point lookup asks first.
 ///
-/// After a bulk load the overlay holds up to 262,144 entries (a commit checkpoints past
+/// After a bulk load the overlay holds about 262,144 entries (a commit checkpoints past
 /// that), and a lookup of a key it does not hold walked the map's nodes down, a cache miss
 /// at each (7% of a random point read through SQL at N = 1,000,000, most of whose keys are
 /// in the tree). The filter answers "not here" with two bit tests for all but a few percent
@@ -613,16 +613,26 @@ pub struct PIndex {
 ///
 /// Reads go through `Deref` to the map; changes only through [`insert`](Self::insert),
 /// [`remove`](Self::remove) and [`take`](Self::take), which keep the filter: every key in
-/// the map has its bits set (a removed key's stay set until the overlay is taken).
-#[derive(Debug, Default, Clone)]
+/// the map has its bits set (a removed key's stay set until the overlay is taken or the
+/// filter is rebuilt from the map as it grows).
+#[derive(Default, Clone)]
 pub struct Overlay {
     map: BTreeMap<Key, Option<Loc>>,
     filter: Vec<u64>,
 }
 
-/// Filter bits per overlay entry at least (two bits set per key: about 5% of keys not in
-/// the overlay pass the filter).
+/// Filter bits per overlay entry at least (two bits set per key: at most about 5% of keys
+/// not in the overlay pass the filter; 1-2% just after it grew).
 const FILTER_BITS_PER_KEY: usize = 8;
+
+impl core::fmt::Debug for Overlay {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Overlay")
+            .field("map", &self.map)
+            .field("filter_words", &self.filter.len())
+            .finish()
+    }
+}
 
 impl core::ops::Deref for Overlay {
     type Target = BTreeMap<Key, Option<Loc>>;
