@@ -493,15 +493,14 @@ impl Buffer {
     /// The blocks in RAM for which `pick` holds, with their places in the slab (for
     /// [`at_mut`](Self::at_mut)): a walk through the slab, which a checkpoint makes over
     /// every block it has work with, without a map lookup (a cache miss) each.
-    pub(crate) fn places_where(
-        &self,
-        pick: impl Fn(&SlottedBlock) -> bool,
-    ) -> Vec<(usize, BlockRef)> {
+    pub(crate) fn places_where<'a>(
+        &'a self,
+        pick: impl Fn(&SlottedBlock) -> bool + 'a,
+    ) -> impl Iterator<Item = (usize, BlockRef)> + 'a {
         self.slots
             .iter()
             .enumerate()
-            .filter_map(|(i, e)| e.as_ref().filter(|e| pick(&e.block)).map(|e| (i, e.at)))
-            .collect()
+            .filter_map(move |(i, e)| e.as_ref().filter(|e| pick(&e.block)).map(|e| (i, e.at)))
     }
 
     /// Block `b` at slab place `i` (from [`places_where`](Self::places_where)), handed out

@@ -1893,10 +1893,10 @@ impl<D: BlockDevice> Database<D> {
     /// device told to expect them). Each block is settled: the catalog written after them
     /// names it, and from then on its header waits for its tuples between checkpoints.
     fn home_writes(&mut self, page: usize) -> HomeWrites {
-        let places = self.cache.places_where(SlottedBlock::checkpoint_work);
-        let mut order: Vec<(u64, usize, BlockRef)> = places
-            .iter()
-            .map(|&(i, b)| (self.sm.allocator().extent(b).0, i, b))
+        let mut order: Vec<(u64, usize, BlockRef)> = self
+            .cache
+            .places_where(SlottedBlock::checkpoint_work)
+            .map(|(i, b)| (self.sm.allocator().extent(b).0, i, b))
             .collect();
         order.sort_unstable();
         let mut home = HomeWrites::default();
