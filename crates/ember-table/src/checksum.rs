@@ -36,127 +36,137 @@ pub fn tuple_matches(bytes: &[u8], stored: u32) -> bool {
     tuple(bytes) == stored || crc32fast::hash(bytes) == stored
 }
 
-/// CRC-32C of `bytes` with the SSE 4.2 instruction, 8 bytes a step.
+/// CRC-32C of `bytes` with the SSE 4.2 instruction: three streams in step with the
+/// carry-less multiply where the CPU has it, one stream where it does not.
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 fn crc32c_sse42(bytes: &[u8]) -> u32 {
-    // SAFETY: the caller checked that the CPU has SSE 4.2, the one feature `sse42` enables.
-    !unsafe { sse42::crc(u32::MAX, bytes) }
+    if std::arch::is_x86_feature_detected!("pclmulqdq") {
+        // SAFETY: the caller checked SSE 4.2 and this branch PCLMULQDQ, the two features
+        // `sse42::crc` enables.
+        !unsafe { sse42::crc(u32::MAX, bytes) }
+    } else {
+        // SAFETY: the caller checked SSE 4.2, the one feature `steps` enables.
+        !unsafe { sse42::steps(u32::MAX, bytes) }
+    }
 }
 
 /// The SSE 4.2 CRC-32C. One 8-byte step waits for the one before (three cycles on most
-/// CPUs), so an input of three stripes or more is taken as three streams in step: stripes
-/// A, B and C give registers a (continuing the CRC so far), b and c (from zero), and the
-/// register after all three is `shift(a, 2S) ^ shift(b, S) ^ c`, where `shift(r, n)` is `r`
-/// after n zero bytes — linear in `r`, so four 256-entry tables per `n` give it. The
-/// crate's own x86-64 path does the same only from 768 bytes on, and takes the bytes before
-/// the first 8-byte-aligned one a byte at a time, which at a tuple's length costs as much
-/// as the rest.
+/// CPUs), so all but the last 23 bytes of an input are taken as three streams in step:
+/// stripes A, B and C of S bytes each give registers a (continuing the CRC so far), b and c
+/// (from zero), and the register after all three is `shift(a, 2S) ^ shift(b, S) ^ c`, where
+/// `shift(r, n)` is `r` after n zero bytes. In polynomials over GF(2) modulo the CRC's
+/// polynomial P, that is `r·x^(8n)`: one carry-less multiply of `r` by the constant
+/// `x^(8n−33) mod P`, whose product the CRC instruction reduces (it multiplies its 64-bit
+/// operand by x^32, and a product of two bit-reflected values carries one more x). A
+/// 130-byte tuple takes 5 steps in each stream, two multiplies and 2 steps for the last 10
+/// bytes, where one stream took 17. Inputs of 768 bytes or more go in 768-byte blocks
+/// (S = 256) first. The crate's own x86-64 path streams only from 768 bytes on, and takes
+/// the bytes before the first 8-byte-aligned one a byte at a time, which at a tuple's
+/// length costs as much as the rest.
 #[cfg(target_arch = "x86_64")]
 mod sse42 {
-    use std::arch::x86_64::{_mm_crc32_u8, _mm_crc32_u16, _mm_crc32_u32, _mm_crc32_u64};
-    use std::sync::OnceLock;
+    use std::arch::x86_64::{
+        _mm_clmulepi64_si128, _mm_crc32_u8, _mm_crc32_u16, _mm_crc32_u32, _mm_crc32_u64,
+        _mm_cvtsi64_si128, _mm_cvtsi128_si64,
+    };
 
-    /// The stripes: long inputs in 256-byte ones, then 64-byte ones.
+    /// The longest stripe (a block of three is 768 bytes).
     const LONG: usize = 256;
-    const SHORT: usize = 64;
+    /// The shortest stripe worth three streams: below it the two multiplies cost more
+    /// than the steps they save.
+    const MIN: usize = 24;
 
-    /// `shift(r, n)` for one `n`: entry `[k][v]` is the register after `n` zero bytes from
-    /// register `v << 8k`.
-    struct Shift([[u32; 256]; 4]);
+    /// CRC-32C's polynomial, bit-reflected, without its x^32 term.
+    const POLY: u32 = 0x82F6_3B78;
 
-    impl Shift {
-        #[target_feature(enable = "sse4.2")]
-        fn new(n: usize) -> Shift {
-            let zeros = [0u8; 2 * LONG];
-            let zeros = &zeros[..n.min(2 * LONG)];
-            let mut t = [[0u32; 256]; 4];
-            for (k, row) in t.iter_mut().enumerate() {
-                for (v, e) in (0u32..).zip(row.iter_mut()) {
-                    *e = steps(v << (8 * k), zeros);
-                }
-            }
-            Shift(t)
+    /// `x^e mod P`, bit-reflected (bit 31 is x^0), for `e ≥ 0`.
+    const fn x_pow(e: usize) -> u32 {
+        let mut r: u32 = 1 << 31;
+        let mut i = 0;
+        while i < e {
+            // Times x: every term moves one bit down; x^31 becomes x^32 ≡ P − x^32.
+            r = (r >> 1) ^ if r & 1 != 0 { POLY } else { 0 };
+            i += 1;
         }
+        r
+    }
 
-        #[inline(always)]
-        fn apply(&self, r: u32) -> u32 {
-            let [a, b, c, d] = r.to_le_bytes();
-            self.0[0][usize::from(a)]
-                ^ self.0[1][usize::from(b)]
-                ^ self.0[2][usize::from(c)]
-                ^ self.0[3][usize::from(d)]
+    /// `[x^(8S−33), x^(16S−33)] mod P` at index `S / 8`, for stripes of S = 8 to 256 bytes.
+    const SHIFT: [[u32; 2]; LONG / 8 + 1] = {
+        let mut t = [[0u32; 2]; LONG / 8 + 1];
+        let mut i = 1;
+        while i < t.len() {
+            t[i] = [x_pow(64 * i - 33), x_pow(128 * i - 33)];
+            i += 1;
         }
-    }
-
-    /// Shifts by one and two stripes, for each stripe length.
-    struct Shifts {
-        long: [Shift; 2],
-        short: [Shift; 2],
-    }
-
-    static SHIFTS: OnceLock<Shifts> = OnceLock::new();
-
-    #[target_feature(enable = "sse4.2")]
-    fn shifts() -> &'static Shifts {
-        // The closure has this function's target features.
-        SHIFTS.get_or_init(|| Shifts {
-            long: [Shift::new(LONG), Shift::new(2 * LONG)],
-            short: [Shift::new(SHORT), Shift::new(2 * SHORT)],
-        })
-    }
+        t
+    };
 
     #[inline(always)]
-    fn word(b: &[u8], at: usize) -> u64 {
+    fn word(w: &[u8]) -> u64 {
         let mut x = [0u8; 8];
-        x.copy_from_slice(&b[at..at + 8]);
+        x.copy_from_slice(w);
         u64::from_le_bytes(x)
     }
 
-    /// The register `r` after `bytes`, in three streams of `S`-byte stripes while at least
-    /// three are left; returns it and the rest.
-    #[target_feature(enable = "sse4.2")]
-    fn striped<'b, const S: usize>(
-        mut r: u32,
-        mut bytes: &'b [u8],
-        by: &[Shift; 2],
-    ) -> (u32, &'b [u8]) {
-        while let Some((t, rest)) = bytes.split_at_checked(3 * S) {
-            let (a, t) = t.split_at(S);
-            let (b, c) = t.split_at(S);
-            let (mut x, mut y, mut z) = (u64::from(r), 0u64, 0u64);
-            let mut at = 0;
-            while at < S {
-                x = _mm_crc32_u64(x, word(a, at));
-                y = _mm_crc32_u64(y, word(b, at));
-                z = _mm_crc32_u64(z, word(c, at));
-                at += 8;
-            }
-            r = by[1].apply(x as u32) ^ by[0].apply(y as u32) ^ z as u32;
-            bytes = rest;
+    /// `r·x^(8n) mod P` for `k = x^(8n−33) mod P`: the 63-bit carry-less product is
+    /// `r·k·x` in the CRC instruction's reading, which multiplies it by x^32 and reduces.
+    #[inline]
+    #[target_feature(enable = "sse4.2,pclmulqdq")]
+    fn shift(r: u32, k: u32) -> u32 {
+        let p = _mm_clmulepi64_si128(
+            _mm_cvtsi64_si128(i64::from(r)),
+            _mm_cvtsi64_si128(i64::from(k)),
+            0x00,
+        );
+        _mm_crc32_u64(0, _mm_cvtsi128_si64(p) as u64) as u32
+    }
+
+    /// The register `r` after the first `3 * s` bytes of `bytes` (`s` a multiple of 8, at
+    /// most [`LONG`], and `bytes` at least that long), in three streams.
+    #[inline]
+    #[target_feature(enable = "sse4.2,pclmulqdq")]
+    fn three(r: u32, bytes: &[u8], s: usize) -> u32 {
+        let (a, rest) = bytes.split_at(s);
+        let (b, rest) = rest.split_at(s);
+        let c = &rest[..s];
+        let (mut x, mut y, mut z) = (u64::from(r), 0u64, 0u64);
+        for ((wa, wb), wc) in a
+            .chunks_exact(8)
+            .zip(b.chunks_exact(8))
+            .zip(c.chunks_exact(8))
+        {
+            x = _mm_crc32_u64(x, word(wa));
+            y = _mm_crc32_u64(y, word(wb));
+            z = _mm_crc32_u64(z, word(wc));
         }
-        (r, bytes)
+        let [by_s, by_2s] = SHIFT[s / 8];
+        shift(x as u32, by_2s) ^ shift(y as u32, by_s) ^ z as u32
     }
 
     /// The register `r` after `bytes` (no complement before or after).
-    #[target_feature(enable = "sse4.2")]
-    pub(super) fn crc(r: u32, bytes: &[u8]) -> u32 {
-        if bytes.len() < 3 * SHORT {
-            return steps(r, bytes);
+    #[target_feature(enable = "sse4.2,pclmulqdq")]
+    pub(super) fn crc(mut r: u32, mut bytes: &[u8]) -> u32 {
+        while let Some((block, rest)) = bytes.split_at_checked(3 * LONG) {
+            r = three(r, block, LONG);
+            bytes = rest;
         }
-        let s = shifts();
-        let (r, rest) = striped::<LONG>(r, bytes, &s.long);
-        let (r, rest) = striped::<SHORT>(r, rest, &s.short);
-        steps(r, rest)
+        let s = bytes.len() / 24 * 8;
+        if s >= MIN {
+            r = three(r, bytes, s);
+            bytes = &bytes[3 * s..];
+        }
+        steps(r, bytes)
     }
 
     /// One stream, 8 bytes a step.
     #[target_feature(enable = "sse4.2")]
-    fn steps(r: u32, bytes: &[u8]) -> u32 {
+    pub(super) fn steps(r: u32, bytes: &[u8]) -> u32 {
         let mut words = bytes.chunks_exact(8);
         let mut c = u64::from(r);
         for w in &mut words {
-            c = _mm_crc32_u64(c, word(w, 0));
+            c = _mm_crc32_u64(c, word(w));
         }
         // At most 7 bytes left: a 4-, a 2- and a 1-byte step.
         let mut c = c as u32;
@@ -173,6 +183,38 @@ mod sse42 {
             c = _mm_crc32_u8(c, b);
         }
         c
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn the_shift_constants_are_powers_of_x() {
+            // x^0 is the top bit; x^31 the bottom one; x^32 the polynomial itself.
+            assert_eq!(x_pow(0), 1 << 31);
+            assert_eq!(x_pow(31), 1);
+            assert_eq!(x_pow(32), POLY);
+            assert_eq!(SHIFT[1], [x_pow(31), x_pow(95)]);
+        }
+
+        #[test]
+        #[allow(unsafe_code)]
+        fn both_paths_agree_with_the_crate_at_every_length() {
+            if !(std::arch::is_x86_feature_detected!("sse4.2")
+                && std::arch::is_x86_feature_detected!("pclmulqdq"))
+            {
+                return;
+            }
+            let data: Vec<u8> = (0u32..2400).map(|i| (i * 13 % 253) as u8).collect();
+            for len in 0..2300 {
+                let b = &data[1..1 + len];
+                let want = crc32c::crc32c(b);
+                // SAFETY: both features were checked above.
+                let (three, one) = unsafe { (!crc(u32::MAX, b), !steps(u32::MAX, b)) };
+                assert_eq!((three, one), (want, want), "{len} bytes");
+            }
+        }
     }
 }
 
