@@ -184,7 +184,12 @@ pub fn run(job: &Job<Spec>, dir: &Path) -> Result<Measured> {
     }
     // The run's own writes go home within the timed span: a system that defers them (to a
     // checkpoint) pays for them here, not in a later phase.
+    let settle = Instant::now();
     st.settle()?;
+    extra.insert(
+        "settle_seconds".into(),
+        settle.elapsed().as_secs_f64().into(),
+    );
     let seconds = start.elapsed().as_secs_f64();
     let accounted = st.close()?;
     let proc_io = ProcIo::delta(io0);

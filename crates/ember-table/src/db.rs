@@ -1965,10 +1965,10 @@ impl<D: BlockDevice> Database<D> {
         r
     }
 
-    /// Takes a checkpoint's snapshot and starts its writes home: on a thread of the
-    /// device's if `background` and the device gives a [`writer`](BlockDevice::writer),
-    /// else when [`land_checkpoint`](Self::land_checkpoint) is next called. None may be in
-    /// flight.
+    /// Takes a checkpoint's snapshot and starts its writes home: through the device's
+    /// [`writer`](BlockDevice::writer) handle if it gives one, on a thread of its own if
+    /// `background`; else (or without a handle) when
+    /// [`land_checkpoint`](Self::land_checkpoint) is next called. None may be in flight.
     ///
     /// Here, on the caller's thread: new index pages (and disorder mode's buffered
     /// records), a sync that makes every record so far durable, and a copy of each changed
@@ -2064,18 +2064,14 @@ impl<D: BlockDevice> Database<D> {
         self.sm.set_spill(None)?;
         let at = self.sm.journal_position();
         let (alloc, header, generation) = self.sm.checkpoint_parts(at, &freed)?;
-        let writer = if background {
-            self.sm.device().writer()
-        } else {
-            None
-        };
+        let writer = self.sm.device().writer();
         let job = Job {
             home,
             catalog,
             alloc,
             header,
         };
-        let flight = Flight::start(at, generation, freed, job, writer);
+        let flight = Flight::start(at, generation, freed, job, writer, background);
         self.background_checkpoints += u64::from(flight.on_thread());
         self.flight = Some(flight);
         Ok(())

@@ -83,6 +83,12 @@ fn run(mode: Mode) {
         if step % 1000 == 999 {
             check(&mut db, &model);
         }
+        // An explicit checkpoint writes home through the device's handle on this thread,
+        // with the background one before it landed first.
+        if step % 2000 == 1333 {
+            db.checkpoint().unwrap();
+            check(&mut db, &model);
+        }
     }
     assert!(
         db.background_checkpoints() >= 3,
