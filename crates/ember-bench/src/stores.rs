@@ -406,7 +406,9 @@ struct EmberApi {
 
 impl EmberApi {
     fn create(dir: &Path, d: Durability, layout: Layout) -> Result<EmberApi> {
-        let file = FileBlock::create(dir.join("ember-api.img"), IMAGE_BYTES)?;
+        // As the SQL front end opens its file: 64 KiB pages where commits are not synced.
+        let file = FileBlock::create(dir.join("ember-api.img"), IMAGE_BYTES)?
+            .with_large_pages(d == Durability::Async);
         let opts = Options {
             mode: mode(d),
             buffer_bytes: CACHE_BYTES,
