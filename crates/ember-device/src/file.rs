@@ -1029,8 +1029,7 @@ mod unix {
                 return;
             }
             if self.filler.is_none() {
-                self.filler =
-                    Filler::start(file, shared, self.piece).map(std::boxed::Box::new);
+                self.filler = Filler::start(file, shared, self.piece).map(std::boxed::Box::new);
                 self.refused = self.filler.is_none();
             }
             if let Some(f) = &self.filler {
