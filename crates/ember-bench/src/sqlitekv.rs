@@ -428,10 +428,8 @@ struct EmberApi {
 
 impl EmberApi {
     fn create(d: Durability, dir: &Path) -> Result<EmberApi> {
+        let file = FileBlock::create(dir.join("ember-api.img"), IMAGE_BYTES)?;
         let sync = d == Durability::Sync;
-        // As the SQL front end opens its file: 64 KiB pages where commits are not synced.
-        let file =
-            FileBlock::create(dir.join("ember-api.img"), IMAGE_BYTES)?.with_large_pages(!sync);
         let opts = ember_table::Options {
             mode: if sync {
                 ember_table::Mode::Full

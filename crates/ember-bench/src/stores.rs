@@ -406,9 +406,7 @@ struct EmberApi {
 
 impl EmberApi {
     fn create(dir: &Path, d: Durability, layout: Layout) -> Result<EmberApi> {
-        // As the SQL front end opens its file: 64 KiB pages where commits are not synced.
-        let file = FileBlock::create(dir.join("ember-api.img"), IMAGE_BYTES)?
-            .with_large_pages(d == Durability::Async);
+        let file = FileBlock::create(dir.join("ember-api.img"), IMAGE_BYTES)?;
         let opts = Options {
             mode: mode(d),
             buffer_bytes: CACHE_BYTES,

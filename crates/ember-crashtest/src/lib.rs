@@ -572,6 +572,9 @@ impl<D: BlockDevice + Send + 'static> BlockDevice for SharedDevice<D> {
     fn prepare(&mut self, offset: u64, len: u64) {
         lock_device(&self.dev).prepare(offset, len);
     }
+    fn prepare_appends(&mut self, offset: u64, len: u64) {
+        lock_device(&self.dev).prepare_appends(offset, len);
+    }
     fn reads_from_memory(&self) -> bool {
         lock_device(&self.dev).reads_from_memory()
     }

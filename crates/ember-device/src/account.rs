@@ -314,6 +314,9 @@ impl<D: BlockDevice> BlockDevice for Accounted<D> {
     fn prepare(&mut self, offset: u64, len: u64) {
         self.dev.prepare(offset, len)
     }
+    fn prepare_appends(&mut self, offset: u64, len: u64) {
+        self.dev.prepare_appends(offset, len)
+    }
     fn reads_from_memory(&self) -> bool {
         self.dev.reads_from_memory()
     }

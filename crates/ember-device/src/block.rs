@@ -57,6 +57,15 @@ pub trait BlockDevice {
         let _ = (offset, len);
     }
 
+    /// [`prepare`](Self::prepare) for a range written front to back in small appends and
+    /// synced in bulk, not after each append: a log whose commits are not each made
+    /// durable. A device may lay it out for cheap appends at the price of a sync after one
+    /// small write (a file device keeps it in 64 KiB pages of the page cache, see
+    /// `FileBlock`'s "Page size"). The default is [`prepare`](Self::prepare).
+    fn prepare_appends(&mut self, offset: u64, len: u64) {
+        self.prepare(offset, len);
+    }
+
     /// Whether reads are served from memory (RAM, a file mapping, memory-mapped flash), so
     /// that a read costs in proportion to its bytes rather than per call: an engine may then
     /// read the few hundred bytes it needs where it would otherwise read a whole block. The
@@ -118,6 +127,9 @@ macro_rules! forward_block_device {
             }
             fn prepare(&mut self, offset: u64, len: u64) {
                 (**self).prepare(offset, len)
+            }
+            fn prepare_appends(&mut self, offset: u64, len: u64) {
+                (**self).prepare_appends(offset, len)
             }
             fn reads_from_memory(&self) -> bool {
                 (**self).reads_from_memory()

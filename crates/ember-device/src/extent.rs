@@ -71,6 +71,11 @@ impl<D: BlockDevice> BlockDevice for Extent<D> {
             self.dev.prepare(self.start + offset, len);
         }
     }
+    fn prepare_appends(&mut self, offset: u64, len: u64) {
+        if offset.checked_add(len).is_some_and(|e| e <= self.len) {
+            self.dev.prepare_appends(self.start + offset, len);
+        }
+    }
     fn resize(&mut self, new_len: u64) -> Result<()> {
         if new_len == self.len {
             Ok(())

@@ -72,14 +72,22 @@
 //! a granule 4 KiB at a time gives it 4 KiB pages, and each first write through the mapping
 //! into one of them after it was written back is a page fault — about 2 µs on this
 //! project's ext4 test machine, a sixth of a YCSB update whose journal record is 600 bytes.
-//! [`FileBlock::with_large_pages`] fills in 64 KiB writes instead, where the kernel keeps
-//! 64 KiB pages (ext4 since Linux 6.16, XFS, tmpfs): one fault a 64 KiB page, and 600-byte
-//! appends through the mapping cost 0.06–0.09 µs instead of 0.31. The price is write-back:
+//! Filled in 64 KiB writes instead, where the kernel keeps 64 KiB pages (ext4 since Linux
+//! 6.16, XFS), a range takes one fault a 64 KiB page, and 600-byte appends through the
+//! mapping cost 0.06–0.09 µs instead of 0.31. The price is write-back:
 //! the kernel tracks a page changed through a mapping as changed whole, so a sync after a
 //! small write writes 64 KiB (a `pwrite` still dirties only its 4 KiB blocks on ext4). A
-//! 600-byte append synced each time wrote 4.7 KiB to the disk with small pages and 1 MiB
-//! with 1 MiB ones. So it is for a device synced in bulk, not after each small write; the
-//! SQL front end turns it on for the table engine's modes that do not sync each commit.
+//! 600-byte append through the mapping, synced each time, wrote 4.7 KiB to the disk with
+//! small pages and 64.7 KiB with 64 KiB ones. So large pages are for a range appended to
+//! and synced in bulk: [`prepare_appends`](crate::BlockDevice::prepare_appends) fills the
+//! granules it touches (and the ones filled ahead of it) in 64 KiB writes — the table
+//! engine's journal in its modes that do not sync each commit. Scattered small writes
+//! elsewhere (index pages, a block's changed sectors) stay in 4 KiB pages, where a sync
+//! writes back 4 KiB for each (the journal's last page goes back whole with any sync,
+//! such as a `USING timeseries` table's that syncs each commit). [`FileBlock::with_large_pages`]
+//! fills every granule in 64 KiB writes. Pages the kernel reads in itself (read-ahead after a restart) may be
+//! large whatever the device asked for: small pages are what filling gives, not a
+//! promise.
 //!
 //! # Mapped writes
 //!
@@ -411,12 +419,31 @@ mod unix {
             Ok(self)
         }
 
+        /// A prepare, for appends ([`BlockDevice::prepare_appends`]) or not. One of filled
+        /// granules (most of them: a journal's every flush) takes no lock and never waits
+        /// for a handle's write.
+        fn prepare_range(&mut self, offset: u64, len: u64, appends: bool) {
+            if offset.checked_add(len).is_some_and(|e| e <= self.inner.len)
+                && self.holes.needs_work(offset, len, self.inner.len)
+            {
+                self.holes.prepare(
+                    &self.inner.file,
+                    &self.behind.shared,
+                    offset,
+                    len,
+                    self.inner.len,
+                    appends,
+                );
+            }
+        }
+
         /// Fills holes in 64 KiB writes instead of 4 KiB ones, so that the page cache holds
         /// filled granules in 64 KiB pages where the kernel has them (ext4 since Linux 6.16,
-        /// XFS, tmpfs), or back to 4 KiB ([module docs](super#page-size)). For a device
+        /// XFS), or back to 4 KiB ([module docs](super#page-size)). For a device
         /// whose user syncs in bulk — an engine that syncs at checkpoints only — not one
         /// that syncs each small write: a page changed through the mapping is written back
-        /// whole. Off by default.
+        /// whole. Off by default; [`prepare_appends`](BlockDevice::prepare_appends) asks for
+        /// it for one range (a log synced in bulk), which is how the engines use it.
         pub fn with_large_pages(mut self, on: bool) -> Self {
             self.holes.piece = if on { LARGE_PIECE } else { SMALL_PIECE };
             self
@@ -555,19 +582,13 @@ mod unix {
         }
 
         fn prepare(&mut self, offset: u64, len: u64) {
-            // A prepare of filled granules (most of them: a journal's every flush) takes no
-            // lock and never waits for a handle's write.
-            if offset.checked_add(len).is_some_and(|e| e <= self.inner.len)
-                && self.holes.needs_work(offset, len, self.inner.len)
-            {
-                self.holes.prepare(
-                    &self.inner.file,
-                    &self.behind.shared,
-                    offset,
-                    len,
-                    self.inner.len,
-                );
-            }
+            self.prepare_range(offset, len, false);
+        }
+
+        /// Fills as [`prepare`](Self::prepare) does, in 64 KiB writes: the page cache keeps
+        /// the range in 64 KiB pages (see the [module docs](super#page-size)).
+        fn prepare_appends(&mut self, offset: u64, len: u64) {
+            self.prepare_range(offset, len, true);
         }
 
         fn writer(&mut self) -> Option<std::boxed::Box<dyn crate::block::DeviceWriter>> {
@@ -859,7 +880,7 @@ mod unix {
     const SMALL_PIECE: usize = 4096;
 
     /// A fill write of 64 KiB: the page cache keeps 64 KiB pages there, where the kernel
-    /// does (ext4 since Linux 6.16, XFS, tmpfs).
+    /// does (ext4 since Linux 6.16, XFS).
     const LARGE_PIECE: usize = 64 << 10;
 
     /// Granules past a prepared range that a thread of the device's own fills ahead (see
@@ -992,11 +1013,13 @@ mod unix {
             offset: u64,
             len: u64,
             file_len: u64,
+            appends: bool,
         ) {
             self.take_reports();
             if !self.filling || len == 0 {
                 return;
             }
+            let piece = if appends { LARGE_PIECE } else { self.piece };
             let last = *self.granules(offset, len).end();
             if !self.all_done(offset, len) {
                 let _fill = shared.fill_lock();
@@ -1006,7 +1029,7 @@ mod unix {
                     }
                     let start = g * self.granule;
                     let end = start.saturating_add(self.granule).min(file_len);
-                    if fill_holes(file, start, end, self.piece).is_err() {
+                    if fill_holes(file, start, end, piece).is_err() {
                         self.filling = false;
                         return;
                     }
@@ -1022,14 +1045,19 @@ mod unix {
                 let start = g * self.granule;
                 if !self.done.has(g) && !self.asked.has(g) {
                     self.asked.set(g);
-                    jobs.push((g, start, start.saturating_add(self.granule).min(file_len)));
+                    jobs.push((
+                        g,
+                        start,
+                        start.saturating_add(self.granule).min(file_len),
+                        piece,
+                    ));
                 }
             }
             if jobs.is_empty() {
                 return;
             }
             if self.filler.is_none() {
-                self.filler = Filler::start(file, shared, self.piece).map(std::boxed::Box::new);
+                self.filler = Filler::start(file, shared).map(std::boxed::Box::new);
                 self.refused = self.filler.is_none();
             }
             if let Some(f) = &self.filler {
@@ -1113,12 +1141,16 @@ mod unix {
         Ok(())
     }
 
-    /// Writes zeros over `[start, end)`, `piece` bytes (at most [`LARGE_PIECE`]) at a time.
+    /// Writes zeros over `[start, end)`, in writes of `piece` bytes (at most
+    /// [`LARGE_PIECE`]) that end on multiples of `piece`: the page cache sizes a page by
+    /// its offset's alignment too, and a hole that starts off a 64 KiB boundary would
+    /// otherwise get none.
     #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     fn zero_range(file: &File, mut start: u64, end: u64, piece: usize) -> io::Result<()> {
         let piece = piece.clamp(1, FILL_PIECE.len()) as u64;
         while start < end {
-            let n = (end - start).min(piece) as usize;
+            let to_boundary = piece - start % piece;
+            let n = (end - start).min(to_boundary) as usize;
             file.write_all_at(&FILL_PIECE[..n], start)?;
             start += n as u64;
         }
@@ -1144,8 +1176,8 @@ mod unix {
 
     #[derive(Debug, Default)]
     struct FillState {
-        /// Granules to fill: (granule, start, end) in bytes.
-        queue: std::collections::VecDeque<(u64, u64, u64)>,
+        /// Granules to fill: (granule, start, end) in bytes, and the bytes a fill write.
+        queue: std::collections::VecDeque<(u64, u64, u64, usize)>,
         /// Granules filled since the owner last looked.
         filled: std::vec::Vec<u64>,
         /// A fill failed: the owner stops filling.
@@ -1162,7 +1194,7 @@ mod unix {
     }
 
     impl Filler {
-        fn start(file: &File, shared: &Arc<Shared>, piece: usize) -> Option<Filler> {
+        fn start(file: &File, shared: &Arc<Shared>) -> Option<Filler> {
             let file = file.try_clone().ok()?;
             let jobs = Arc::new(FillJobs::default());
             let (wake, asked) = mpsc::sync_channel::<()>(1);
@@ -1185,7 +1217,7 @@ mod unix {
                             if theirs.lock().epoch != epoch {
                                 continue;
                             }
-                            let filled = fill_holes(&file, job.1, job.2, piece).is_ok();
+                            let filled = fill_holes(&file, job.1, job.2, job.3).is_ok();
                             let mut st = theirs.lock();
                             if st.epoch == epoch {
                                 if filled {
@@ -1208,7 +1240,7 @@ mod unix {
         }
 
         /// Queues granules and wakes the thread.
-        fn ask(&self, jobs: std::vec::Vec<(u64, u64, u64)>) {
+        fn ask(&self, jobs: std::vec::Vec<(u64, u64, u64, usize)>) {
             self.jobs.lock().queue.extend(jobs);
             if let Some(wake) = &self.wake {
                 // Full: the thread is woken already and will find these too.
@@ -2134,23 +2166,30 @@ mod tests {
         // Past the end: ignored.
         dev.prepare(8 << 20, 1);
 
-        // With large pages, a granule is filled whole just the same.
-        let Some((path, dev)) = sparse_device(&dir, "sparse-large", 8 << 20) else {
-            return;
-        };
-        let mut dev = dev.with_fill_ahead(0).with_large_pages(true);
-        let before = allocated(&path);
-        dev.prepare((3 << 20) + 4096, 512);
-        dev.write((3 << 20) + 4096, b"first row").unwrap();
-        let after = allocated(&path);
-        assert!(
-            after >= before + HOLE_FILL_GRANULE && after < before + 2 * HOLE_FILL_GRANULE,
-            "{after} bytes allocated"
-        );
-        dev.read(3 << 20, &mut buf).unwrap();
-        assert_eq!(buf, [0; 9]);
-        dev.read((3 << 20) + 4096, &mut buf).unwrap();
-        assert_eq!(&buf, b"first row");
+        // In 64 KiB writes (for appends, or large pages throughout), a granule is filled
+        // whole just the same.
+        for (name, large) in [("sparse-appends", false), ("sparse-large", true)] {
+            let Some((path, dev)) = sparse_device(&dir, name, 8 << 20) else {
+                return;
+            };
+            let mut dev = dev.with_fill_ahead(0).with_large_pages(large);
+            let before = allocated(&path);
+            if large {
+                dev.prepare((3 << 20) + 4096, 512);
+            } else {
+                dev.prepare_appends((3 << 20) + 4096, 512);
+            }
+            dev.write((3 << 20) + 4096, b"first row").unwrap();
+            let after = allocated(&path);
+            assert!(
+                after >= before + HOLE_FILL_GRANULE && after < before + 2 * HOLE_FILL_GRANULE,
+                "{name}: {after} bytes allocated"
+            );
+            dev.read(3 << 20, &mut buf).unwrap();
+            assert_eq!(buf, [0; 9]);
+            dev.read((3 << 20) + 4096, &mut buf).unwrap();
+            assert_eq!(&buf, b"first row");
+        }
 
         // Turned off, preparing allocates nothing.
         let path = temp_path(&dir, "sparse-off");
@@ -2714,8 +2753,10 @@ mod tests {
                         _ => if (j / 700) % 2 == 0 { 0 } else { (i + j) as u8 | 1 },
                     })
                     .collect();
-                if i % 2 == 0 {
+                if i % 4 == 0 {
                     dev.prepare(at, len as u64);
+                } else if i % 4 == 2 {
+                    dev.prepare_appends(at, len as u64);
                 }
                 dev.write(at, &data).unwrap();
                 model[at as usize..at as usize + len].copy_from_slice(&data);

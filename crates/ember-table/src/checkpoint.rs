@@ -1,7 +1,9 @@
 //! A checkpoint's writes home, taken from the engine's RAM at one instant and issued after
 //! the writer has gone on: on a thread of their own where the device gives a
 //! [`writer`](ember_device::BlockDevice::writer) handle, else by the writer a few commits
-//! later (see the module docs of [`db`](crate::db) and ARCHITECTURE.md, "Checkpoint").
+//! later; a checkpoint the writer waits for runs on its thread at once, through the handle
+//! where there is one (see the module docs of [`db`](crate::db) and ARCHITECTURE.md,
+//! "Checkpoint").
 //!
 //! A [`Job`] holds what it writes as it was at the snapshot — the pages of the changed
 //! blocks, shared with the blocks (which copy their bytes before they next change), and the

@@ -112,6 +112,9 @@ pub struct Journal {
     spilled: u64,
     /// The records of an append, built here before their write (kept between appends).
     buf: Vec<u8>,
+    /// Whether the ring is synced in bulk (not after each record): its writes then ask
+    /// the device for a layout made for appends ([`BlockDevice::prepare_appends`]).
+    bulk: bool,
 }
 
 /// An append's buffer is kept for the next one up to this size.
@@ -160,6 +163,7 @@ impl Journal {
         }
         let mut j = Journal {
             buf: Vec::new(),
+            bulk: false,
             start,
             ring: len - HEADERS,
             generation: 0,
@@ -217,6 +221,7 @@ impl Journal {
         }
         let mut j = Journal {
             buf: Vec::new(),
+            bulk: false,
             start,
             ring,
             generation,
@@ -549,6 +554,12 @@ impl Journal {
         }
     }
 
+    /// Says whether the ring is synced in bulk rather than after each record (the table
+    /// engine's modes but `full`): its flushes then prepare the device for appends.
+    pub fn set_bulk_synced(&mut self, bulk: bool) {
+        self.bulk = bulk;
+    }
+
     /// Tells the journal that the device was synced: every record appended so far is
     /// durable. Later records carry this, which lets recovery tell corruption from a tear.
     pub fn note_synced(&mut self) {
@@ -671,7 +682,11 @@ impl Journal {
         if !buf.is_empty() {
             let at = self.start + HEADERS + ring_at;
             // The ring is written again and again, with syncs: worth allocating ahead.
-            dev.prepare(at, buf.len() as u64);
+            if self.bulk {
+                dev.prepare_appends(at, buf.len() as u64);
+            } else {
+                dev.prepare(at, buf.len() as u64);
+            }
             dev.write(at, buf)?;
             buf.clear();
         }

@@ -320,6 +320,12 @@ impl<D: BlockDevice> SpaceManager<D> {
         self.journal.fits(&[5 + MARK_BYTES * marks + rest])
     }
 
+    /// Says whether the journal is synced in bulk rather than after each record (see
+    /// [`Journal::set_bulk_synced`]).
+    pub fn set_journal_bulk_synced(&mut self, bulk: bool) {
+        self.journal.set_bulk_synced(bulk);
+    }
+
     /// Whether more than half of the journal holds records not yet checkpointed (the table
     /// engine starts a checkpoint between transactions then, so once it lands the journal
     /// has at least half its room free).

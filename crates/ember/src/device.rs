@@ -46,6 +46,9 @@ impl BlockDevice for AnyDevice {
     fn prepare(&mut self, offset: u64, len: u64) {
         each!(self, d => d.prepare(offset, len))
     }
+    fn prepare_appends(&mut self, offset: u64, len: u64) {
+        each!(self, d => d.prepare_appends(offset, len))
+    }
     fn reads_from_memory(&self) -> bool {
         each!(self, d => d.reads_from_memory())
     }

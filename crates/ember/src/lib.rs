@@ -246,14 +246,6 @@ impl fmt::Debug for Connection {
     }
 }
 
-/// Whether the database's file is synced in bulk (at checkpoints and the device's
-/// write-behind) rather than after each commit: its file then fills holes for 64 KiB pages
-/// ([`FileBlock::with_large_pages`]), which make writes through the file's mapping several
-/// times cheaper, but would make each sync of a small commit write 64 KiB.
-fn bulk_synced(opts: &OpenOptions) -> bool {
-    opts.mode != Mode::Full
-}
-
 fn open_err(e: impl fmt::Display) -> Error {
     Error::Open(e.to_string())
 }
@@ -309,18 +301,12 @@ impl Connection {
                 }
             }
         } else if meta.as_ref().is_some_and(|m| m.len() > 0) {
-            let dev = AnyDevice::File(Box::new(
-                FileBlock::open(path)
-                    .map_err(open_err)?
-                    .with_large_pages(bulk_synced(&opts)),
-            ));
+            let dev = AnyDevice::File(Box::new(FileBlock::open(path).map_err(open_err)?));
             Database::open(dev, topts)
                 .map_err(|e| Error::Open(format!("{}: {e}", path.display())))?
         } else {
             let dev = AnyDevice::File(Box::new(
-                FileBlock::create(path, opts.capacity)
-                    .map_err(open_err)?
-                    .with_large_pages(bulk_synced(&opts)),
+                FileBlock::create(path, opts.capacity).map_err(open_err)?,
             ));
             Database::create(dev, topts).map_err(open_err)?
         };
