@@ -51,8 +51,9 @@
 //! reported over data (a bug some file systems have shipped for data still in the page
 //! cache) would zero that data. So it is on by default only on ext4, XFS, tmpfs and F2FS;
 //! elsewhere [`FileBlock::with_hole_fill`] turns it on. A failure (a full disk) turns
-//! filling off and leaves the writes to report it. The zeros go out a 4 KiB page at a time,
-//! so the page cache keeps small pages there (see "Page size" below). The price is disk space and one write of
+//! filling off and leaves the writes to report it. The zeros go out a 4 KiB page at a time
+//! (64 KiB for a range prepared for appends), so the page cache keeps small pages there
+//! (see "Page size" below). The price is disk space and one write of
 //! zeros per granule around what is written. Synchronous 4 KiB-row inserts ran about 1.3×
 //! as fast with it (BENCHMARKS.md, mobibench).
 //!
@@ -82,12 +83,16 @@
 //! and synced in bulk: [`prepare_appends`](crate::BlockDevice::prepare_appends) fills the
 //! granules it touches (and the ones filled ahead of it) in 64 KiB writes — the table
 //! engine's journal in its modes that do not sync each commit. Scattered small writes
-//! elsewhere (index pages, a block's changed sectors) stay in 4 KiB pages, where a sync
-//! writes back 4 KiB for each (the journal's last page goes back whole with any sync,
-//! such as a `USING timeseries` table's that syncs each commit). [`FileBlock::with_large_pages`]
-//! fills every granule in 64 KiB writes. Pages the kernel reads in itself (read-ahead after a restart) may be
-//! large whatever the device asked for: small pages are what filling gives, not a
-//! promise.
+//! elsewhere (index pages, a block's changed sectors) mostly stay in 4 KiB pages, where a
+//! sync writes back 4 KiB for each; but a granule is filled once, by whichever prepare
+//! comes first, so the granules at the journal's two ends, which it may share with its
+//! neighbours, and the one filled ahead past its end can get 64 KiB pages too. The
+//! journal's last page goes back whole with any sync (such as a `USING timeseries`
+//! table's that syncs each commit). [`FileBlock::with_large_pages`] fills every granule in
+//! 64 KiB writes. Only holes are filled, so what a session finds allocated keeps the pages
+//! it gets otherwise — and pages the kernel reads in itself (read-ahead after a restart),
+//! or that an earlier session in another mode left in the cache, may be large whatever
+//! the device asks for now: small pages are what filling gives, not a promise.
 //!
 //! # Mapped writes
 //!
@@ -439,7 +444,8 @@ mod unix {
 
         /// Fills holes in 64 KiB writes instead of 4 KiB ones, so that the page cache holds
         /// filled granules in 64 KiB pages where the kernel has them (ext4 since Linux 6.16,
-        /// XFS), or back to 4 KiB ([module docs](super#page-size)). For a device
+        /// XFS), or (off) in 4 KiB ones but where [prepared for
+        /// appends](BlockDevice::prepare_appends) ([module docs](super#page-size)). For a device
         /// whose user syncs in bulk — an engine that syncs at checkpoints only — not one
         /// that syncs each small write: a page changed through the mapping is written back
         /// whole. Off by default; [`prepare_appends`](BlockDevice::prepare_appends) asks for

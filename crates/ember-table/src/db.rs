@@ -3856,7 +3856,7 @@ fn tuple_body<'b>(
 }
 
 /// Whether a mode syncs the journal in bulk (at checkpoints) rather than after each
-/// commit: every mode but `full`. Its ring is then laid out for appends
+/// commit: every mode but `full`. Its ring's holes are then filled for appends
 /// ([`BlockDevice::prepare_appends`]: on a file, 64 KiB pages, where an append through the
 /// mapping faults a sixteenth as often but a sync after one small record would write 64 KiB).
 fn bulk_synced(mode: Mode) -> bool {
