@@ -88,9 +88,9 @@
 //! comes first, so the granules at the journal's two ends, which it may share with its
 //! neighbours, and the one filled ahead past its end can get 64 KiB pages too. The
 //! journal's last page goes back whole with any sync (such as a `USING timeseries`
-//! table's that syncs each commit). [`FileBlock::with_large_pages`] fills every granule in
-//! 64 KiB writes. Only holes are filled, so what a session finds allocated keeps the pages
-//! it gets otherwise — and pages the kernel reads in itself (read-ahead after a restart),
+//! table's that syncs each commit). Only holes are filled, so what a session finds
+//! allocated keeps the pages it gets otherwise — and pages the kernel reads in itself
+//! (read-ahead after a restart),
 //! or that an earlier session in another mode left in the cache, may be large whatever
 //! the device asks for now: small pages are what filling gives, not a promise.
 //!
@@ -418,9 +418,7 @@ mod unix {
                     reason: "hole-fill granule must be 0 or a power of two of at least 4 KiB",
                 });
             }
-            let piece = self.holes.piece;
             self.holes = HoleFill::new(granule, self.holes.ahead);
-            self.holes.piece = piece;
             Ok(self)
         }
 
@@ -440,19 +438,6 @@ mod unix {
                     appends,
                 );
             }
-        }
-
-        /// Fills holes in 64 KiB writes instead of 4 KiB ones, so that the page cache holds
-        /// filled granules in 64 KiB pages where the kernel has them (ext4 since Linux 6.16,
-        /// XFS), or (off) in 4 KiB ones but where [prepared for
-        /// appends](BlockDevice::prepare_appends) ([module docs](super#page-size)). For a device
-        /// whose user syncs in bulk — an engine that syncs at checkpoints only — not one
-        /// that syncs each small write: a page changed through the mapping is written back
-        /// whole. Off by default; [`prepare_appends`](BlockDevice::prepare_appends) asks for
-        /// it for one range (a log synced in bulk), which is how the engines use it.
-        pub fn with_large_pages(mut self, on: bool) -> Self {
-            self.holes.piece = if on { LARGE_PIECE } else { SMALL_PIECE };
-            self
         }
 
         /// Sets how many granules past a [prepared](crate::BlockDevice::prepare) range a
@@ -881,12 +866,12 @@ mod unix {
     /// The zeros a hole is filled with, [`SMALL_PIECE`] or [`LARGE_PIECE`] bytes a write.
     static FILL_PIECE: [u8; LARGE_PIECE] = [0; LARGE_PIECE];
 
-    /// A fill write of one page: the page cache keeps 4 KiB pages there (the default; see
-    /// [`FileBlock::with_large_pages`]).
+    /// A fill write of one page: the page cache keeps 4 KiB pages there (see the [module
+    /// docs](super#page-size)).
     const SMALL_PIECE: usize = 4096;
 
-    /// A fill write of 64 KiB: the page cache keeps 64 KiB pages there, where the kernel
-    /// does (ext4 since Linux 6.16, XFS).
+    /// A fill write of 64 KiB, for a range prepared for appends: the page cache keeps
+    /// 64 KiB pages there, where the kernel does (ext4 since Linux 6.16, XFS).
     const LARGE_PIECE: usize = 64 << 10;
 
     /// Granules past a prepared range that a thread of the device's own fills ahead (see
@@ -931,8 +916,6 @@ mod unix {
     struct HoleFill {
         /// Bytes of a granule; 0 when off from the start.
         granule: u64,
-        /// Bytes of zeros per write when filling: [`SMALL_PIECE`] or [`LARGE_PIECE`].
-        piece: usize,
         /// Whether granules are still filled (a failure turns it off; what was filled stays
         /// known).
         filling: bool,
@@ -955,7 +938,6 @@ mod unix {
         fn new(granule: u64, ahead: u64) -> Self {
             HoleFill {
                 granule,
-                piece: SMALL_PIECE,
                 filling: granule != 0,
                 done: Granules::default(),
                 asked: Granules::default(),
@@ -1025,7 +1007,7 @@ mod unix {
             if !self.filling || len == 0 {
                 return;
             }
-            let piece = if appends { LARGE_PIECE } else { self.piece };
+            let piece = if appends { LARGE_PIECE } else { SMALL_PIECE };
             let last = *self.granules(offset, len).end();
             if !self.all_done(offset, len) {
                 let _fill = shared.fill_lock();
@@ -2172,30 +2154,23 @@ mod tests {
         // Past the end: ignored.
         dev.prepare(8 << 20, 1);
 
-        // In 64 KiB writes (for appends, or large pages throughout), a granule is filled
-        // whole just the same.
-        for (name, large) in [("sparse-appends", false), ("sparse-large", true)] {
-            let Some((path, dev)) = sparse_device(&dir, name, 8 << 20) else {
-                return;
-            };
-            let mut dev = dev.with_fill_ahead(0).with_large_pages(large);
-            let before = allocated(&path);
-            if large {
-                dev.prepare((3 << 20) + 4096, 512);
-            } else {
-                dev.prepare_appends((3 << 20) + 4096, 512);
-            }
-            dev.write((3 << 20) + 4096, b"first row").unwrap();
-            let after = allocated(&path);
-            assert!(
-                after >= before + HOLE_FILL_GRANULE && after < before + 2 * HOLE_FILL_GRANULE,
-                "{name}: {after} bytes allocated"
-            );
-            dev.read(3 << 20, &mut buf).unwrap();
-            assert_eq!(buf, [0; 9]);
-            dev.read((3 << 20) + 4096, &mut buf).unwrap();
-            assert_eq!(&buf, b"first row");
-        }
+        // Prepared for appends (64 KiB writes), a granule is filled whole just the same.
+        let Some((path, dev)) = sparse_device(&dir, "sparse-appends", 8 << 20) else {
+            return;
+        };
+        let mut dev = dev.with_fill_ahead(0);
+        let before = allocated(&path);
+        dev.prepare_appends((3 << 20) + 4096, 512);
+        dev.write((3 << 20) + 4096, b"first row").unwrap();
+        let after = allocated(&path);
+        assert!(
+            after >= before + HOLE_FILL_GRANULE && after < before + 2 * HOLE_FILL_GRANULE,
+            "{after} bytes allocated"
+        );
+        dev.read(3 << 20, &mut buf).unwrap();
+        assert_eq!(buf, [0; 9]);
+        dev.read((3 << 20) + 4096, &mut buf).unwrap();
+        assert_eq!(&buf, b"first row");
 
         // Turned off, preparing allocates nothing.
         let path = temp_path(&dir, "sparse-off");
@@ -2749,8 +2724,7 @@ mod tests {
                     .unwrap()
                     .with_hole_fill(granules[granule])
                     .unwrap()
-                    .with_mapping(i % 4 < 2)
-                    .with_large_pages(i % 3 == 1);
+                    .with_mapping(i % 4 < 2);
                 // Zeros, a constant, or a pattern with zeros in it.
                 let data: vec::Vec<u8> = (0..len)
                     .map(|j| match fill {
