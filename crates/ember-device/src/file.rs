@@ -90,9 +90,9 @@
 //! journal's last page goes back whole with any sync (such as a `USING timeseries`
 //! table's that syncs each commit). Only holes are filled, so what a session finds
 //! allocated keeps the pages it gets otherwise — and pages the kernel reads in itself
-//! (read-ahead after a restart),
-//! or that an earlier session in another mode left in the cache, may be large whatever
-//! the device asks for now: small pages are what filling gives, not a promise.
+//! (read-ahead after a restart), or that an earlier session in another mode left in the
+//! cache, may be large whatever the device asks for now: small pages are what filling
+//! gives, not a promise.
 //!
 //! # Mapped writes
 //!
