@@ -230,6 +230,9 @@ impl<E: Env> Env for EnvCell<E> {
     fn ready(&mut self, id: BlobId) -> Result<()> {
         lock(&self.0).ready(id)
     }
+    fn ready_appends(&mut self, id: BlobId) -> Result<()> {
+        lock(&self.0).ready_appends(id)
+    }
     fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()> {
         lock(&self.0).open(id, locator)
     }
@@ -1614,7 +1617,7 @@ impl<E: Env> Core<E> {
         }
         let sync = group.iter().any(|p| p.sync);
         if self.wal.wants_ready(sync) {
-            self.wal.ready(&mut self.env)?;
+            self.wal.ready(&mut self.env, sync)?;
         }
         self.wal.append(&mut self.env, rec)?;
         if sync {

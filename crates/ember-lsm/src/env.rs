@@ -44,13 +44,20 @@ pub trait Env {
     fn create(&mut self, id: BlobId, capacity: u64) -> Result<Vec<u8>>;
     /// Opens blob `id` again from its locator (after a restart).
     fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()>;
-    /// Says that blob `id` is about to be written in many small pieces (a log whose
-    /// commits sync, or whose records are small), where a blob is otherwise written once and
-    /// synced once: an environment may ready its space for that now (see [`SpaceEnv`]).
-    /// Does nothing by default.
+    /// Says that blob `id` is a log written in many small pieces with a sync after each
+    /// (commits that sync), where a blob is otherwise written once and synced once: an
+    /// environment may ready its space for that as it is written (see [`SpaceEnv`]). Does
+    /// nothing by default.
     fn ready(&mut self, id: BlobId) -> Result<()> {
         let _ = id;
         Ok(())
+    }
+    /// Says that blob `id` is a log appended in many small pieces and synced in bulk
+    /// (commits that do not sync): an environment may lay its space out for that as it is
+    /// written (see [`SpaceEnv`]). A later [`ready`](Self::ready) of the same blob (a
+    /// commit that syncs) wins. The same as `ready` by default.
+    fn ready_appends(&mut self, id: BlobId) -> Result<()> {
+        self.ready(id)
     }
     /// Writes into blob `id` (the engine writes each blob front to back, once).
     fn write(&mut self, id: BlobId, offset: u64, data: &[u8]) -> Result<()>;
@@ -145,6 +152,18 @@ pub struct SpaceEnv<S: ExtentSpace> {
     /// [`Env::write`] here).
     created: u64,
     synced: u64,
+    /// Logs readied ([`Env::ready`], [`Env::ready_appends`]) and whether for appends synced
+    /// in bulk: their writes ready the space they go to first.
+    readied: HashMap<BlobId, Layout, IdHash>,
+}
+
+/// How a readied blob's space is readied as it is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// For small writes with a sync after each ([`ExtentSpace::prepare_space`]).
+    Synced,
+    /// For appends synced in bulk ([`ExtentSpace::prepare_appends_space`]).
+    Appends,
 }
 
 impl<S: ExtentSpace> SpaceEnv<S> {
@@ -161,6 +180,7 @@ impl<S: ExtentSpace> SpaceEnv<S> {
             blobs,
             created: 0,
             synced: 0,
+            readied: HashMap::default(),
         };
         for id in ROOT_SLOTS {
             env.write(id, 0, &[0; 64])?;
@@ -176,6 +196,7 @@ impl<S: ExtentSpace> SpaceEnv<S> {
             blobs: HashMap::default(),
             created: 0,
             synced: 0,
+            readied: HashMap::default(),
         };
         let mut r = Reader::new(root, "root locator", 0, 0);
         for id in ROOT_SLOTS {
@@ -278,19 +299,33 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
         Ok(loc)
     }
 
-    /// Readies every extent of the blob ([`ExtentSpace::prepare_space`]: on a sparse file,
-    /// the holes of the granules around are filled with zeros, so the syncs that follow its
-    /// small writes need not make an allocation durable too, and the writes may go through
-    /// the file's mapping). Other blobs are written with
-    /// [`ExtentSpace::write_at_once`] and never readied: a table is written once and synced
-    /// once, and so is a log whose commits do not sync (on a fresh file, filling around
-    /// them doubled what reached the disk and took more than a third of a 1 KiB insert's
-    /// time).
+    /// From now on each write to the blob readies the space it goes to first
+    /// ([`ExtentSpace::prepare_space`]: on a sparse file, the holes of the granule it
+    /// touches are filled with zeros if they were not yet, and the next granule's on a
+    /// thread of the device's own, so the syncs that follow small writes need not make an
+    /// allocation durable too, and the writes may go through the file's mapping). Readying
+    /// as the log grows, not the whole blob at once, keeps the filling off the writer's
+    /// thread past the first granule. Tables are written with
+    /// [`ExtentSpace::write_at_once`] and never readied: written once and synced once, a
+    /// table gains nothing from it.
     fn ready(&mut self, id: BlobId) -> Result<()> {
-        let ext = self.blobs.get(&id).ok_or(LsmError::NoSuchBlob(id))?;
-        for e in ext {
-            self.sm.prepare_space(e.offset, e.len);
+        if !self.blobs.contains_key(&id) {
+            return Err(LsmError::NoSuchBlob(id));
         }
+        self.readied.insert(id, Layout::Synced);
+        Ok(())
+    }
+
+    /// As [`ready`](Env::ready), in the layout for appends synced in bulk
+    /// ([`ExtentSpace::prepare_appends_space`]: on a file, 64 KiB pages, so a 1 KiB record
+    /// is a copy into the mapping rather than a `pwrite`, and the page faults come one per
+    /// 64 KiB). On a fresh file the zeros reach the disk before the records that replace
+    /// them, once per region of the file: space reused later has no holes left.
+    fn ready_appends(&mut self, id: BlobId) -> Result<()> {
+        if !self.blobs.contains_key(&id) {
+            return Err(LsmError::NoSuchBlob(id));
+        }
+        self.readied.entry(id).or_insert(Layout::Appends);
         Ok(())
     }
 
@@ -324,7 +359,14 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
         if self.created > self.synced && ROOT_SLOTS.contains(&id) {
             self.sync()?;
         }
+        let layout = self.readied.get(&id).copied();
         self.pieces(id, offset, data.len(), |sm, at, r| {
+            let len = r.len() as u64;
+            match layout {
+                Some(Layout::Synced) => sm.prepare_space(at, len),
+                Some(Layout::Appends) => sm.prepare_appends_space(at, len),
+                None => {}
+            }
             Ok(sm.write_at_once(at, &data[r])?)
         })
     }
@@ -375,6 +417,7 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
 
     fn remove(&mut self, id: BlobId) -> Result<()> {
         let ext = self.blobs.remove(&id).ok_or(LsmError::NoSuchBlob(id))?;
+        self.readied.remove(&id);
         self.sm.free_extents(&ext)?;
         Ok(())
     }
@@ -397,6 +440,7 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
                 self.sm.free_extents(&extents)?;
                 for id in batch.drain(..) {
                     self.blobs.remove(&id);
+                    self.readied.remove(&id);
                 }
                 extents.clear();
             }
@@ -593,6 +637,7 @@ mod tests {
             blobs: HashMap::default(),
             created: 0,
             synced: 0,
+            readied: HashMap::default(),
         };
         for (id, loc) in &locators {
             assert_eq!(env.open(*id, loc).is_ok(), id % 3 == 0, "blob {id}");
@@ -603,7 +648,10 @@ mod tests {
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Event {
         Write(u64),
-        Prepare(u64),
+        /// A prepare of (offset, length).
+        Prepare(u64, u64),
+        /// A prepare for appends of (offset, length).
+        PrepareAppends(u64, u64),
         Sync,
     }
 
@@ -634,9 +682,89 @@ mod tests {
         fn resize(&mut self, new_len: u64) -> ember_device::Result<()> {
             self.dev.resize(new_len)
         }
-        fn prepare(&mut self, offset: u64, _len: u64) {
-            self.log.lock().unwrap().push(Event::Prepare(offset));
+        fn prepare(&mut self, offset: u64, len: u64) {
+            self.log.lock().unwrap().push(Event::Prepare(offset, len));
         }
+        fn prepare_appends(&mut self, offset: u64, len: u64) {
+            self.log
+                .lock()
+                .unwrap()
+                .push(Event::PrepareAppends(offset, len));
+        }
+    }
+
+    /// A space manager on a [`Logged`] RAM device of 16 MiB, and the device's log.
+    fn logged_space() -> (
+        SpaceManager<Logged>,
+        std::sync::Arc<std::sync::Mutex<Vec<Event>>>,
+    ) {
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let dev = Logged {
+            dev: MemBlock::new(16 << 20),
+            log: std::sync::Arc::clone(&log),
+        };
+        let sm = SpaceManager::format(dev, FormatOptions::default()).unwrap();
+        (sm, log)
+    }
+
+    /// A readied log readies each write's own bytes as it comes, never the whole blob: for
+    /// appends until a commit syncs, for syncs from then on (a later `ready_appends`
+    /// changes nothing); a blob never readied is written with no prepare.
+    #[test]
+    fn a_readied_log_readies_each_write_as_it_comes() {
+        let (sm, log) = logged_space();
+        let mut env = SpaceEnv::create(sm, 4096).unwrap();
+        let taken = |log: &std::sync::Mutex<Vec<Event>>| std::mem::take(&mut *log.lock().unwrap());
+        env.create(1, 256 << 10).unwrap();
+        env.create(2, 4096).unwrap();
+        let at = env.blobs[&1][0].offset;
+        assert_eq!(env.ready_appends(9), Err(LsmError::NoSuchBlob(9)));
+        env.ready_appends(1).unwrap();
+        taken(&log);
+        env.write(1, 0, &[1; 1000]).unwrap();
+        env.write(1, 1000, &[2; 300]).unwrap();
+        let mine = |events: Vec<Event>| -> Vec<Event> {
+            events
+                .into_iter()
+                .filter(|e| match e {
+                    Event::Write(o) | Event::Prepare(o, _) | Event::PrepareAppends(o, _) => {
+                        (at..at + (256 << 10)).contains(o)
+                    }
+                    Event::Sync => false,
+                })
+                .collect()
+        };
+        assert_eq!(
+            mine(taken(&log)),
+            vec![
+                Event::PrepareAppends(at, 1000),
+                Event::Write(at),
+                Event::PrepareAppends(at + 1000, 300),
+                Event::Write(at + 1000),
+            ]
+        );
+        env.ready(1).unwrap();
+        env.ready_appends(1).unwrap();
+        env.write(1, 1300, &[3; 200]).unwrap();
+        assert_eq!(
+            mine(taken(&log)),
+            vec![Event::Prepare(at + 1300, 200), Event::Write(at + 1300)]
+        );
+        let mut back = vec![0u8; 1500];
+        env.read(1, 0, &mut back).unwrap();
+        assert!(back[..1000].iter().all(|b| *b == 1) && back[1300..].iter().all(|b| *b == 3));
+        // Never readied: no prepare at all.
+        env.write(2, 0, &[4; 512]).unwrap();
+        let events = taken(&log);
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, Event::Prepare(..) | Event::PrepareAppends(..))),
+            "{events:?}"
+        );
+        // A removed blob's number readied again is an error, not a prepare of freed space.
+        env.remove(1).unwrap();
+        assert_eq!(env.ready(1), Err(LsmError::NoSuchBlob(1)));
     }
 
     /// A blob is allocated without a sync and written without readying its space until
@@ -644,12 +772,7 @@ mod tests {
     /// is written only after a sync that follows every allocation.
     #[test]
     fn tables_skip_readying_and_a_root_write_follows_a_sync_of_every_allocation() {
-        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let dev = Logged {
-            dev: MemBlock::new(16 << 20),
-            log: std::sync::Arc::clone(&log),
-        };
-        let sm = SpaceManager::format(dev, FormatOptions::default()).unwrap();
+        let (sm, log) = logged_space();
         let mut env = SpaceEnv::create(sm, 4096).unwrap();
         let taken = |log: &std::sync::Mutex<Vec<Event>>| std::mem::take(&mut *log.lock().unwrap());
         taken(&log);
@@ -657,7 +780,7 @@ mod tests {
         // ring as it appends the allocation's record).
         let readied = |env: &SpaceEnv<_>, id: BlobId, events: &[Event]| {
             events.iter().any(|e| match e {
-                Event::Prepare(at) => env.blobs[&id]
+                Event::Prepare(at, _) | Event::PrepareAppends(at, _) => env.blobs[&id]
                     .iter()
                     .any(|x| (x.offset..x.offset + x.len).contains(at)),
                 _ => false,

@@ -1,17 +1,17 @@
-//! The log and its environment: which logs are readied for small writes.
+//! The log and its environment: how each log is readied for the writes it gets.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use ember_lsm::{Db, Options};
 
-/// Commits that do not sync leave their logs as tables are left (written once, synced once:
-/// nothing readied; each log here holds too few records to be judged small); the first
-/// commit that syncs readies its log, once.
+/// Commits that do not sync, of records too big to be judged small, leave their logs as
+/// tables are left (written once, synced once: nothing readied); the first commit that
+/// syncs readies its log, once, and so does each new log's first synced commit.
 #[test]
 fn a_log_is_readied_at_its_first_synced_commit_and_only_once() {
     let env = common::counting_env();
-    let readied = env.readied.clone();
+    let (readied, appended) = (env.readied.clone(), env.appended.clone());
     let db = Db::create(env, common::tiny()).unwrap();
     // Enough unsynced commits to rotate through several logs, flush and compact.
     for i in 0..400u32 {
@@ -19,6 +19,7 @@ fn a_log_is_readied_at_its_first_synced_commit_and_only_once() {
             .unwrap();
     }
     assert!(readied.lock().unwrap().is_empty(), "{:?}", readied.lock());
+    assert!(appended.lock().unwrap().is_empty(), "{:?}", appended.lock());
     db.put(b"synced", b"1", true).unwrap();
     db.put(b"synced", b"2", true).unwrap();
     let first = readied.lock().unwrap().clone();
@@ -35,13 +36,15 @@ fn a_log_is_readied_at_its_first_synced_commit_and_only_once() {
         all.windows(2).all(|w| w[0] != w[1]),
         "a log readied twice in one life: {all:?}"
     );
+    assert!(appended.lock().unwrap().is_empty(), "{:?}", appended.lock());
     assert_eq!(db.get(b"synced").unwrap().as_deref(), Some(&b"2"[..]));
 }
 
-/// Without syncs, a log is readied once its records prove small (64 of them averaging under
-/// 256 bytes), and never while they are big.
+/// Without syncs, a log is readied for appends once its records prove small (64 of them
+/// averaging under 256 bytes), and never while they are big; a commit that syncs then
+/// readies it for syncs, once.
 #[test]
-fn an_unsynced_log_is_readied_when_its_records_are_small() {
+fn an_unsynced_log_is_readied_for_appends_when_its_records_are_small() {
     let opts = Options {
         write_buffer: 1 << 20,
         log_capacity: 2 << 20,
@@ -49,22 +52,31 @@ fn an_unsynced_log_is_readied_when_its_records_are_small() {
     };
     for (value, readied_after) in [(40usize, Some(64usize)), (600, None)] {
         let env = common::counting_env();
-        let readied = env.readied.clone();
+        let (readied, appended) = (env.readied.clone(), env.appended.clone());
         let db = Db::create(env, opts.clone()).unwrap();
         for i in 0..200usize {
-            let was = readied.lock().unwrap().len();
+            let was = appended.lock().unwrap().len();
             db.put(format!("k{i:04}").as_bytes(), &vec![7; value], false)
                 .unwrap();
-            let now = readied.lock().unwrap().len();
+            let now = appended.lock().unwrap().len();
             if now > was {
                 assert_eq!(Some(i), readied_after, "{value}-byte values");
             }
         }
-        let n = readied.lock().unwrap().len();
+        let logs = appended.lock().unwrap().clone();
         assert_eq!(
-            n,
+            logs.len(),
             usize::from(readied_after.is_some()),
             "{value}-byte values"
         );
+        assert!(readied.lock().unwrap().is_empty(), "{value}-byte values");
+        db.put(b"synced", b"1", true).unwrap();
+        db.put(b"synced", b"2", true).unwrap();
+        let synced = readied.lock().unwrap().clone();
+        assert_eq!(synced.len(), 1, "{value}-byte values: {synced:?}");
+        if let Some(&log) = logs.first() {
+            assert_eq!(synced, vec![log], "the same log, now synced");
+        }
+        assert_eq!(appended.lock().unwrap().len(), logs.len());
     }
 }

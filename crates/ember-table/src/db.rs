@@ -4001,4 +4001,7 @@ impl<D: BlockDevice> crate::space::ExtentSpace for Database<D> {
     fn prepare_space(&mut self, offset: u64, len: u64) {
         self.sm.device().prepare(offset, len);
     }
+    fn prepare_appends_space(&mut self, offset: u64, len: u64) {
+        self.sm.device().prepare_appends(offset, len);
+    }
 }

@@ -444,6 +444,13 @@ pub trait ExtentSpace {
     fn prepare_space(&mut self, offset: u64, len: u64) {
         let _ = (offset, len);
     }
+    /// Readies device bytes `offset .. offset + len` for appends that are synced in bulk (a
+    /// log whose commits do not sync): as [`prepare_space`](Self::prepare_space), in the
+    /// layout `BlockDevice::prepare_appends` gives (on a file, 64 KiB pages). By default the
+    /// same as `prepare_space`.
+    fn prepare_appends_space(&mut self, offset: u64, len: u64) {
+        self.prepare_space(offset, len);
+    }
 }
 
 impl<D: BlockDevice> ExtentSpace for SpaceManager<D> {
@@ -479,6 +486,9 @@ impl<D: BlockDevice> ExtentSpace for SpaceManager<D> {
     }
     fn prepare_space(&mut self, offset: u64, len: u64) {
         self.dev.prepare(offset, len);
+    }
+    fn prepare_appends_space(&mut self, offset: u64, len: u64) {
+        self.dev.prepare_appends(offset, len);
     }
 }
 

@@ -131,6 +131,11 @@ impl<D: BlockDevice> ExtentSpace for SharedDb<D> {
             db.prepare_space(offset, len);
         }
     }
+    fn prepare_appends_space(&mut self, offset: u64, len: u64) {
+        if let Ok(mut db) = self.engine() {
+            db.prepare_appends_space(offset, len);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -82,6 +82,8 @@ pub struct Counting<E> {
     pub job_creates: u64,
     /// The blobs the engine readied ([`Env::ready`]), in order.
     pub readied: Arc<std::sync::Mutex<Vec<BlobId>>>,
+    /// The blobs the engine readied for appends ([`Env::ready_appends`]), in order.
+    pub appended: Arc<std::sync::Mutex<Vec<BlobId>>>,
     /// Writes and syncs in order: `'R'` a root slot's write (a manifest snapshot), `'W'` any
     /// other write, `'S'` a sync.
     pub events: Arc<std::sync::Mutex<Vec<char>>>,
@@ -107,6 +109,7 @@ impl<E> Counting<E> {
             panic_in_job: Arc::default(),
             live: Arc::default(),
             readied: Arc::default(),
+            appended: Arc::default(),
             events: Arc::default(),
             job_creates: 0,
         }
@@ -150,6 +153,10 @@ impl<E: Env> Env for Counting<E> {
     fn ready(&mut self, id: BlobId) -> Result<()> {
         self.readied.lock().unwrap().push(id);
         self.inner.ready(id)
+    }
+    fn ready_appends(&mut self, id: BlobId) -> Result<()> {
+        self.appended.lock().unwrap().push(id);
+        self.inner.ready_appends(id)
     }
     fn open(&mut self, id: BlobId, locator: &[u8]) -> Result<()> {
         self.inner.open(id, locator)?;
