@@ -295,6 +295,7 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
         let ext = self.sm.allocate_extents_unsynced(capacity.max(1))?;
         let loc = encode_locator(&ext);
         self.blobs.insert(id, ext);
+        self.readied.remove(&id);
         self.created += 1;
         Ok(loc)
     }
@@ -307,7 +308,9 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
     /// as the log grows, not the whole blob at once, keeps the filling off the writer's
     /// thread past the first granule. Tables are written with
     /// [`ExtentSpace::write_at_once`] and never readied: written once and synced once, a
-    /// table gains nothing from it.
+    /// table gains nothing from it. A blob stays readied until it is removed (or created or
+    /// opened again): a log's blob that a later log writes again keeps its readiness, and
+    /// its writes' prepares then find their granules filled already.
     fn ready(&mut self, id: BlobId) -> Result<()> {
         if !self.blobs.contains_key(&id) {
             return Err(LsmError::NoSuchBlob(id));
@@ -348,6 +351,7 @@ impl<S: ExtentSpace> Env for SpaceEnv<S> {
             ext.push(e);
         }
         self.blobs.insert(id, ext);
+        self.readied.remove(&id);
         Ok(())
     }
 
@@ -762,9 +766,66 @@ mod tests {
                 .any(|e| matches!(e, Event::Prepare(..) | Event::PrepareAppends(..))),
             "{events:?}"
         );
-        // A removed blob's number readied again is an error, not a prepare of freed space.
+        // A removed blob's number readied again is an error, not a prepare of freed space;
+        // made again (by `remove` or `remove_all`), it starts unreadied.
         env.remove(1).unwrap();
+        assert!(!env.readied.contains_key(&1));
         assert_eq!(env.ready(1), Err(LsmError::NoSuchBlob(1)));
+        let no_prepares = |events: &[Event]| {
+            !events
+                .iter()
+                .any(|e| matches!(e, Event::Prepare(..) | Event::PrepareAppends(..)))
+        };
+        env.create(1, 4096).unwrap();
+        taken(&log);
+        env.write(1, 0, &[5; 512]).unwrap();
+        let events = taken(&log);
+        assert!(no_prepares(&events), "{events:?}");
+        env.ready_appends(1).unwrap();
+        env.ready_appends(2).unwrap();
+        env.remove_all(&[1, 2]).unwrap();
+        assert!(env.readied.is_empty(), "{:?}", env.readied);
+        env.create(1, 4096).unwrap();
+        env.create(2, 4096).unwrap();
+        taken(&log);
+        env.write(1, 0, &[6; 512]).unwrap();
+        env.write(2, 0, &[6; 512]).unwrap();
+        let events = taken(&log);
+        assert!(no_prepares(&events), "{events:?}");
+    }
+
+    /// A write across the extents of a blob prepares each piece where it lies.
+    #[test]
+    fn a_readied_write_across_extents_prepares_each_piece() {
+        let (sm, log) = logged_space();
+        let mut env = SpaceEnv::create(sm, 4096).unwrap();
+        // Blobs in between, freed, leave gaps that a bigger blob then spans in pieces.
+        for id in 1..=8u64 {
+            env.create(id, 64 << 10).unwrap();
+        }
+        env.remove_all(&[2, 4, 6]).unwrap();
+        env.create(9, 160 << 10).unwrap();
+        let ext = env.extents(9).unwrap();
+        assert!(ext.len() >= 2, "one extent: {ext:?}");
+        env.ready_appends(9).unwrap();
+        let (first, _) = ext[0];
+        let len0 = ext[0].1;
+        std::mem::take(&mut *log.lock().unwrap());
+        env.write(9, len0 - 100, &[9; 300]).unwrap();
+        let prepares: Vec<Event> = std::mem::take(&mut *log.lock().unwrap())
+            .into_iter()
+            .filter(|e| matches!(e, Event::PrepareAppends(..)))
+            .collect();
+        assert_eq!(
+            prepares,
+            vec![
+                Event::PrepareAppends(first + len0 - 100, 100),
+                Event::PrepareAppends(ext[1].0, 200),
+            ]
+        );
+        let mut back = [0u8; 300];
+        env.read(9, len0 - 100, &mut back).unwrap();
+        assert_eq!(back, [9; 300]);
     }
 
     /// A blob is allocated without a sync and written without readying its space until

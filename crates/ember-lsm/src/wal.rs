@@ -87,11 +87,12 @@ impl Wal {
     /// that syncs ([`Env::ready`]: the syncs that follow find its space allocated), and
     /// before that ([`Env::ready_appends`]) once it has [`SMALL_AFTER`] records averaging
     /// under [`SMALL_RECORD`] bytes. On a file image a readied log takes its records
-    /// through the file's mapping, which saves a system call per record; but the first
-    /// write to each 4 KiB page of the mapping is a page fault, and records of a kilobyte
-    /// came out slower that way than by `pwrite` (sqlitekv at 1 KiB: update-heavy 1.98× →
-    /// 1.73× SQLite, insert-rand 5.88× → 5.48×), while 64-byte records gained 10–20%.
-    /// Otherwise a log is written once and synced once, as a table is.
+    /// through the file's mapping, which saves a system call per record; but its page
+    /// faults and the zeros written ahead cost more than that for records of a kilobyte,
+    /// which came out slower that way than by `pwrite` (sqlitekv at 1 KiB: update-heavy
+    /// 1.98× → 1.73× SQLite, insert-rand 5.88× → 5.48×), while 64-byte records gained.
+    /// Otherwise a log is written once and synced once, as a table is (unless its blob was
+    /// readied in an earlier log's life: see [`Env::ready`]).
     pub fn wants_ready(&self, sync: bool) -> bool {
         let records = self.next - 1;
         match self.readied {
