@@ -2521,14 +2521,7 @@ mod tests {
         for i in 3..32u64 {
             dev.write(i * (64 << 10), &chunk).unwrap();
         }
-        let waited = std::time::Instant::now();
-        while dev.background_syncs() == 0 {
-            assert!(
-                waited.elapsed() < std::time::Duration::from_secs(30),
-                "no background sync"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        wait_for_background_syncs(&dev, 1);
         // The caller's sync still works after it, and the bytes are all there.
         dev.sync().unwrap();
         drop(dev);
