@@ -749,16 +749,13 @@ mod unix {
             self.wake.lock().unwrap_or_else(|p| p.into_inner())
         }
 
-        /// Asks the write-behind thread for a sync, if it runs; `false` if it does not.
-        fn ask_sync(&self) -> bool {
-            let wake = self.wake_lock();
-            let Some(w) = wake.as_ref() else {
-                return false;
-            };
-            self.wanted.store(true, Ordering::Release);
-            // Full: a sync is asked for already, and it covers these writes too.
-            let _ = w.try_send(());
-            true
+        /// Asks the write-behind thread for a sync, if it runs.
+        fn ask_sync(&self) {
+            if let Some(w) = self.wake_lock().as_ref() {
+                self.wanted.store(true, Ordering::Release);
+                // Full: a sync is asked for already, and it covers these writes too.
+                let _ = w.try_send(());
+            }
         }
 
         /// A sync asked for by a caller (the device's owner or a [`FileWriter`]): after any
