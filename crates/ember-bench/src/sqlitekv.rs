@@ -373,21 +373,15 @@ impl Kv for EmberSql {
         Ok(self.conn.settle()?)
     }
 
+    // Parameters borrowed, as SQLite's are (the connection copies them into the buffers of
+    // the last statement's).
     fn insert(&mut self, k: u64, v: &[u8]) -> Result<()> {
-        let p = vec![
-            ember::Value::Integer(k as i64),
-            ember::Value::Blob(v.to_vec()),
-        ];
-        self.conn.prepare(INSERT)?.execute(p)?;
+        self.conn.prepare(INSERT)?.execute((k as i64, v))?;
         Ok(())
     }
 
     fn update(&mut self, k: u64, v: &[u8]) -> Result<()> {
-        let p = vec![
-            ember::Value::Integer(k as i64),
-            ember::Value::Blob(v.to_vec()),
-        ];
-        let n = self.conn.prepare(UPDATE)?.execute(p)?;
+        let n = self.conn.prepare(UPDATE)?.execute((k as i64, v))?;
         if n != 1 {
             return Err(format!("ember-sql: update of key {k} changed {n} rows").into());
         }

@@ -314,14 +314,27 @@ impl EmberSql {
         Ok(EmberSql { conn, layout, sql })
     }
 
-    fn params(&self, k: u64, vals: &[&[u8]]) -> Vec<ember::Value> {
-        let mut p = Vec::with_capacity(vals.len() + 1);
+    /// Runs statement `sql` with the key and `vals` as its parameters, borrowed as
+    /// SQLite's are (the connection copies them into the buffers of the last statement's).
+    fn execute(&self, sql: usize, k: u64, vals: &[&[u8]]) -> Result<usize> {
+        let (int, bytes) = match self.layout.key {
+            KeyKind::Int => (k as i64, Vec::new()),
+            KeyKind::Text16 => (0, self.layout.key.encode(k)),
+        };
+        let mut p: Vec<&dyn ember::ToSql> = Vec::with_capacity(vals.len() + 1);
         p.push(match self.layout.key {
+            KeyKind::Int => &int,
+            KeyKind::Text16 => &bytes,
+        });
+        p.extend(vals.iter().map(|v| v as &dyn ember::ToSql));
+        Ok(self.conn.prepare(&self.sql[sql])?.execute(&p[..])?)
+    }
+
+    fn params(&self, k: u64) -> Vec<ember::Value> {
+        vec![match self.layout.key {
             KeyKind::Int => ember::Value::Integer(k as i64),
             KeyKind::Text16 => ember::Value::Blob(self.layout.key.encode(k)),
-        });
-        p.extend(vals.iter().map(|v| ember::Value::Blob(v.to_vec())));
-        p
+        }]
     }
 }
 
@@ -335,14 +348,12 @@ fn ember_value_len(v: &ember::Value) -> usize {
 
 impl Store for EmberSql {
     fn insert(&mut self, k: u64, vals: &[&[u8]]) -> Result<()> {
-        let p = self.params(k, vals);
-        self.conn.prepare(&self.sql[0])?.execute(p)?;
+        self.execute(0, k, vals)?;
         Ok(())
     }
 
     fn update(&mut self, k: u64, vals: &[&[u8]]) -> Result<()> {
-        let p = self.params(k, vals);
-        let n = self.conn.prepare(&self.sql[1])?.execute(p)?;
+        let n = self.execute(1, k, vals)?;
         if n != 1 {
             return Err(format!("ember-sql: update of key {k} changed {n} rows").into());
         }
@@ -350,7 +361,7 @@ impl Store for EmberSql {
     }
 
     fn get(&mut self, k: u64) -> Result<usize> {
-        let p = self.params(k, &[]);
+        let p = self.params(k);
         let mut st = self.conn.prepare(&self.sql[2])?;
         let mut rows = st.query(p)?;
         let Some(row) = rows.next()? else {

@@ -807,6 +807,14 @@ impl<S: Storage> Executor<S> {
         self.execute_owned(p, params.to_vec())
     }
 
+    /// The parameter values of the statement that ran last through
+    /// [`execute_owned`](Self::execute_owned) (not a streamed query's: a stream keeps its
+    /// own), taken out for the caller to bind the next statement's values into; nothing
+    /// reads them once the statement has run.
+    pub fn take_params(&mut self) -> Vec<Value> {
+        core::mem::take(&mut self.params)
+    }
+
     /// [`execute`](Self::execute) taking the parameter values (no copy).
     pub fn execute_owned(&mut self, p: &Parsed, params: Vec<Value>) -> Result<Output> {
         if !matches!(p.stmt, Stmt::Select(_)) {

@@ -233,7 +233,15 @@ pub fn close_engine<D: ember_device::BlockDevice>(exec: Engine<D>) -> Result<D> 
 struct Inner {
     exec: Engine<AnyDevice>,
     cache: HashMap<String, Rc<Parsed>>,
+    /// The values the last [`Statement::execute`] bound, kept for the next one to bind
+    /// into ([`Params::bind_in`]): a statement run again and again allocates nothing for
+    /// its text and blob parameters.
+    spare_params: Vec<ember_sql::Value>,
 }
+
+/// A spare parameter buffer bigger than this is let go rather than kept for the next
+/// statement (one big blob bound once should not stay in memory).
+const SPARE_PARAM_BYTES: usize = 16 << 10;
 
 /// A connection to one database.
 pub struct Connection {
@@ -322,6 +330,7 @@ impl Connection {
             inner: RefCell::new(Some(Inner {
                 exec,
                 cache: HashMap::default(),
+                spare_params: Vec::new(),
             })),
         })
     }
@@ -360,6 +369,34 @@ impl Connection {
 
     fn run(&self, p: &Parsed, params: Vec<ember_sql::Value>) -> Result<Output> {
         self.with(|inner| Ok(inner.exec.execute_owned(p, params)?))
+    }
+
+    /// The values the last [`Statement::execute`] bound, to bind the next into (empty if
+    /// there are none, or the connection is closed).
+    fn take_spare_params(&self) -> Vec<ember_sql::Value> {
+        self.with(|inner| Ok(std::mem::take(&mut inner.spare_params)))
+            .unwrap_or_default()
+    }
+
+    /// [`run`](Self::run) for a statement that is not a query, keeping its parameter values
+    /// for the next statement to bind into (the buffers of big ones let go).
+    fn run_keeping_params(&self, p: &Parsed, params: Vec<ember_sql::Value>) -> Result<()> {
+        self.with(|inner| {
+            let r = inner.exec.execute_owned(p, params);
+            let mut spent = inner.exec.take_params();
+            for v in &mut spent {
+                let big = match v {
+                    ember_sql::Value::Blob(b) => b.capacity() > SPARE_PARAM_BYTES,
+                    ember_sql::Value::Text(t) => t.capacity() > SPARE_PARAM_BYTES,
+                    _ => false,
+                };
+                if big {
+                    *v = ember_sql::Value::Null;
+                }
+            }
+            inner.spare_params = spent;
+            r.map(drop).map_err(Error::from)
+        })
     }
 
     /// Runs one statement; returns the number of rows it changed.
@@ -557,11 +594,12 @@ impl fmt::Debug for Statement<'_> {
 impl<'c> Statement<'c> {
     /// Runs the statement; returns the number of rows changed.
     pub fn execute<P: Params>(&mut self, params: P) -> Result<usize> {
-        let vals = params.bind(&self.parsed.params)?;
+        let mut vals = self.conn.take_spare_params();
+        params.bind_in(&self.parsed.params, &mut vals)?;
         if matches!(self.parsed.stmt, ember_sql::ast::Stmt::Select(_)) {
             return Err(Error::ExecuteReturnedResults);
         }
-        self.conn.run(&self.parsed, vals)?;
+        self.conn.run_keeping_params(&self.parsed, vals)?;
         Ok(self.conn.changes() as usize)
     }
 

@@ -8,6 +8,36 @@ use crate::{Error, Result};
 pub trait ToSql {
     /// The SQL value.
     fn to_sql(&self) -> Result<Value>;
+
+    /// Writes the SQL value into `slot`, reusing the buffer of the text or blob value there
+    /// (so binding a statement again allocates nothing for it). By default
+    /// `*slot = self.to_sql()?`; text and blobs reuse.
+    fn to_sql_in(&self, slot: &mut Value) -> Result<()> {
+        *slot = self.to_sql()?;
+        Ok(())
+    }
+}
+
+/// Puts `bytes` into `slot` as a blob, in the buffer of the blob there if there is one.
+fn blob_in(slot: &mut Value, bytes: &[u8]) {
+    match slot {
+        Value::Blob(b) => {
+            b.clear();
+            b.extend_from_slice(bytes);
+        }
+        _ => *slot = Value::Blob(bytes.to_vec()),
+    }
+}
+
+/// Puts `text` into `slot` as text, in the buffer of the text there if there is one.
+fn text_in(slot: &mut Value, text: &str) {
+    match slot {
+        Value::Text(t) => {
+            t.clear();
+            t.push_str(text);
+        }
+        _ => *slot = Value::Text(text.to_string()),
+    }
 }
 
 /// A Rust type a column value can be read as.
@@ -54,30 +84,58 @@ impl ToSql for str {
     fn to_sql(&self) -> Result<Value> {
         Ok(Value::Text(self.to_string()))
     }
+    fn to_sql_in(&self, slot: &mut Value) -> Result<()> {
+        text_in(slot, self);
+        Ok(())
+    }
 }
 impl ToSql for String {
     fn to_sql(&self) -> Result<Value> {
         Ok(Value::Text(self.clone()))
+    }
+    fn to_sql_in(&self, slot: &mut Value) -> Result<()> {
+        text_in(slot, self);
+        Ok(())
     }
 }
 impl ToSql for [u8] {
     fn to_sql(&self) -> Result<Value> {
         Ok(Value::Blob(self.to_vec()))
     }
+    fn to_sql_in(&self, slot: &mut Value) -> Result<()> {
+        blob_in(slot, self);
+        Ok(())
+    }
 }
 impl ToSql for Vec<u8> {
     fn to_sql(&self) -> Result<Value> {
         Ok(Value::Blob(self.clone()))
+    }
+    fn to_sql_in(&self, slot: &mut Value) -> Result<()> {
+        blob_in(slot, self);
+        Ok(())
     }
 }
 impl<const N: usize> ToSql for [u8; N] {
     fn to_sql(&self) -> Result<Value> {
         Ok(Value::Blob(self.to_vec()))
     }
+    fn to_sql_in(&self, slot: &mut Value) -> Result<()> {
+        blob_in(slot, self);
+        Ok(())
+    }
 }
 impl ToSql for Value {
     fn to_sql(&self) -> Result<Value> {
         Ok(self.clone())
+    }
+    fn to_sql_in(&self, slot: &mut Value) -> Result<()> {
+        match self {
+            Value::Blob(b) => blob_in(slot, b),
+            Value::Text(t) => text_in(slot, t),
+            v => *slot = v.clone(),
+        }
+        Ok(())
     }
 }
 impl<T: ToSql> ToSql for Option<T> {
@@ -87,15 +145,30 @@ impl<T: ToSql> ToSql for Option<T> {
             None => Ok(Value::Null),
         }
     }
+    fn to_sql_in(&self, slot: &mut Value) -> Result<()> {
+        match self {
+            Some(v) => v.to_sql_in(slot),
+            None => {
+                *slot = Value::Null;
+                Ok(())
+            }
+        }
+    }
 }
 impl<T: ToSql + ?Sized> ToSql for &T {
     fn to_sql(&self) -> Result<Value> {
         (**self).to_sql()
     }
+    fn to_sql_in(&self, slot: &mut Value) -> Result<()> {
+        (**self).to_sql_in(slot)
+    }
 }
 impl<T: ToSql + ?Sized> ToSql for Box<T> {
     fn to_sql(&self) -> Result<Value> {
         (**self).to_sql()
+    }
+    fn to_sql_in(&self, slot: &mut Value) -> Result<()> {
+        (**self).to_sql_in(slot)
     }
 }
 
@@ -157,6 +230,45 @@ impl<T: FromSql> FromSql for Option<T> {
 pub trait Params {
     /// The values, by parameter position; `names` gives the statement's parameter names.
     fn bind(self, names: &[Option<String>]) -> Result<Vec<Value>>;
+
+    /// [`bind`](Self::bind) into `out`, which holds an earlier statement's values: their
+    /// text and blob buffers are reused where the same position gets text or a blob again
+    /// ([`ToSql::to_sql_in`]). By default `*out = self.bind(names)?`.
+    fn bind_in(self, names: &[Option<String>], out: &mut Vec<Value>) -> Result<()>
+    where
+        Self: Sized,
+    {
+        *out = self.bind(names)?;
+        Ok(())
+    }
+}
+
+/// Binds `n` positional values into `out` (reusing its slots), value `i` written by
+/// `put(i, slot)`; the count must be the statement's.
+fn positional_in(
+    n: usize,
+    names: &[Option<String>],
+    out: &mut Vec<Value>,
+    mut put: impl FnMut(usize, &mut Value) -> Result<()>,
+) -> Result<()> {
+    if n != names.len() {
+        return Err(Error::InvalidParameterCount {
+            given: n,
+            expected: names.len(),
+        });
+    }
+    out.truncate(n);
+    for i in 0..n {
+        match out.get_mut(i) {
+            Some(slot) => put(i, slot)?,
+            None => {
+                let mut v = Value::Null;
+                put(i, &mut v)?;
+                out.push(v);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn positional(vals: Vec<Value>, names: &[Option<String>]) -> Result<Vec<Value>> {
@@ -181,6 +293,9 @@ impl Params for &[&dyn ToSql] {
             names,
         )
     }
+    fn bind_in(self, names: &[Option<String>], out: &mut Vec<Value>) -> Result<()> {
+        positional_in(self.len(), names, out, |i, slot| self[i].to_sql_in(slot))
+    }
 }
 /// `[]`: no parameters.
 impl Params for [&dyn ToSql; 0] {
@@ -194,6 +309,9 @@ macro_rules! array_params {
             fn bind(self, names: &[Option<String>]) -> Result<Vec<Value>> {
                 positional(self.iter().map(ToSql::to_sql).collect::<Result<_>>()?, names)
             }
+            fn bind_in(self, names: &[Option<String>], out: &mut Vec<Value>) -> Result<()> {
+                positional_in($n, names, out, |i, slot| self[i].to_sql_in(slot))
+            }
         }
     )*};
 }
@@ -204,6 +322,9 @@ impl<T: ToSql, const N: usize> Params for &[T; N] {
             self.iter().map(ToSql::to_sql).collect::<Result<_>>()?,
             names,
         )
+    }
+    fn bind_in(self, names: &[Option<String>], out: &mut Vec<Value>) -> Result<()> {
+        positional_in(N, names, out, |i, slot| self[i].to_sql_in(slot))
     }
 }
 impl Params for Vec<Value> {
@@ -235,6 +356,10 @@ macro_rules! tuple_params {
         impl<$($t: ToSql),+> Params for ($($t,)+) {
             fn bind(self, names: &[Option<String>]) -> Result<Vec<Value>> {
                 positional(vec![$(self.$n.to_sql()?),+], names)
+            }
+            fn bind_in(self, names: &[Option<String>], out: &mut Vec<Value>) -> Result<()> {
+                let parts: &[&dyn ToSql] = &[$(&self.$n),+];
+                positional_in(parts.len(), names, out, |i, slot| parts[i].to_sql_in(slot))
             }
         }
     };

@@ -563,3 +563,76 @@ fn point_selects_project_columns_in_any_order() {
         assert!(st.query(params![9]).unwrap().next().unwrap().is_none());
     }
 }
+
+/// Each statement's values are bound into the buffers of the last statement's: a slot that
+/// held a blob, text or another type gets whatever comes next right, whatever the shape of
+/// the parameter list (tuples, arrays, `params!`, named, owned), and an error in one
+/// statement leaves the next unharmed.
+#[test]
+fn parameters_bound_again_into_the_last_statements_buffers_are_exact() {
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch("CREATE TABLE t(k INTEGER PRIMARY KEY, a, b)")
+        .unwrap();
+    let long = vec![7u8; 20_000];
+    let ins = "INSERT INTO t VALUES (?1, ?2, ?3)";
+    conn.execute(ins, (1, &b"a long blob value"[..], "text one"))
+        .unwrap();
+    // A shorter blob and text in the same slots, then the types swapped.
+    conn.execute(ins, (2, &b"ab"[..], "t")).unwrap();
+    conn.execute(ins, params![3, "now text", &b"now a blob"[..]])
+        .unwrap();
+    conn.execute(ins, [Value::Integer(4), Value::Null, Value::Real(2.5)])
+        .unwrap();
+    // A big blob (its buffer is not kept), then a small one.
+    conn.execute(ins, (5, &long[..], None::<i64>)).unwrap();
+    conn.execute(ins, &[Value::Integer(6), Value::Blob(vec![1, 2])])
+        .unwrap_err();
+    #[allow(clippy::needless_borrows_for_generic_args)] // the `&[T; N]` list, on purpose
+    conn.execute(ins, &[6i64, 60, 600]).unwrap();
+    // Fewer parameters, then named ones, then an owned list.
+    conn.execute("DELETE FROM t WHERE k = ?1", [4]).unwrap();
+    conn.execute(
+        "INSERT INTO t VALUES (:k, :a, :b)",
+        named_params! {":k": 7, ":a": "x", ":b": &b"y"[..]},
+    )
+    .unwrap();
+    conn.execute(
+        ins,
+        vec![
+            Value::Integer(8),
+            Value::Text("eight".into()),
+            Value::Blob(vec![8; 3]),
+        ],
+    )
+    .unwrap();
+    // A statement that fails (a duplicate key) binds as the others; the next is whole.
+    let dup = conn.execute(ins, (1, &b"dup"[..], "dup")).unwrap_err();
+    assert!(dup.to_string().contains("UNIQUE"), "{dup}");
+    conn.execute(ins, (9, &b"nine"[..], "nine")).unwrap();
+
+    let mut st = conn.prepare("SELECT k, a, b FROM t ORDER BY k").unwrap();
+    let rows: Vec<Vec<Value>> = st
+        .query_map([], |r| Ok(r.values().to_vec()))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let blob = |b: &[u8]| Value::Blob(b.to_vec());
+    let text = |t: &str| Value::Text(t.into());
+    assert_eq!(
+        rows,
+        vec![
+            vec![
+                Value::Integer(1),
+                blob(b"a long blob value"),
+                text("text one")
+            ],
+            vec![Value::Integer(2), blob(b"ab"), text("t")],
+            vec![Value::Integer(3), text("now text"), blob(b"now a blob")],
+            vec![Value::Integer(5), Value::Blob(long.clone()), Value::Null],
+            vec![Value::Integer(6), Value::Integer(60), Value::Integer(600)],
+            vec![Value::Integer(7), text("x"), blob(b"y")],
+            vec![Value::Integer(8), text("eight"), blob(&[8; 3])],
+            vec![Value::Integer(9), blob(b"nine"), text("nine")],
+        ]
+    );
+}
