@@ -350,10 +350,15 @@ fn markdown(records: u64, rows: &[(Case, Outcome)], rules: &[RuleInfo]) -> Strin
         }
     }
     if let (Some(d), Some(e)) = (find("rb uniform"), find("rb uniform, erase undo")) {
+        // A run too short to restore anything (or in no time) on either side has no ratio.
+        let ratio = if d.restore.count == 0 || e.restore.count == 0 || e.restore.avg_s() == 0.0 {
+            "– (too short a run to time a restore)".to_string()
+        } else {
+            format!("{:.2}", d.restore.avg_s() / e.restore.avg_s())
+        };
         let _ = writeln!(
             md,
-            "Discard/erase undo restore avg {:.2} (≤ 0.3); RB engine RAM {} B (≤ 256)",
-            d.restore.avg_s() / e.restore.avg_s(),
+            "Discard/erase undo restore avg {ratio} (≤ 0.3); RB engine RAM {} B (≤ 256)",
             d.ram_bytes
         );
     }
