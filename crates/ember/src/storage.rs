@@ -22,7 +22,7 @@ const ROWID: &str = "ember$rowid";
 
 /// A SQL value borrowed as the table engine's row encoding takes it.
 #[inline]
-fn value_ref(v: &Value) -> ValueRef<'_> {
+pub(crate) fn value_ref(v: &Value) -> ValueRef<'_> {
     match v {
         Value::Null => ValueRef::Null,
         Value::Integer(i) => ValueRef::Integer(*i),
@@ -69,9 +69,10 @@ pub(crate) fn sql_values(values: RowValues<'_>) -> std::result::Result<Vec<Value
     Ok(row)
 }
 
-/// Overwrites `slot` with a value borrowed from a table-engine row, reusing the buffer of
-/// the text or blob already there when the new value is of the same kind.
-fn assign_ref(slot: &mut Value, v: ValueRef<'_>) {
+/// Overwrites `slot` with a borrowed value (from a table-engine row, or a parameter being
+/// bound), reusing the buffer of the text or blob already there when the new value is of
+/// the same kind.
+pub(crate) fn assign_ref(slot: &mut Value, v: ValueRef<'_>) {
     match (slot, v) {
         (Value::Blob(b), ValueRef::Blob(new)) => {
             b.clear();

@@ -1,7 +1,9 @@
 //! Conversions between Rust types and SQL values, and parameter lists (rusqlite's shapes).
 
 use ember_sql::Value;
+use ember_table::ValueRef;
 
+use crate::storage::{assign_ref, value_ref};
 use crate::{Error, Result};
 
 /// A Rust value that can be bound to a parameter.
@@ -20,24 +22,12 @@ pub trait ToSql {
 
 /// Puts `bytes` into `slot` as a blob, in the buffer of the blob there if there is one.
 fn blob_in(slot: &mut Value, bytes: &[u8]) {
-    match slot {
-        Value::Blob(b) => {
-            b.clear();
-            b.extend_from_slice(bytes);
-        }
-        _ => *slot = Value::Blob(bytes.to_vec()),
-    }
+    assign_ref(slot, ValueRef::Blob(bytes));
 }
 
 /// Puts `text` into `slot` as text, in the buffer of the text there if there is one.
 fn text_in(slot: &mut Value, text: &str) {
-    match slot {
-        Value::Text(t) => {
-            t.clear();
-            t.push_str(text);
-        }
-        _ => *slot = Value::Text(text.to_string()),
-    }
+    assign_ref(slot, ValueRef::Text(text));
 }
 
 /// A Rust type a column value can be read as.
@@ -130,11 +120,7 @@ impl ToSql for Value {
         Ok(self.clone())
     }
     fn to_sql_in(&self, slot: &mut Value) -> Result<()> {
-        match self {
-            Value::Blob(b) => blob_in(slot, b),
-            Value::Text(t) => text_in(slot, t),
-            v => *slot = v.clone(),
-        }
+        assign_ref(slot, value_ref(self));
         Ok(())
     }
 }
