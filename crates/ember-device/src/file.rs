@@ -186,17 +186,18 @@
 //! of its time in them, a fifth of all CPU time of a YCSB update run, and the writer was
 //! interrupted as often.
 //!
-//! So a [`FileBlock`] keeps, for each mapping, the span it wrote through it since the last
-//! sync, and before its own sync, and before it asks the write-behind thread for one, takes
-//! those spans out of its page tables (`madvise(MADV_DONTNEED)`: on a shared file mapping
-//! that drops the entries only, a dirty entry marking its page dirty in the page cache
-//! first, so nothing written is lost and the next access maps the page again). One call,
-//! one TLB flush for the whole span, where the sync would have made one a page. Pages the
-//! writer touches again between the release and the sync, and pages written through a
-//! mapping when a [writer handle](crate::BlockDevice::writer) on another thread syncs, are
-//! still flushed one by one: the device's mappings belong to the device's thread, and
-//! another thread cannot release them safely. On that machine YCSB's write mixes ran
-//! 1.2–1.6× as fast with the release (BENCHMARKS.md).
+//! So a [`FileBlock`] keeps, for each mapping, the span of pages it wrote through it since
+//! the last sync, in a table shared with its write-behind thread and its writer handles,
+//! and every sync of the file — the device's own, a handle's, the write-behind thread's —
+//! first takes those spans out of the device's page tables (`madvise(MADV_DONTNEED)`: on a
+//! shared file mapping that drops the entries only, a dirty entry marking its page dirty in
+//! the page cache first, so nothing written is lost, and the next access maps the page
+//! again). One call, one TLB flush for a span, where the sync would have made one a page.
+//! The syncing thread releases while the device's owner may be copying into the same
+//! mappings: a copy lands before its entry goes or faults the page in again, as any store
+//! racing an `madvise` from another thread does. The table's lock keeps a window from
+//! being unmapped while another thread releases pages of it. What is left is a page the
+//! owner dirties again between the release and the sync's pass over it.
 //!
 //! Discovering a raw device's size and logical block size uses Linux interfaces (seeking to the
 //! end of the device, and sysfs); on other Unix systems the sector size falls back to 512.
@@ -547,6 +548,7 @@ mod unix {
         }
 
         fn with_file(file: File, len: u64) -> Self {
+            let written = Arc::new(mapped::Written::default());
             FileBlock {
                 holes: HoleFill::new(
                     if trusts_holes(&file) {
@@ -556,8 +558,12 @@ mod unix {
                     },
                     FILL_AHEAD,
                 ),
-                mapped: mapped::Mapped::new(maps_safely(&file), reads_map_anywhere(&file)),
-                behind: WriteBehind::new(WRITE_BEHIND_BYTES),
+                mapped: mapped::Mapped::new(
+                    maps_safely(&file),
+                    reads_map_anywhere(&file),
+                    Arc::clone(&written),
+                ),
+                behind: WriteBehind::new(WRITE_BEHIND_BYTES, written),
                 inner: Positioned {
                     file,
                     len,
@@ -592,10 +598,7 @@ mod unix {
             Ok(())
         }
 
-        /// Releases the pages written through a mapping first, so the sync write-protects
-        /// none of them (see the [module docs](super#syncs-and-mapped-pages)).
         fn sync(&mut self) -> Result<()> {
-            self.mapped.release_written();
             self.behind.sync(&self.inner.file)
         }
 
@@ -619,11 +622,7 @@ mod unix {
                     .then(|| self.behind.shared.fill_lock());
                 self.inner.write(offset, data)?;
             }
-            if self.behind.wrote(&self.inner.file, data.len() as u64) {
-                // The thread's sync should find no page mapped writable (module docs).
-                self.mapped.release_written();
-                self.behind.shared.ask_sync();
-            }
+            self.behind.wrote(&self.inner.file, data.len() as u64);
             Ok(())
         }
 
@@ -779,6 +778,10 @@ mod unix {
         /// Wakes the write-behind thread while it runs (`None` before it starts and once
         /// it is told to end): the device's writes and its handles' both ask through it.
         wake: Mutex<Option<mpsc::SyncSender<()>>>,
+        /// The device's mappings and what was written through them: released by every
+        /// sync of the file, whoever makes it, just before it (see the [module
+        /// docs](super#syncs-and-mapped-pages)).
+        written: Arc<mapped::Written>,
     }
 
     impl Shared {
@@ -814,6 +817,7 @@ mod unix {
                 return Err(io_error(Op::Sync, 0, &rebuild(kind, errno)));
             }
             self.wanted.store(false, Ordering::Release);
+            self.written.release();
             file.sync_data().map_err(|e| {
                 *state = Some((e.kind(), e.raw_os_error()));
                 io_error(Op::Sync, 0, &e)
@@ -863,11 +867,14 @@ mod unix {
     }
 
     impl WriteBehind {
-        fn new(threshold: u64) -> Self {
+        fn new(threshold: u64, written: Arc<mapped::Written>) -> Self {
             WriteBehind {
                 threshold,
                 pending: 0,
-                shared: Arc::new(Shared::default()),
+                shared: Arc::new(Shared {
+                    written,
+                    ..Shared::default()
+                }),
                 worker: None,
                 refused: false,
             }
@@ -881,19 +888,21 @@ mod unix {
             self.shared.syncs.load(Ordering::Relaxed)
         }
 
-        /// Counts `len` bytes written; past the threshold starts the thread if need be and
-        /// says whether the caller should ask it for a sync (it runs).
-        fn wrote(&mut self, file: &File, len: u64) -> bool {
+        /// Counts `len` bytes written; wakes the thread (starting it if need be) past the
+        /// threshold.
+        fn wrote(&mut self, file: &File, len: u64) {
             self.pending = self.pending.saturating_add(len);
             if self.threshold == 0 || self.pending < self.threshold || self.refused {
-                return false;
+                return;
             }
             self.pending = 0;
             if self.worker.is_none() {
                 self.worker = Worker::start(file, &self.shared);
                 self.refused = self.worker.is_none();
             }
-            self.worker.is_some()
+            if self.worker.is_some() {
+                self.shared.ask_sync();
+            }
         }
 
         /// The caller's sync: after any background sync in flight, failing if one failed.
@@ -924,6 +933,7 @@ mod unix {
                         if state.is_some() || !theirs.wanted.swap(false, Ordering::AcqRel) {
                             continue;
                         }
+                        theirs.written.release();
                         if let Err(e) = file.sync_data() {
                             *state = Some((e.kind(), e.raw_os_error()));
                         }
@@ -1358,13 +1368,15 @@ mod unix {
         use core::ffi::c_void;
         use core::ptr::{self, NonNull};
         use std::fs::File;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use std::sync::{Arc, Mutex, MutexGuard};
         use std::vec::Vec;
 
         use rustix::mm::{Advice, MapFlags, ProtFlags, madvise, mmap, munmap};
 
         use super::MAX_MAPPED_WRITE;
 
-        /// The span [`Mapped::release_written`] rounds to: the smallest page size.
+        /// The unit of a written span: the smallest page size.
         const PAGE: usize = 4096;
 
         /// Bytes of the file one mapping covers, starting at a multiple of its size.
@@ -1375,12 +1387,121 @@ mod unix {
         /// the cap is set where a 64-bit address space does not mind, not low.
         const MAX_WINDOWS: usize = 256;
 
-        #[derive(Debug, Clone, Copy)]
+        #[derive(Debug, Clone)]
         struct Window {
             base: NonNull<u8>,
             last_use: u64,
-            /// Bytes of the window written through it since the last release.
-            dirty: Option<(usize, usize)>,
+            /// The pages of the window written through it since the last release: a
+            /// [`Span`], shared with the window's entry in [`Written`].
+            span: Arc<AtomicU64>,
+        }
+
+        /// Pages `lo..hi` of a window, packed as `lo << 32 | hi`; empty (0) when `hi <= lo`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        struct Span {
+            lo: u64,
+            hi: u64,
+        }
+
+        impl Span {
+            fn unpack(v: u64) -> Self {
+                Span {
+                    lo: v >> 32,
+                    hi: v & u64::from(u32::MAX),
+                }
+            }
+
+            fn pack(self) -> u64 {
+                (self.lo << 32) | self.hi
+            }
+
+            fn is_empty(self) -> bool {
+                self.hi <= self.lo
+            }
+
+            /// The span grown to cover bytes `at..end` of the window.
+            fn cover(self, at: usize, end: usize) -> Self {
+                let (lo, hi) = ((at / PAGE) as u64, end.div_ceil(PAGE) as u64);
+                if self.is_empty() {
+                    Span { lo, hi }
+                } else {
+                    Span {
+                        lo: self.lo.min(lo),
+                        hi: self.hi.max(hi),
+                    }
+                }
+            }
+        }
+
+        /// What every thread that syncs a file needs to know of the device's mappings of
+        /// it: each live window's address and the span written through it since the last
+        /// release. Shared by the [`Mapped`] that owns the windows, the write-behind thread
+        /// and the writer handles, each of which [releases](Written::release) the written
+        /// pages before it syncs (see the [module docs](super::super#syncs-and-mapped-pages)).
+        ///
+        /// Invariant: the `base` of an entry of slot `i` is the start of a live mapping of
+        /// window `i` (the same as the owner's `Window::base`) and that window's span. The
+        /// owner adds an entry after it maps a window and takes it out, under the lock,
+        /// before it unmaps the window, so a release (which holds the lock) only ever
+        /// touches live mappings.
+        #[derive(Debug, Default)]
+        pub(super) struct Written {
+            windows: Mutex<Vec<Option<Registered>>>,
+            released: AtomicU64,
+        }
+
+        /// A live window in [`Written`]: its address and its written span.
+        #[derive(Debug, Clone)]
+        struct Registered {
+            base: usize,
+            span: Arc<AtomicU64>,
+        }
+
+        impl Written {
+            fn lock(&self) -> MutexGuard<'_, Vec<Option<Registered>>> {
+                // Nothing panics while holding it; a poisoned lock still guards its value.
+                self.windows.lock().unwrap_or_else(|p| p.into_inner())
+            }
+
+            /// Takes the pages written through the mappings since the last release out of
+            /// this process's page tables (`madvise(MADV_DONTNEED)` on each window's
+            /// span), so that a sync made next finds none of them mapped writable. What was
+            /// written stays in the page cache, dirty, and a later access maps the page
+            /// again. Any thread may call it, while the owner writes through the mappings.
+            pub(super) fn release(&self) {
+                let windows = self.lock();
+                for Registered { base, span } in windows.iter().flatten() {
+                    let s = Span::unpack(span.swap(0, Ordering::AcqRel));
+                    if s.is_empty() {
+                        continue;
+                    }
+                    let (lo, hi) = (
+                        s.lo as usize * PAGE,
+                        (s.hi as usize * PAGE).min(WINDOW as usize),
+                    );
+                    // SAFETY: `base` starts a live mapping of `WINDOW` bytes (the invariant,
+                    // kept by the lock held), and `lo..hi` lies inside it. On a shared file
+                    // mapping `MADV_DONTNEED` drops page-table entries only: a dirty entry
+                    // marks its page dirty in the page cache first, so the file's content
+                    // is unchanged, and the mapping stays. A copy the owner makes through it
+                    // meanwhile lands before the entry goes (and marks the page dirty with
+                    // it) or faults the page in again — what any thread's store into a
+                    // shared mapping another thread `madvise`s meets, by the kernel's design.
+                    let _ = unsafe {
+                        madvise(
+                            (*base as *mut u8).add(lo).cast::<c_void>(),
+                            hi.saturating_sub(lo),
+                            Advice::LinuxDontNeed,
+                        )
+                    };
+                    self.released.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+
+            /// Spans released so far.
+            pub(super) fn released(&self) -> u64 {
+                self.released.load(Ordering::Relaxed)
+            }
         }
 
         /// Up to [`MAX_WINDOWS`] shared, writable mappings of one file.
@@ -1403,19 +1524,23 @@ mod unix {
             clock: u64,
             writes: u64,
             reads: u64,
-            /// Spans released by [`Mapped::release_written`].
-            released: u64,
+            /// The windows' addresses and written spans, for the threads that sync.
+            written: Arc<Written>,
         }
 
-        // SAFETY: the mappings belong to this value alone and are written only through
-        // `&mut self`; nothing hands out a pointer into them, so moving the value to another
-        // thread, or sharing `&Mapped` (which reads only the counters), races with nothing.
+        // SAFETY: the mappings belong to this value and are written only through `&mut
+        // self`; the one pointer into them handed out is each window's address in
+        // `written`, which other threads use only for `madvise(MADV_DONTNEED)` under its
+        // lock, while the window is mapped (`Written`'s invariant). So moving the value to
+        // another thread, or sharing `&Mapped` (which reads only the counters), races with
+        // nothing.
         unsafe impl Send for Mapped {}
         // SAFETY: as above.
         unsafe impl Sync for Mapped {}
 
         impl Mapped {
-            pub(super) fn new(on: bool, reads_anywhere: bool) -> Self {
+            /// Mappings of a file (none made yet), registered in `written` as they are made.
+            pub(super) fn new(on: bool, reads_anywhere: bool, written: Arc<Written>) -> Self {
                 Mapped {
                     on,
                     reads_anywhere,
@@ -1425,7 +1550,7 @@ mod unix {
                     clock: 0,
                     writes: 0,
                     reads: 0,
-                    released: 0,
+                    written,
                 }
             }
 
@@ -1466,14 +1591,6 @@ mod unix {
                 let Some((base, at)) = self.place(file, offset, data.len()) else {
                     return false;
                 };
-                // `place` made the window if need be, so its slot holds it.
-                if let Some(Some(w)) = self.windows.get_mut((offset / WINDOW) as usize) {
-                    let end = at + data.len();
-                    w.dirty = Some(
-                        w.dirty
-                            .map_or((at, end), |(lo, hi)| (lo.min(at), hi.max(end))),
-                    );
-                }
                 // SAFETY: `base` starts a live mapping of `WINDOW` bytes (the invariant) and
                 // `place` checked `at + data.len() <= WINDOW`, so the destination is inside
                 // it; the source is a slice of ordinary memory, which cannot overlap a
@@ -1481,6 +1598,16 @@ mod unix {
                 // allocated (the caller's promise), so the copy does not fault past its end.
                 unsafe {
                     ptr::copy_nonoverlapping(data.as_ptr(), base.as_ptr().add(at), data.len());
+                }
+                // After the copy, so that a release from now on covers it. (`place` made the
+                // window if need be, so its slot holds it.)
+                if let Some(Some(w)) = self.windows.get((offset / WINDOW) as usize) {
+                    let end = at + data.len();
+                    let _ = w
+                        .span
+                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                            Some(Span::unpack(v).cover(at, end).pack())
+                        });
                 }
                 self.writes += 1;
                 true
@@ -1549,15 +1676,24 @@ mod unix {
                         .windows
                         .iter()
                         .enumerate()
-                        .filter_map(|(i, w)| w.map(|w| (w.last_use, i)))
+                        .filter_map(|(i, w)| w.as_ref().map(|w| (w.last_use, i)))
                         .min()
                         .map(|(_, i)| i);
-                    if let Some(w) = oldest.and_then(|i| self.windows[i].take()) {
+                    if let Some(i) = oldest
+                        && let Some(w) = self.windows[i].take()
+                    {
                         self.live -= 1;
+                        // Out of `written` before it goes (its invariant).
+                        let mut registered = self.written.lock();
+                        if let Some(e) = registered.get_mut(i) {
+                            *e = None;
+                        }
                         // SAFETY: `w.base` starts a live mapping of `WINDOW` bytes (the
-                        // invariant), now out of its slot, so nothing uses it again.
+                        // invariant), now out of its slot and out of `written`, so nothing
+                        // uses it again.
                         let _ =
                             unsafe { munmap(w.base.as_ptr().cast::<c_void>(), WINDOW as usize) };
+                        drop(registered);
                     }
                 }
                 // SAFETY: a new mapping at an address the kernel chooses, so no memory of
@@ -1579,10 +1715,20 @@ mod unix {
                         if self.windows.len() <= slot {
                             self.windows.resize(slot + 1, None);
                         }
+                        let span = Arc::new(AtomicU64::new(0));
+                        let mut registered = self.written.lock();
+                        if registered.len() <= slot {
+                            registered.resize(slot + 1, None);
+                        }
+                        registered[slot] = Some(Registered {
+                            base: base.as_ptr() as usize,
+                            span: Arc::clone(&span),
+                        });
+                        drop(registered);
                         self.windows[slot] = Some(Window {
                             base,
                             last_use: self.clock,
-                            dirty: None,
+                            span,
                         });
                         self.live += 1;
                         Some(base)
@@ -1596,38 +1742,9 @@ mod unix {
                 }
             }
 
-            /// Takes out of this process's page tables the pages written through the
-            /// mappings since the last call (`madvise(MADV_DONTNEED)` on each window's written
-            /// span), so that the next sync finds none of them mapped writable: see the
-            /// [module docs](super::super#syncs-and-mapped-pages). What was written stays in
-            /// the page cache, dirty, and a later access maps the page again.
-            pub(super) fn release_written(&mut self) {
-                for w in self.windows.iter_mut().flatten() {
-                    let Some((lo, hi)) = w.dirty.take() else {
-                        continue;
-                    };
-                    let lo = lo & !(PAGE - 1);
-                    let hi = hi.div_ceil(PAGE).saturating_mul(PAGE).min(WINDOW as usize);
-                    // SAFETY: `[lo, hi)` lies inside the live mapping `w.base` starts (the
-                    // invariant; `hi` is at most `WINDOW`), which no one else has a pointer
-                    // into. On a shared file mapping `MADV_DONTNEED` only drops page-table
-                    // entries: a dirty entry marks its page dirty in the page cache first,
-                    // so the file's content is what it was, and the mapping stays, so a
-                    // later copy through it faults the page in again.
-                    let _ = unsafe {
-                        madvise(
-                            w.base.as_ptr().add(lo).cast::<c_void>(),
-                            hi - lo,
-                            Advice::LinuxDontNeed,
-                        )
-                    };
-                    self.released += 1;
-                }
-            }
-
-            /// Spans [`release_written`](Self::release_written) has released so far.
+            /// Spans released so far (by any thread).
             pub(super) fn released(&self) -> u64 {
-                self.released
+                self.written.released()
             }
 
             /// How many pages of `[offset, offset + len)` this process's page tables map
@@ -1652,9 +1769,13 @@ mod unix {
 
             /// Drops every mapping (the file is about to change length, or mapping is off).
             pub(super) fn unmap_all(&mut self) {
+                // Out of `written` before they go (its invariant).
+                let mut registered = self.written.lock();
+                registered.clear();
                 for w in self.windows.drain(..).flatten() {
                     // SAFETY: `w.base` starts a live mapping of `WINDOW` bytes (the
-                    // invariant), now out of `windows`, so nothing uses it again.
+                    // invariant), now out of `windows` and out of `written`, so nothing uses
+                    // it again.
                     let _ = unsafe { munmap(w.base.as_ptr().cast::<c_void>(), WINDOW as usize) };
                 }
                 self.live = 0;
@@ -1690,7 +1811,7 @@ mod unix {
                     std::os::unix::fs::FileExt::write_all_at(&file, &[0; 4096], i * WINDOW + 4096)
                         .unwrap();
                 }
-                let mut m = Mapped::new(true, true);
+                let mut m = Mapped::new(true, true, Arc::default());
                 m.max_windows = 2;
                 assert!(m.write(&file, 4096, b"zero"));
                 assert!(m.write(&file, WINDOW + 4096, b"one"));
@@ -1724,12 +1845,21 @@ mod unix {
     )))]
     mod mapped {
         use std::fs::File;
+        use std::sync::Arc;
 
         #[derive(Debug)]
         pub(super) struct Mapped;
 
+        /// No mappings, so nothing to release before a sync.
+        #[derive(Debug, Default)]
+        pub(super) struct Written;
+
+        impl Written {
+            pub(super) fn release(&self) {}
+        }
+
         impl Mapped {
-            pub(super) fn new(_on: bool, _reads_anywhere: bool) -> Self {
+            pub(super) fn new(_on: bool, _reads_anywhere: bool, _written: Arc<Written>) -> Self {
                 Mapped
             }
             pub(super) fn reads_anywhere(&self) -> bool {
@@ -1752,7 +1882,6 @@ mod unix {
                 false
             }
             pub(super) fn unmap_all(&mut self) {}
-            pub(super) fn release_written(&mut self) {}
             pub(super) fn released(&self) -> u64 {
                 0
             }
@@ -2737,10 +2866,10 @@ mod tests {
         (path, dev)
     }
 
-    /// A sync, the device's own or the write-behind thread's, finds no page written through
-    /// a mapping still mapped (each would cost a TLB flush on every CPU of the process): they
-    /// are released first, and what they hold is still in the file and mapped again when
-    /// written.
+    /// A sync — the device's own, a writer handle's on another thread, or the write-behind
+    /// thread's — finds no page written through a mapping still mapped (each would cost a
+    /// TLB flush on every CPU of the process): they are released first, and what they hold
+    /// is still in the file and mapped again when written.
     #[cfg(all(
         any(target_os = "linux", target_os = "android"),
         target_pointer_width = "64"
@@ -2770,17 +2899,24 @@ mod tests {
         assert_eq!(dev.mapped_writes(), 3);
         assert_eq!(dev.pages_present(4096, 4096).unwrap(), 1);
 
-        // Past the write-behind amount, the pages go before the thread is asked to sync.
+        // A writer handle's sync, on another thread, releases them too.
+        let mut w = dev.writer().unwrap();
+        std::thread::spawn(move || w.sync().unwrap())
+            .join()
+            .unwrap();
+        assert_eq!(dev.released_spans(), 2);
+        assert_eq!(dev.pages_present(4096, 4096).unwrap(), 0);
+
+        // Past the write-behind amount, the thread releases them before its sync.
         let mut dev = dev.with_write_behind(64 << 10);
         for i in 0..16u64 {
             dev.write((512 << 10) + i * 4096, &[0x44; 4096]).unwrap();
         }
         assert_eq!(dev.mapped_writes(), 19);
-        assert_eq!(dev.released_spans(), 2);
-        // (The read above mapped pages around it too, read-only; those outside what was
-        // written stay.)
-        assert_eq!(dev.pages_present(4096, (576 << 10) - 4096).unwrap(), 0);
+        assert_eq!(dev.pages_present(512 << 10, 64 << 10).unwrap(), 16);
         wait_for_background_syncs(&dev, 1);
+        assert_eq!(dev.released_spans(), 3);
+        assert_eq!(dev.pages_present(512 << 10, 64 << 10).unwrap(), 0);
         drop(dev);
 
         let mut dev = FileBlock::open(&path).unwrap().with_mapping(false);
