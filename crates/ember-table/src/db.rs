@@ -2801,7 +2801,10 @@ impl<D: BlockDevice> Database<D> {
             return Ok(None);
         };
         #[cfg(feature = "query-cache")]
-        if self.opts.query_cache_bytes > 0 && !self.cache.contains(&loc.block) {
+        if self.opts.query_cache_bytes > 0
+            && !self.cache.contains(&loc.block)
+            && self.qcache.admit(id, &k, self.opts.query_cache_bytes)
+        {
             let row = self.visit_row_read(loc, &k, &mut owned_row)?;
             self.qcache.put(id, &k, &row, self.opts.query_cache_bytes);
             self.evict();

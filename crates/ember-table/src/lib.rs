@@ -26,6 +26,7 @@ pub mod catalog;
 mod checkpoint;
 pub mod checksum;
 pub mod db;
+pub mod doorkeeper;
 pub mod error;
 pub mod format;
 pub mod ikey;
@@ -43,6 +44,7 @@ pub mod superblock;
 
 pub use allocator::{AllocConfig, Allocator, BlockRef};
 pub use db::{Database, Mode, Options, Order};
+pub use doorkeeper::Doorkeeper;
 pub use error::{Result, TableError};
 pub use journal::{Journal, Record};
 pub use row::{AsValueRef, RowError, RowValues, Value, ValueRef, row_values};

@@ -21,9 +21,10 @@
 //! keys leave them alone — except that a write to the one key a point query covers rewrites
 //! that result when the write commits ([`CoordCache::refresh`]), instead of dropping it.
 //!
-//! **Admission** (TinyLFU's "doorkeeper"): a result is kept the second time its query
-//! misses, not the first. A bit array with two bits per query remembers the queries that
-//! missed once; it is cleared when a quarter of its bits are set, so "once" means "recently".
+//! **Admission** (TinyLFU's "doorkeeper", [`ember_table::doorkeeper`], which the table
+//! engine's query cache uses too): a result is kept the second time its query misses, not
+//! the first. A bit array with two bits per query remembers the queries that missed once;
+//! it is cleared when a quarter of its bits are set, so "once" means "recently".
 //! A stream of one-off queries (uniform random reads, the uniqueness probe of each INSERT)
 //! then costs a hash and two bits a miss instead of a slab slot, a ring entry, the
 //! invalidation maps and, soon after, an eviction; a query that repeats is kept from its
@@ -33,6 +34,7 @@
 //! varint` and the row's encoding (`ember_table::row`), or, for a point query that found
 //! nothing, no bytes. Nothing here is on a device.
 
+use ember_table::Doorkeeper;
 use foldhash::HashMap;
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -116,9 +118,8 @@ pub struct CoordCache {
     ranged: HashMap<Vec<u8>, Vec<usize>>,
     clock: u64,
     stats: CacheStats,
-    /// The doorkeeper's bits (see the module docs) and how many are set.
-    seen: Vec<u64>,
-    seen_set: usize,
+    /// The doorkeeper (see the module docs).
+    seen: Doorkeeper,
 }
 
 impl CoordCache {
@@ -140,9 +141,8 @@ impl CoordCache {
             ranged: HashMap::default(),
             clock: 0,
             stats: CacheStats::default(),
-            // Four bits per result the budget holds in the smallest class, at least 4,096.
-            seen: vec![0; (budget / CLASSES[0] * 4).max(4096).div_ceil(64)],
-            seen_set: 0,
+            // Four bits per result the budget holds in the smallest class.
+            seen: Doorkeeper::with_bits(budget / CLASSES[0] * 4),
         })
     }
 
@@ -150,24 +150,7 @@ impl CoordCache {
     /// recently already (the doorkeeper; see the module docs), else it is remembered.
     pub fn admit(&mut self, query: &[u8]) -> bool {
         // The lsm engine's bloom-filter hash (FNV-1a with a final mix).
-        let h = ember_lsm::sstable::bloom::key_hash(query);
-        let bits = self.seen.len() * 64;
-        let (a, b) = ((h as usize) % bits, ((h >> 32) as usize) % bits);
-        let has = |seen: &[u64], i: usize| seen[i / 64] & (1 << (i % 64)) != 0;
-        if has(&self.seen, a) && has(&self.seen, b) {
-            return true;
-        }
-        for i in [a, b] {
-            if !has(&self.seen, i) {
-                self.seen[i / 64] |= 1 << (i % 64);
-                self.seen_set += 1;
-            }
-        }
-        if self.seen_set * 4 >= bits {
-            self.seen.fill(0);
-            self.seen_set = 0;
-        }
-        false
+        self.seen.admit(ember_lsm::sstable::bloom::key_hash(query))
     }
 
     /// The largest result [`put`](Self::put) keeps (an eighth of the budget): a reader may
@@ -581,10 +564,8 @@ mod tests {
         assert!(c.admit(b"q1"));
         assert!(!c.admit(b"q2"));
         // Many one-off queries age the doorkeeper: q2's first miss is forgotten.
-        let bits = c.seen.len() * 64;
-        for i in 0..bits {
+        for i in 0..c.seen.bits() {
             c.admit(format!("one-off {i}").as_bytes());
-            assert!(c.seen_set * 4 < bits, "cleared when a quarter is set");
         }
         let admitted = (0..100)
             .filter(|i| c.admit(format!("fresh {i}").as_bytes()))
