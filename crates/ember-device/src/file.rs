@@ -616,7 +616,6 @@ mod unix {
         }
 
         fn sync(&mut self) -> Result<()> {
-            self.mapped.release_written();
             self.behind.sync(&self.inner.file)
         }
 
@@ -831,15 +830,21 @@ mod unix {
             }
         }
 
-        /// A sync asked for by a caller (the device's owner or a [`FileWriter`]): after any
-        /// sync in flight, failing if one failed.
-        fn sync(&self, file: &File) -> Result<()> {
+        /// A sync asked for by a caller — the device's owner (`by_owner`) or a
+        /// [`FileWriter`] — after any sync in flight, failing if one failed; the pages
+        /// written through the device's mappings are released first, as far as the caller
+        /// may (see `mapped::Written`).
+        fn sync(&self, file: &File, by_owner: bool) -> Result<()> {
             let mut state = self.lock();
             if let Some((kind, errno)) = *state {
                 return Err(io_error(Op::Sync, 0, &rebuild(kind, errno)));
             }
             self.wanted.store(false, Ordering::Release);
-            self.written.release_by_other();
+            if by_owner {
+                self.written.release_by_owner();
+            } else {
+                self.written.release_by_other();
+            }
             file.sync_data().map_err(|e| {
                 *state = Some((e.kind(), e.raw_os_error()));
                 io_error(Op::Sync, 0, &e)
@@ -884,7 +889,7 @@ mod unix {
 
         fn sync(&mut self) -> Result<()> {
             self.pending = 0;
-            self.shared.sync(&self.file)
+            self.shared.sync(&self.file, false)
         }
     }
 
@@ -928,7 +933,7 @@ mod unix {
         /// The caller's sync: after any background sync in flight, failing if one failed.
         fn sync(&mut self, file: &File) -> Result<()> {
             self.pending = 0;
-            self.shared.sync(file)
+            self.shared.sync(file, true)
         }
     }
 
@@ -1969,6 +1974,7 @@ mod unix {
         pub(super) struct Written;
 
         impl Written {
+            pub(super) fn release_by_owner(&self) {}
             pub(super) fn release_by_other(&self) {}
         }
 

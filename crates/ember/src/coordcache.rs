@@ -566,6 +566,10 @@ mod tests {
         // Many one-off queries age the doorkeeper: q2's first miss is forgotten.
         for i in 0..c.seen.bits() {
             c.admit(format!("one-off {i}").as_bytes());
+            assert!(
+                c.seen.set_bits() * 4 < c.seen.bits(),
+                "cleared when a quarter is set"
+            );
         }
         let admitted = (0..100)
             .filter(|i| c.admit(format!("fresh {i}").as_bytes()))
