@@ -999,13 +999,27 @@ impl<'a, D: BlockDevice> Pages<'a, D> {
         };
         let mut level = Self::root_level(ix)?;
         loop {
-            let n = self.load(page, level)?;
-            if level == 0 {
-                return Ok(n.search(key).ok().map(|i| n.vals[i]));
+            // A page in the cache is searched where it lies: no reference taken (an atomic
+            // increment and decrement of the page's count per level).
+            let next = match self.cache.get(&page).filter(|n| n.level == level) {
+                Some(n) => Self::step(n, key, level),
+                None => Self::step(&*self.load(page, level)?, key, level),
+            };
+            match next {
+                Ok(loc) => return Ok(loc),
+                Err(child) => page = child,
             }
-            page = n.vals[n.route(key)].block;
             level -= 1;
         }
+    }
+
+    /// One level of a lookup of `key` in node `n` at `level`: at a leaf, the key's
+    /// location (`Ok`); above, the child to go down to (`Err`).
+    fn step(n: &Node, key: &[u8], level: u8) -> std::result::Result<Option<Loc>, BlockRef> {
+        if level == 0 {
+            return Ok(n.search(key).ok().map(|i| n.vals[i]));
+        }
+        Err(n.vals[n.route(key)].block)
     }
 
     /// The tree's entries within the bounds, in key order (the overlay left out), checking
