@@ -188,21 +188,44 @@ struct Entry {
 /// shared ([`Buffer::get_checked`]). So a marked slot and its tuple are byte for byte what
 /// was checked: only bytes read from the device are checked, and those are not read again
 /// while the block stays in RAM.
+///
+/// The marks of the first 64 slots live in the struct (a block of a few kilobytes has fewer
+/// tuples than that), the rest in a vector: a block read into RAM costs no allocation for
+/// its marks.
 #[derive(Debug, Default)]
-pub(crate) struct Checked(Vec<u64>);
+pub(crate) struct Checked {
+    first: u64,
+    rest: Vec<u64>,
+}
 
 impl Checked {
     /// Whether slot `i` was checked.
     pub(crate) fn has(&self, i: usize) -> bool {
-        self.0.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+        let word = match i / 64 {
+            0 => Some(self.first),
+            w => self.rest.get(w - 1).copied(),
+        };
+        word.is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    /// Forgets every mark.
+    fn clear(&mut self) {
+        self.first = 0;
+        self.rest.clear();
     }
 
     /// Slot `i`'s tuple matched its checksum.
     pub(crate) fn set(&mut self, i: usize) {
-        if self.0.len() <= i / 64 {
-            self.0.resize(i / 64 + 1, 0);
+        let bit = 1 << (i % 64);
+        match i / 64 {
+            0 => self.first |= bit,
+            w => {
+                if self.rest.len() < w {
+                    self.rest.resize(w, 0);
+                }
+                self.rest[w - 1] |= bit;
+            }
         }
-        self.0[i / 64] |= 1 << (i % 64);
     }
 }
 
@@ -311,7 +334,10 @@ impl Buffer {
             Hint::Handle => {
                 if let Some(e) = slot {
                     prefetch(e.block.handle());
-                    prefetch(e.checked.0.as_ptr());
+                    // The first 64 marks came with the entry.
+                    if let Some(w) = e.checked.rest.first() {
+                        prefetch(w);
+                    }
                 }
             }
             Hint::Bytes | Hint::Header => {
@@ -372,7 +398,7 @@ impl Buffer {
     /// The block, to change or read (its [`Checked`] marks are dropped).
     pub(crate) fn get_mut(&mut self, b: &BlockRef) -> Option<&mut SlottedBlock> {
         let e = self.touch(b)?;
-        e.checked.0.clear();
+        e.checked.clear();
         Some(&mut e.block)
     }
 
@@ -509,7 +535,7 @@ impl Buffer {
     /// since).
     pub(crate) fn at_mut(&mut self, i: usize, b: &BlockRef) -> Option<&mut SlottedBlock> {
         let e = self.entry(i).filter(|e| e.at == *b)?;
-        e.checked.0.clear();
+        e.checked.clear();
         Some(&mut e.block)
     }
 
@@ -555,6 +581,21 @@ mod tests {
         let mut b = SlottedBlock::new(1024, 1).unwrap();
         b.clean();
         b
+    }
+
+    /// Marks on either side of the 64 slots kept in the struct are kept apart, and a slot
+    /// never marked reads as unchecked however far past the marks it lies.
+    #[test]
+    fn checked_marks_each_slot_alone() {
+        let mut c = Checked::default();
+        let marked = [0, 5, 63, 64, 127, 200];
+        for i in marked {
+            c.set(i);
+        }
+        for i in 0..300 {
+            assert_eq!(c.has(i), marked.contains(&i), "slot {i}");
+        }
+        assert_eq!(c.rest.len(), 3);
     }
 
     /// A block's checked slots are forgotten once the block is handed out to change: a
