@@ -1499,6 +1499,14 @@ mod unix {
         /// owner adds an entry after it maps a window and takes it out, under the lock,
         /// before it unmaps the window, so a release (which holds the lock) only ever
         /// touches live mappings.
+        ///
+        /// Only the owner grows a span (its writes through the mappings, with a plain load
+        /// and store: [`Mapped::write`]); every other thread only takes a span whole
+        /// (`swap(0)` in [`release`](Written::release)). A thread that wrote through the
+        /// mappings besides the owner would need a read-modify-write there, or its spans
+        /// could be lost — at the cost of a flush a page at the next sync, not of data:
+        /// the span only saves work, and `fdatasync` writes back a dirty page whether or
+        /// not it was released.
         #[derive(Debug)]
         pub(super) struct Written {
             windows: Mutex<Vec<Option<Registered>>>,

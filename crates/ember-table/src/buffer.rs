@@ -624,6 +624,21 @@ mod tests {
         buf.get_checked(&r(1)).unwrap().1.set(slot);
         buf.insert(r(1), blk_with_tuple());
         assert!(!buf.get_checked(&r(1)).unwrap().1.has(slot));
+        // Marks past the 64 kept in the entry are forgotten too, by either way of handing
+        // the block out to change.
+        let i = buf.map[&r(1)];
+        for hand_out in 0..2 {
+            let checked = buf.get_checked(&r(1)).unwrap().1;
+            checked.set(0);
+            checked.set(100);
+            if hand_out == 0 {
+                buf.get_mut(&r(1)).unwrap();
+            } else {
+                buf.at_mut(i, &r(1)).unwrap();
+            }
+            let checked = buf.get_checked(&r(1)).unwrap().1;
+            assert!(!checked.has(0) && !checked.has(100), "way {hand_out}");
+        }
     }
 
     fn blk_with_tuple() -> SlottedBlock {
