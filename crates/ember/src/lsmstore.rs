@@ -1452,6 +1452,51 @@ mod tests {
         }
     }
 
+    /// A table dropped and made again in one batch, a batch of rows rolled back, and a
+    /// reopened store (the largest rowid not known) answer `contains` as their rows say,
+    /// with the coordination cache on.
+    #[test]
+    fn contains_after_a_drop_a_rollback_and_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = store(dir.path(), true);
+        s.set_cache_bytes(8 << 10);
+        s.create_table("l1").unwrap();
+        for r in [1, 5, 9] {
+            s.put_row("l1", r, &[Value::Integer(r)]).unwrap();
+        }
+        s.commit().unwrap();
+        assert!(s.contains("l1", 9).unwrap() && !s.contains("l1", 10).unwrap());
+        s.drop_table("l1").unwrap();
+        s.create_table("l1").unwrap();
+        s.put_row("l1", 2, &[Value::Integer(2)]).unwrap();
+        for (r, there) in [(1, false), (2, true), (5, false), (9, false)] {
+            assert_eq!(
+                s.contains("l1", r).unwrap(),
+                there,
+                "rowid {r} after the drop"
+            );
+        }
+        s.commit().unwrap();
+        s.put_row("l1", 20, &[Value::Integer(20)]).unwrap();
+        assert!(s.contains("l1", 20).unwrap());
+        s.rollback().unwrap();
+        assert!(!s.contains("l1", 20).unwrap() && s.contains("l1", 2).unwrap());
+        s.put_row("l1", 7, &[Value::Integer(7)]).unwrap();
+        s.commit().unwrap();
+        drop(s);
+        let mut s = store(dir.path(), false);
+        s.set_cache_bytes(8 << 10);
+        for (r, there) in [(2, true), (7, true), (8, false), (20, false)] {
+            assert_eq!(
+                s.contains("l1", r).unwrap(),
+                there,
+                "rowid {r} after a reopen"
+            );
+        }
+        assert_eq!(s.max_rowid("l1").unwrap(), Some(7));
+        assert!(s.contains("l1", 7).unwrap() && !s.contains("l1", 8).unwrap());
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(96))]
         /// The largest rowid, searched for without reading the table, is the model's after any
