@@ -233,15 +233,34 @@ pub fn close_engine<D: ember_device::BlockDevice>(exec: Engine<D>) -> Result<D> 
 struct Inner {
     exec: Engine<AnyDevice>,
     cache: HashMap<String, Rc<Parsed>>,
-    /// The values the last [`Statement::execute`] bound, kept for the next one to bind
-    /// into ([`Params::bind_in`]): a statement run again and again allocates nothing for
-    /// its text and blob parameters.
+    /// The values the last [`Statement::execute`] or point [`Statement::query_row`] bound,
+    /// kept for the next one to bind into ([`Params::bind_in`]): a statement run again and
+    /// again allocates nothing for its text and blob parameters.
     spare_params: Vec<ember_sql::Value>,
 }
 
 /// A spare parameter buffer bigger than this is let go rather than kept for the next
 /// statement (one big blob bound once should not stay in memory).
 const SPARE_PARAM_BYTES: usize = 16 << 10;
+
+impl Inner {
+    /// Takes back the parameter values of the statement the executor is done with, for
+    /// the next statement to bind into, letting go of big text and blob buffers.
+    fn keep_params(&mut self) {
+        let mut spent = self.exec.take_params();
+        for v in &mut spent {
+            let big = match v {
+                ember_sql::Value::Blob(b) => b.capacity() > SPARE_PARAM_BYTES,
+                ember_sql::Value::Text(t) => t.capacity() > SPARE_PARAM_BYTES,
+                _ => false,
+            };
+            if big {
+                *v = ember_sql::Value::Null;
+            }
+        }
+        self.spare_params = spent;
+    }
+}
 
 /// A connection to one database.
 pub struct Connection {
@@ -383,20 +402,18 @@ impl Connection {
     fn run_keeping_params(&self, p: &Parsed, params: Vec<ember_sql::Value>) -> Result<()> {
         self.with(|inner| {
             let r = inner.exec.execute_owned(p, params);
-            let mut spent = inner.exec.take_params();
-            for v in &mut spent {
-                let big = match v {
-                    ember_sql::Value::Blob(b) => b.capacity() > SPARE_PARAM_BYTES,
-                    ember_sql::Value::Text(t) => t.capacity() > SPARE_PARAM_BYTES,
-                    _ => false,
-                };
-                if big {
-                    *v = ember_sql::Value::Null;
-                }
-            }
-            inner.spare_params = spent;
+            inner.keep_params();
             r.map(drop).map_err(Error::from)
         })
+    }
+
+    /// Takes back the parameter values of a statement the executor is done with, for the
+    /// next statement to bind into.
+    fn keep_params(&self) {
+        let _ = self.with(|inner| {
+            inner.keep_params();
+            Ok(())
+        });
     }
 
     /// Runs one statement; returns the number of rows it changed.
@@ -639,13 +656,16 @@ impl<'c> Statement<'c> {
         params: P,
         f: F,
     ) -> Result<T> {
-        let vals = params.bind(&self.parsed.params)?;
+        let mut vals = self.conn.take_spare_params();
+        params.bind_in(&self.parsed.params, &mut vals)?;
         let parsed = &self.parsed;
         let started = self
             .conn
             .with(|inner| Ok(inner.exec.start(parsed, vals)?))?;
         if let Started::Done(out) = started {
-            // Computed whole (a point query): the first row, without stepping.
+            // Computed whole (a point query): the parameters are spent (kept for the next
+            // statement to bind into), and the first row is the answer, without stepping.
+            self.conn.keep_params();
             let values = out
                 .rows
                 .into_iter()

@@ -635,4 +635,27 @@ fn parameters_bound_again_into_the_last_statements_buffers_are_exact() {
             vec![Value::Integer(9), blob(b"nine"), text("nine")],
         ]
     );
+    // Point queries bind into the same buffers and leave theirs for the next statement:
+    // each answer is its own parameters' row, and a write bound after them is exact.
+    let by_key = "SELECT b FROM t WHERE k = ?1";
+    let b_of = |k: i64| -> Value { conn.query_row(by_key, [k], |r| r.get(0)).unwrap() };
+    assert_eq!(b_of(3), blob(b"now a blob"));
+    assert_eq!(b_of(9), text("nine"));
+    let k_of_a = |a: Value| -> i64 {
+        conn.query_row("SELECT k FROM t WHERE a = ?1", [a], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(k_of_a(blob(b"a long blob value")), 1);
+    assert_eq!(k_of_a(text("now text")), 3);
+    assert_eq!(k_of_a(blob(b"ab")), 2);
+    assert_eq!(k_of_a(Value::Blob(long.clone())), 5);
+    conn.execute(ins, (10, "ten", &b"10"[..])).unwrap();
+    assert_eq!(b_of(10), blob(b"10"));
+    assert_eq!(k_of_a(text("ten")), 10);
+    let missing = conn.query_row(by_key, [11], |r| r.get::<_, Value>(0));
+    assert!(
+        matches!(missing, Err(ember::Error::QueryReturnedNoRows)),
+        "{missing:?}"
+    );
+    assert_eq!(b_of(1), text("text one"));
 }
