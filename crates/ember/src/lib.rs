@@ -407,15 +407,6 @@ impl Connection {
         })
     }
 
-    /// Takes back the parameter values of a statement the executor is done with, for the
-    /// next statement to bind into.
-    fn keep_params(&self) {
-        let _ = self.with(|inner| {
-            inner.keep_params();
-            Ok(())
-        });
-    }
-
     /// Runs one statement; returns the number of rows it changed.
     pub fn execute<P: Params>(&self, sql: &str, params: P) -> Result<usize> {
         self.prepare(sql)?.execute(params)
@@ -659,13 +650,17 @@ impl<'c> Statement<'c> {
         let mut vals = self.conn.take_spare_params();
         params.bind_in(&self.parsed.params, &mut vals)?;
         let parsed = &self.parsed;
-        let started = self
-            .conn
-            .with(|inner| Ok(inner.exec.start(parsed, vals)?))?;
+        let started = self.conn.with(|inner| {
+            let started = inner.exec.start(parsed, vals)?;
+            if matches!(started, Started::Done(_)) {
+                // Computed whole (a point query): its parameters are spent, kept for the
+                // next statement to bind into.
+                inner.keep_params();
+            }
+            Ok(started)
+        })?;
         if let Started::Done(out) = started {
-            // Computed whole (a point query): the parameters are spent (kept for the next
-            // statement to bind into), and the first row is the answer, without stepping.
-            self.conn.keep_params();
+            // The first row is the answer, without stepping.
             let values = out
                 .rows
                 .into_iter()
