@@ -199,7 +199,7 @@ struct Core<E: Env> {
     scratch: Vec<u8>,
     /// The value being read from a value blob (its capacity reused).
     vbuf: Vec<u8>,
-    /// The cursor point reads search blocks with (its key buffer reused).
+    /// The cursor range reads search blocks with (its key buffer reused).
     cursor: Cursor,
     /// A background thread flushes and compacts: commits leave compactions to it.
     background: bool,
@@ -928,11 +928,8 @@ impl<E: Env> Core<E> {
             return Ok(None);
         };
         let at = (t.id, h.offset);
-        let mut cur = std::mem::take(&mut self.cursor);
         let r = match self.cache.get(at) {
-            Some(Cached::Data(block)) => {
-                block.get(key, &mut cur).and_then(|v| found(v, t, h, call))
-            }
+            Some(Cached::Data(block)) => block.get(key).and_then(|v| found(v, t, h, call)),
             _ if self.cache.admit(at, self.cache_limit()) => {
                 match sstable::read_data(&mut self.env, t, h, &mut self.scratch) {
                     Ok(block) => {
@@ -940,16 +937,15 @@ impl<E: Env> Core<E> {
                         let limit = self.cache_limit();
                         self.cache
                             .insert(at, Cached::Data(block.clone()), block.charge(), limit);
-                        block.get(key, &mut cur).and_then(|v| found(v, t, h, call))
+                        block.get(key).and_then(|v| found(v, t, h, call))
                     }
                     Err(e) => Err(e),
                 }
             }
             // Not met lately: searched where it was read, and not kept (the cache's docs).
             _ => sstable::read_data_in(&mut self.env, t, h, &mut self.scratch)
-                .and_then(|block| block.get(key, &mut cur).and_then(|v| found(v, t, h, call))),
+                .and_then(|block| block.get(key).and_then(|v| found(v, t, h, call))),
         };
-        self.cursor = cur;
         match r? {
             Found::Absent => Ok(None),
             Found::Done(v) => Ok(Some(v)),

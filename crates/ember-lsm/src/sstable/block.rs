@@ -165,7 +165,8 @@ impl BlockBuilder {
 /// A data block as read: its payload (prefix-compressed entries, the restart array, the
 /// restart count), searched in place. Loading a block copies the payload once and decodes
 /// nothing; a seek is a binary search over the restart points, whose keys are stored whole,
-/// then a scan of at most [`RESTART_INTERVAL`] entries into a [`Cursor`]. The restart array
+/// then a scan of at most [`RESTART_INTERVAL`] entries into a [`Cursor`] (a point read,
+/// [`DataBlock::get`], scans them without building their keys). The restart array
 /// is checked when the block is loaded; a malformed entry is reported as corruption when a
 /// seek or a scan reaches it (never a panic), and so are keys out of order met by a scan.
 ///
@@ -210,13 +211,7 @@ impl Cursor {
     /// The current entry's value in `block` (the block it was positioned in); `None`: a
     /// tombstone.
     pub fn value<'a, B: AsRef<[u8]>>(&self, block: &'a DataBlock<B>) -> Option<Stored<'a>> {
-        let (at, len, pointer) = self.value?;
-        let bytes = block.buf.as_ref().get(at..at.checked_add(len)?)?;
-        Some(if pointer {
-            Stored::Pointer(bytes)
-        } else {
-            Stored::Inline(bytes)
-        })
+        block.stored(self.value?)
     }
 }
 
@@ -289,6 +284,16 @@ impl<B: AsRef<[u8]>> DataBlock<B> {
         Reader::new(&[], "data block", self.table, self.offset).bad(reason)
     }
 
+    /// The value an entry holds, from its (start, length, a pointer?) in the block.
+    fn stored(&self, (at, len, pointer): (usize, usize, bool)) -> Option<Stored<'_>> {
+        let bytes = self.buf.as_ref().get(at..at.checked_add(len)?)?;
+        Some(if pointer {
+            Stored::Pointer(bytes)
+        } else {
+            Stored::Inline(bytes)
+        })
+    }
+
     /// Where restart point `i` (< `restarts`, checked on load) starts.
     fn restart(&self, i: usize) -> usize {
         crate::coding::le32(self.buf.as_ref(), self.body + 4 * i) as usize
@@ -311,37 +316,22 @@ impl<B: AsRef<[u8]>> DataBlock<B> {
         body.get(pos..end).ok_or_else(bad)
     }
 
-    /// Reads the entry at `cur.next` into `cur`, whose key is the previous entry's (or empty
-    /// at a restart point); past the last entry, `cur` becomes invalid.
-    fn parse_next(&self, cur: &mut Cursor) -> Result<()> {
-        let body = &self.buf.as_ref()[..self.body];
-        let mut pos = cur.next;
-        if pos >= body.len() {
-            cur.valid = false;
-            return Ok(());
-        }
+    /// The entry at `pos` of the entries (`pos` < their end): its parts as stored, the key
+    /// not yet joined to the previous one's prefix.
+    #[inline(always)]
+    fn entry(&self, body: &[u8], mut pos: usize) -> Result<Entry> {
         let bad = || self.bad("truncated entry");
         let shared = varint(body, &mut pos).ok_or_else(bad)?;
         let unshared = varint(body, &mut pos).ok_or_else(bad)?;
         let vtag = varint(body, &mut pos).ok_or_else(bad)?;
-        if shared > cur.key.len() as u64 {
-            return Err(self.bad("shared prefix longer than the previous key"));
-        }
-        let shared = shared as usize;
-        let key_end = usize::try_from(unshared)
+        let suffix = pos;
+        pos = usize::try_from(unshared)
             .ok()
             .and_then(|n| pos.checked_add(n))
             .filter(|&e| e <= body.len())
             .ok_or_else(bad)?;
-        let suffix = &body[pos..key_end];
-        // The previous key and this one agree on `shared` bytes: the rest decides the order.
-        if cur.valid && suffix <= &cur.key[shared..] {
-            return Err(self.bad("keys out of order"));
-        }
-        cur.key.truncate(shared);
-        cur.key.extend_from_slice(suffix);
-        pos = key_end;
-        cur.value = match vtag {
+        let key_end = pos;
+        let value = match vtag {
             0 => None,
             n => {
                 let (len, pointer) = if self.format == 1 {
@@ -359,7 +349,36 @@ impl<B: AsRef<[u8]>> DataBlock<B> {
                 Some((start, end - start, pointer))
             }
         };
-        cur.next = pos;
+        Ok(Entry {
+            shared,
+            suffix: suffix..key_end,
+            value,
+            next: pos,
+        })
+    }
+
+    /// Reads the entry at `cur.next` into `cur`, whose key is the previous entry's (or empty
+    /// at a restart point); past the last entry, `cur` becomes invalid.
+    fn parse_next(&self, cur: &mut Cursor) -> Result<()> {
+        let body = &self.buf.as_ref()[..self.body];
+        if cur.next >= body.len() {
+            cur.valid = false;
+            return Ok(());
+        }
+        let e = self.entry(body, cur.next)?;
+        if e.shared > cur.key.len() as u64 {
+            return Err(self.bad("shared prefix longer than the previous key"));
+        }
+        let shared = e.shared as usize;
+        let suffix = &body[e.suffix];
+        // The previous key and this one agree on `shared` bytes: the rest decides the order.
+        if cur.valid && suffix <= &cur.key[shared..] {
+            return Err(self.bad("keys out of order"));
+        }
+        cur.key.truncate(shared);
+        cur.key.extend_from_slice(suffix);
+        cur.value = e.value;
+        cur.next = e.next;
         cur.valid = true;
         Ok(())
     }
@@ -404,12 +423,76 @@ impl<B: AsRef<[u8]>> DataBlock<B> {
         }
     }
 
-    /// The value of `key` if the block holds it (`Some(None)`: a tombstone), found with
-    /// `cur` (any cursor; it is moved).
-    pub fn get<'a>(&'a self, key: &[u8], cur: &mut Cursor) -> Result<Option<Option<Stored<'a>>>> {
-        self.seek(key, cur)?;
-        Ok((cur.valid && cur.key.as_slice() == key).then(|| cur.value(self)))
+    /// The value of `key` if the block holds it (`Some(None)`: a tombstone).
+    ///
+    /// A [`seek`](Self::seek) that builds no key: after the binary search over the restart
+    /// points, each entry of the interval is compared with `key` from its stored parts.
+    /// While the entries sort below `key`, `m` is how many leading bytes the last one
+    /// shares with `key` (it differs from `key` at byte `m`, being below it, unless it is a
+    /// prefix of `key`). An entry that keeps more than `m` bytes of the last key then sorts
+    /// below `key` too, without a look at its suffix; one that keeps at most `m` agrees
+    /// with `key` on those bytes, and its suffix decides. Malformed entries are errors as
+    /// in a seek; keys out of order are found by scans (a seek meets only those before the
+    /// key it stops at, and a point read answers for the entry equal to `key` alone).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Option<Stored<'_>>>> {
+        let (mut lo, mut hi) = (0, self.restarts);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.restart_key(mid)? < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let body = &self.buf.as_ref()[..self.body];
+        let mut pos = if lo == 0 { 0 } else { self.restart(lo - 1) };
+        // The previous entry's key length (none at a restart point) and `m`.
+        let (mut prev_len, mut m) = (0usize, 0usize);
+        while pos < body.len() {
+            let e = self.entry(body, pos)?;
+            if e.shared > prev_len as u64 {
+                return Err(self.bad("shared prefix longer than the previous key"));
+            }
+            let shared = e.shared as usize;
+            let suffix = &body[e.suffix];
+            if shared <= m {
+                // `shared` ≤ `m` ≤ `key.len()`: the entry and `key` agree up to `shared`.
+                let rest = &key[shared..];
+                let c = suffix.iter().zip(rest).take_while(|(a, b)| a == b).count();
+                match (suffix.get(c), rest.get(c)) {
+                    (None, None) => {
+                        return match e.value {
+                            None => Ok(Some(None)),
+                            Some(v) => self
+                                .stored(v)
+                                .map(|s| Some(Some(s)))
+                                .ok_or_else(|| self.bad("truncated entry")),
+                        };
+                    }
+                    // A prefix of `key`, or below it at byte `shared + c`.
+                    (None, Some(_)) => m = shared + c,
+                    (Some(a), Some(b)) if a < b => m = shared + c,
+                    // Past `key`: the block does not hold it.
+                    _ => return Ok(None),
+                }
+            }
+            prev_len = shared + suffix.len();
+            pos = e.next;
+        }
+        Ok(None)
     }
+}
+
+/// An entry's parts as stored ([`DataBlock::entry`]).
+struct Entry {
+    /// Bytes of the previous key its key begins with.
+    shared: u64,
+    /// Where the rest of its key lies in the block.
+    suffix: core::ops::Range<usize>,
+    /// Its value as [`Cursor`] holds it.
+    value: Option<(usize, usize, bool)>,
+    /// Where the next entry starts.
+    next: usize,
 }
 
 #[cfg(test)]
@@ -507,24 +590,23 @@ mod tests {
         // Searched where it lies, the same.
         let borrowed = DataBlock::check(&p, FORMAT, 1, 0).unwrap();
         assert_eq!(entries(&borrowed), want);
-        let mut cur = Cursor::default();
         assert_eq!(
-            borrowed.get(b"key0007", &mut cur).unwrap(),
+            borrowed.get(b"key0007").unwrap(),
             Some(Some(Stored::Inline(&[7u8; 7][..])))
         );
         assert_eq!(
-            borrowed.get(b"key0011", &mut cur).unwrap(),
+            borrowed.get(b"key0011").unwrap(),
             Some(Some(Stored::Pointer(&[11u8; 11][..])))
         );
-        assert_eq!(borrowed.get(b"key0006", &mut cur).unwrap(), Some(None));
-        assert_eq!(borrowed.get(b"key00065", &mut cur).unwrap(), None);
+        assert_eq!(borrowed.get(b"key0006").unwrap(), Some(None));
+        assert_eq!(borrowed.get(b"key00065").unwrap(), None);
         let mut cur = Cursor::default();
         d.seek(b"key0005", &mut cur).unwrap();
         assert_eq!(cur.key(), b"key0005");
         // Every key, every gap between keys, before the first and after the last.
         for (i, (k, v)) in want.iter().enumerate() {
-            assert_eq!(own(d.get(k, &mut cur).unwrap().flatten()), *v, "{i}");
-            assert!(d.get(k, &mut cur).unwrap().is_some(), "{i}");
+            assert_eq!(own(d.get(k).unwrap().flatten()), *v, "{i}");
+            assert!(d.get(k).unwrap().is_some(), "{i}");
             let mut gap = k.clone();
             gap.push(0);
             d.seek(&gap, &mut cur).unwrap();
@@ -532,12 +614,47 @@ mod tests {
                 Some((next, _)) => assert_eq!(cur.key(), next.as_slice()),
                 None => assert!(!cur.valid()),
             }
-            assert_eq!(d.get(&gap, &mut cur).unwrap(), None);
+            assert_eq!(d.get(&gap).unwrap(), None);
         }
         d.seek(b"", &mut cur).unwrap();
         assert_eq!(cur.key(), b"key0000");
         d.seek(b"kez", &mut cur).unwrap();
         assert!(!cur.valid());
+    }
+
+    proptest::proptest! {
+        /// A point read answers as the map the block was built from, for every key it holds
+        /// and for keys it does not: between its keys, prefixes of them, keys they are
+        /// prefixes of, before the first and after the last. Short keys over three letters
+        /// share long prefixes, as an SQL table's keys do.
+        #[test]
+        fn point_reads_answer_as_the_map(
+            keys in proptest::collection::btree_map(
+                proptest::collection::vec(0u8..3, 0..7),
+                (0u8..3, proptest::collection::vec(proptest::prelude::any::<u8>(), 0..5)),
+                0..60,
+            ),
+            probes in proptest::collection::vec(proptest::collection::vec(0u8..3, 0..8), 0..60),
+            interval in 1usize..12,
+        ) {
+            let mut b = BlockBuilder::with_restart_interval(interval);
+            let mut want = std::collections::BTreeMap::new();
+            for (k, (kind, v)) in &keys {
+                let v: Owned = match kind {
+                    0 => None,
+                    1 => Some((v.clone(), false)),
+                    _ => Some((v.clone(), true)),
+                };
+                b.add(k, stored(&v));
+                want.insert(k.clone(), v);
+            }
+            let p = b.finish();
+            let d = DataBlock::decode(&p, FORMAT, 1, 0).unwrap();
+            for k in keys.keys().chain(&probes) {
+                let got = d.get(k).unwrap().map(own);
+                proptest::prop_assert_eq!(got.as_ref(), want.get(k), "{:?}", k);
+            }
+        }
     }
 
     /// Damaged payloads (checksums aside): every truncation and every single-byte change
@@ -564,7 +681,7 @@ mod tests {
                 while cur.valid() && d.step(&mut cur).is_ok() {}
             }
             for k in [&b"key0000"[..], b"key0050", b"key0118", b"zzz", b""] {
-                let _ = d.get(k, &mut cur);
+                let _ = d.get(k);
             }
         };
         for len in 0..p.len() {
