@@ -2332,7 +2332,7 @@ impl<D: BlockDevice> Database<D> {
             Bound::Excluded(v) => Bound::Excluded(key_bytes(v)),
             Bound::Unbounded => Bound::Unbounded,
         };
-        let pks = self.tables[&id].secondary[pos].range(enc(lo), enc(hi))?;
+        let pks = self.secondary_mut(id, pos)?.range(enc(lo), enc(hi))?;
         self.rows_by_keys(id, pks)
     }
 
@@ -2456,8 +2456,18 @@ impl<D: BlockDevice> Database<D> {
             }
         }
         let limit = order.limit.unwrap_or(usize::MAX);
-        let sec = &self.tables[&id].secondary[pos];
+        let sec = self.secondary_mut(id, pos)?;
         Ok((id, sec.range_from(lo, hi, order.desc, limit)?))
+    }
+
+    /// Secondary index `pos` of table `id` (as [`index_named`](Self::index_named) gives
+    /// them), to read a range of it.
+    #[cfg(feature = "secondary-index")]
+    fn secondary_mut(&mut self, id: u64, pos: usize) -> Result<&mut Secondary> {
+        self.tables
+            .get_mut(&id)
+            .and_then(|t| t.secondary.get_mut(pos))
+            .ok_or(TableError::Invalid("an index without its table"))
     }
 
     #[cfg(feature = "secondary-index")]
