@@ -562,6 +562,15 @@ mod tests {
         p.extend_from_slice(&5u32.to_le_bytes());
         let d = DataBlock::decode(&p, 1, 1, 0).unwrap();
         assert_eq!(entries(&d), want);
+        // Point reads too: each key, and keys between and around them.
+        for (k, v) in &want {
+            assert_eq!(d.get(k).unwrap().map(own), Some(v.clone()));
+            let mut after = k.clone();
+            after.push(0);
+            assert_eq!(d.get(&after).unwrap(), None);
+        }
+        assert_eq!(d.get(b"").unwrap(), None);
+        assert_eq!(d.get(b"k").unwrap(), None);
         // Read as this build's format, the same bytes mean something else or nothing.
         assert!(DataBlock::check(&p, 3, 1, 0).is_err(), "unknown format");
     }
