@@ -399,10 +399,10 @@ impl<B: AsRef<[u8]>> DataBlock<B> {
         self.parse_next(cur)
     }
 
-    /// Positions `cur` at the first entry with key ≥ `key` (or past the end).
-    pub fn seek(&self, key: &[u8], cur: &mut Cursor) -> Result<()> {
-        // The first restart point whose key is ≥ `key`; the entry sought lies after the one
-        // before it.
+    /// Where the entries to scan for `key` start: the restart point before the first one
+    /// whose key is ≥ `key` (binary search over the restart keys), or the first entry.
+    #[inline(always)]
+    fn interval_start(&self, key: &[u8]) -> Result<usize> {
         let (mut lo, mut hi) = (0, self.restarts);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -412,9 +412,14 @@ impl<B: AsRef<[u8]>> DataBlock<B> {
                 hi = mid;
             }
         }
+        Ok(if lo == 0 { 0 } else { self.restart(lo - 1) })
+    }
+
+    /// Positions `cur` at the first entry with key ≥ `key` (or past the end).
+    pub fn seek(&self, key: &[u8], cur: &mut Cursor) -> Result<()> {
         cur.key.clear();
         cur.valid = false;
-        cur.next = if lo == 0 { 0 } else { self.restart(lo - 1) };
+        cur.next = self.interval_start(key)?;
         loop {
             self.parse_next(cur)?;
             if !cur.valid || cur.key.as_slice() >= key {
@@ -435,17 +440,8 @@ impl<B: AsRef<[u8]>> DataBlock<B> {
     /// in a seek; keys out of order are found by scans (a seek meets only those before the
     /// key it stops at, and a point read answers for the entry equal to `key` alone).
     pub fn get(&self, key: &[u8]) -> Result<Option<Option<Stored<'_>>>> {
-        let (mut lo, mut hi) = (0, self.restarts);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.restart_key(mid)? < key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
         let body = &self.buf.as_ref()[..self.body];
-        let mut pos = if lo == 0 { 0 } else { self.restart(lo - 1) };
+        let mut pos = self.interval_start(key)?;
         // The previous entry's key length (none at a restart point) and `m`.
         let (mut prev_len, mut m) = (0usize, 0usize);
         while pos < body.len() {
