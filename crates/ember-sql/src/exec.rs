@@ -147,8 +147,9 @@ enum Access {
     RowidEq(Expr),
     RowidIn(Vec<Expr>),
     RowidRange(Option<(Expr, bool)>, Option<(Expr, bool)>),
-    /// Engine index, user-facing name, its column affinities, equality values on a prefix.
-    IndexEq(String, String, Vec<Affinity>, Vec<Expr>),
+    /// Engine index, user-facing name, the positions and affinities of its columns, equality
+    /// values on a prefix of them.
+    IndexEq(String, String, Vec<(usize, Affinity)>, Vec<Expr>),
     IndexIn(String, String, Affinity, Vec<Expr>),
     IndexRange(
         String,
@@ -406,6 +407,29 @@ fn column_free(e: &Expr) -> bool {
         }
     });
     free
+}
+
+/// Whether [`probe`] would give `v` back unchanged for a column of affinity `aff`: no
+/// conversion (BLOB affinity), a value no conversion changes (NULL, a blob), or one already
+/// of the kind the conversion makes (text for TEXT, an integer for the numeric affinities).
+fn probes_as_is(v: &Value, aff: Affinity) -> bool {
+    match v {
+        Value::Null | Value::Blob(_) => true,
+        Value::Integer(_) => aff.is_numeric() || aff == Affinity::Blob,
+        Value::Text(_) => aff == Affinity::Text || aff == Affinity::Blob,
+        Value::Real(_) => aff == Affinity::Blob,
+    }
+}
+
+/// The probe value for a column of affinity `aff`, converted as the comparison would.
+fn probe(v: Value, aff: Affinity) -> Value {
+    if aff.is_numeric() {
+        v.with_affinity(Affinity::Numeric)
+    } else if aff == Affinity::Text {
+        v.with_affinity(Affinity::Text)
+    } else {
+        v
+    }
 }
 
 /// The conjuncts of a condition, borrowed.
@@ -2397,7 +2421,7 @@ impl<S: Storage> Executor<S> {
         let mut vals = Vec::with_capacity(exprs.len());
         for (&c, e) in u.columns.iter().zip(exprs) {
             // Constant: the general path may evaluate it again.
-            match Self::probe(self.eval(e, &Env::empty(&none))?, t.columns[c].affinity) {
+            match probe(self.eval(e, &Env::empty(&none))?, t.columns[c].affinity) {
                 v @ (Value::Text(_) | Value::Blob(_)) => vals.push(v),
                 _ => return Ok(None),
             }
@@ -2535,14 +2559,24 @@ impl<S: Storage> Executor<S> {
         let LeafSrc::Table(t) = &p.leaf.src else {
             return Ok(None);
         };
-        let mut conj: Vec<&Expr> = Vec::new();
-        if let Some(w) = filter {
-            conjuncts(w, &mut conj);
-        }
+        // A WHERE of one term (the usual point query) needs no vector of its conjuncts.
+        let mut many: Vec<&Expr> = Vec::new();
+        let one: [&Expr; 1];
+        let conj: &[&Expr] = match filter {
+            None => &[],
+            Some(w) if !matches!(w, Expr::Binary(BinOp::And, ..)) => {
+                one = [w];
+                &one
+            }
+            Some(w) => {
+                conjuncts(w, &mut many);
+                &many
+            }
+        };
         if matches!(*p.plan.access, Access::Full | Access::RowidRange(..)) {
-            return Ok(Some(Started::Stream(Box::new(self.stream(&p, &conj)?))));
+            return Ok(Some(Started::Stream(Box::new(self.stream(&p, conj)?))));
         }
-        let mut rows = self.leaf_rows(t, &p.leaf.scope, &p.plan, &conj)?;
+        let mut rows = self.leaf_rows(t, &p.leaf.scope, &p.plan, conj)?;
         // Each row becomes its result where it lies (no new vectors) where the positions
         // allow it.
         let width = p.cols.len();
@@ -2848,9 +2882,7 @@ impl<S: Storage> Executor<S> {
         let access = self.plan(leaves, 0, conj);
         let constant: Vec<bool> = conj.iter().map(|c| Self::is_constant(c)).collect();
         let mut check: Vec<bool> = constant.iter().map(|k| !k).collect();
-        if let Some(i) = Self::implied(&leaves[0], &access, conj) {
-            check[i] = false;
-        }
+        Self::implied(&leaves[0], &access, conj, &mut check);
         let ranged = Self::range_answered(&leaves[0], &access, conj);
         LeafPlan {
             access: Rc::new(access),
@@ -2905,27 +2937,57 @@ impl<S: Storage> Executor<S> {
             .collect()
     }
 
-    /// The conjunct a rowid lookup answers exactly, if any: `c = e` or `e = c` where `c` is
-    /// the rowid (or its INTEGER PRIMARY KEY alias) and `e` the lookup's value expression.
-    /// The lookup reads the row whose rowid is `e`'s value brought to INTEGER affinity
-    /// through NUMERIC (or none when that is not an integer), and the comparison brings `e`
-    /// to the same NUMERIC affinity (a column of INTEGER affinity against anything but a
-    /// number) or compares a number exactly — so the one row read is equal, and checking it
-    /// again would only evaluate `e` a second time.
-    fn implied(leaf: &Leaf, access: &Access, conj: &[&Expr]) -> Option<usize> {
-        let Access::RowidEq(e) = access else {
-            return None;
-        };
+    /// Marks in `check` the conjuncts the lookup `access` answers exactly, so that the rows
+    /// it reads are not checked against them again (which would only evaluate each value
+    /// expression a second time):
+    ///
+    /// - A rowid lookup answers `c = e` or `e = c` where `c` is the rowid (or its INTEGER
+    ///   PRIMARY KEY alias) and `e` the lookup's value expression. The lookup reads the row
+    ///   whose rowid is `e`'s value brought to INTEGER affinity through NUMERIC (or none when
+    ///   that is not an integer), and the comparison brings `e` to the same NUMERIC affinity
+    ///   (a column of INTEGER affinity against anything but a number) or compares a number
+    ///   exactly — so the one row read is equal.
+    /// - An index equality probe answers `c = e` or `e = c` where `c` is one of the index's
+    ///   columns it probes and `e` that column's probe expression. The planner takes such a
+    ///   probe only where [`index_safe`](Self::index_safe) holds (no collation anywhere, and
+    ///   the comparison converts the value, not the column); the probe value is `e`'s value
+    ///   converted as the comparison converts it ([`probe`]), and the index
+    ///   returns the rows whose column compares equal to it — the rows where `c = e` is true.
+    fn implied(leaf: &Leaf, access: &Access, conj: &[&Expr], check: &mut [bool]) {
         let LeafSrc::Table(t) = &leaf.src else {
-            return None;
+            return;
         };
-        let is_rowid = |x: &Expr| Self::is_leaf_rowid(leaf, t, x);
-        conj.iter().position(|c| match c {
-            Expr::Binary(BinOp::Eq, a, b) => {
-                (is_rowid(a) && **b == *e) || (is_rowid(b) && **a == *e)
+        match access {
+            Access::RowidEq(e) => {
+                let is_rowid = |x: &Expr| Self::is_leaf_rowid(leaf, t, x);
+                let answered = conj.iter().position(|c| match c {
+                    Expr::Binary(BinOp::Eq, a, b) => {
+                        (is_rowid(a) && **b == *e) || (is_rowid(b) && **a == *e)
+                    }
+                    _ => false,
+                });
+                if let Some(i) = answered {
+                    check[i] = false;
+                }
             }
-            _ => false,
-        })
+            Access::IndexEq(_, _, cols, vals) => {
+                let probes = |x: &Expr, v: &Expr| {
+                    Self::leaf_column(leaf, t, x).flatten().is_some_and(|c| {
+                        cols.iter()
+                            .zip(vals)
+                            .any(|(&(col, _), e)| col == c && e == v)
+                    })
+                };
+                for (c, k) in conj.iter().zip(check.iter_mut()) {
+                    if let Expr::Binary(BinOp::Eq, a, b) = c {
+                        if probes(a, b) || probes(b, a) {
+                            *k = false;
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 
     /// The rows of table `t` (its FROM item's scope `scope`) that pass the WHERE conjuncts
@@ -4071,7 +4133,7 @@ impl<S: Storage> Executor<S> {
                 }
             }
             if !vals.is_empty() && best.as_ref().is_none_or(|b| b.0 < vals.len()) {
-                let affs = cols.iter().map(|&c| t.columns[c].affinity).collect();
+                let affs = cols.iter().map(|&c| (c, t.columns[c].affinity)).collect();
                 best = Some((
                     vals.len(),
                     Access::IndexEq(engine.clone(), name.clone(), affs, vals),
@@ -4166,17 +4228,6 @@ impl<S: Storage> Executor<S> {
         }
     }
 
-    /// The probe value for a column of affinity `aff`, converted as the comparison would.
-    fn probe(v: Value, aff: Affinity) -> Value {
-        if aff.is_numeric() {
-            v.with_affinity(Affinity::Numeric)
-        } else if aff == Affinity::Text {
-            v.with_affinity(Affinity::Text)
-        } else {
-            v
-        }
-    }
-
     fn describe(leaf: &Leaf, a: &Access) -> String {
         let name = &leaf.label;
         match a {
@@ -4243,7 +4294,7 @@ impl<S: Storage> Executor<S> {
                 let Some((e, incl)) = b else {
                     return Ok(Some((Bound::Unbounded, true)));
                 };
-                let v = Self::probe(self.eval(e, env)?, Affinity::Integer);
+                let v = probe(self.eval(e, env)?, Affinity::Integer);
                 Ok(match v {
                     Value::Integer(i) => Some((
                         if *incl {
@@ -4280,7 +4331,7 @@ impl<S: Storage> Executor<S> {
     /// The rowid `rowid = e` names, if `e`'s value is one (as a rowid lookup sees it).
     fn rowid_key(&mut self, e: &Expr, env: &Env<'_>) -> Result<Option<i64>> {
         let v = self.eval(e, env)?;
-        Ok(as_rowid(&Self::probe(v, Affinity::Integer)))
+        Ok(as_rowid(&probe(v, Affinity::Integer)))
     }
 
     fn fetch(&mut self, t: &TableDef, a: &Access, env: &Env<'_>) -> Result<Vec<Vec<Value>>> {
@@ -4316,7 +4367,7 @@ impl<S: Storage> Executor<S> {
                 let mut ids = Vec::new();
                 for e in list {
                     let v = self.eval(e, env)?;
-                    if let Some(id) = as_rowid(&Self::probe(v, Affinity::Integer)) {
+                    if let Some(id) = as_rowid(&probe(v, Affinity::Integer)) {
                         ids.push(id);
                     }
                 }
@@ -4335,9 +4386,34 @@ impl<S: Storage> Executor<S> {
                 None => Ok(Vec::new()),
             },
             Access::IndexEq(engine, _, affs, exprs) => {
-                let mut vals = Vec::new();
-                for (e, aff) in exprs.iter().zip(affs) {
-                    let v = Self::probe(self.eval(e, env)?, *aff);
+                if let ([e], [(_, aff)]) = (exprs.as_slice(), affs.as_slice()) {
+                    // One column (the usual probe): a parameter the probe would not convert
+                    // is used where it lies, anything else evaluated once.
+                    let owned;
+                    let v = match e {
+                        Expr::Param(i)
+                            if self.params.get(*i).is_some_and(|v| probes_as_is(v, *aff)) =>
+                        {
+                            &self.params[*i]
+                        }
+                        _ => {
+                            owned = probe(self.eval(e, env)?, *aff);
+                            &owned
+                        }
+                    };
+                    if v.is_null() {
+                        return Ok(Vec::new());
+                    }
+                    let k = core::slice::from_ref(v);
+                    return Ok(with_rowid(self.storage.index_scan(
+                        engine,
+                        Bound::Included(k),
+                        Bound::Included(k),
+                    )?));
+                }
+                let mut vals = Vec::with_capacity(exprs.len());
+                for (e, (_, aff)) in exprs.iter().zip(affs) {
+                    let v = probe(self.eval(e, env)?, *aff);
                     if v.is_null() {
                         return Ok(Vec::new());
                     }
@@ -4352,7 +4428,7 @@ impl<S: Storage> Executor<S> {
             Access::IndexIn(engine, _, aff, list) => {
                 let mut vals = Vec::new();
                 for e in list {
-                    let v = Self::probe(self.eval(e, env)?, *aff);
+                    let v = probe(self.eval(e, env)?, *aff);
                     if !v.is_null() {
                         vals.push(v);
                     }
@@ -4375,7 +4451,7 @@ impl<S: Storage> Executor<S> {
                     match b {
                         None => Ok(Some(None)),
                         Some((e, incl)) => {
-                            let v = Self::probe(self.eval(e, env)?, *aff);
+                            let v = probe(self.eval(e, env)?, *aff);
                             if v.is_null() {
                                 Ok(None)
                             } else {
@@ -4400,7 +4476,7 @@ impl<S: Storage> Executor<S> {
                 // NULL one is equal to nothing.
                 let mut vals = Vec::with_capacity(prefix.len());
                 for (aff, e) in prefix {
-                    let v = Self::probe(self.eval(e, env)?, *aff);
+                    let v = probe(self.eval(e, env)?, *aff);
                     if v.is_null() {
                         return Ok(Vec::new());
                     }
@@ -5129,4 +5205,48 @@ fn expr_text(e: &Expr) -> String {
 #[allow(dead_code)]
 fn _unused(_: &catalog::ColDef, _: Option<i64>) -> Option<i64> {
     real_as_integer(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A parameter used as the probe where it lies must be what the conversion would give.
+    #[test]
+    fn a_probe_used_as_is_is_the_converted_value() {
+        let values = [
+            Value::Null,
+            Value::Integer(7),
+            Value::Integer(i64::MIN),
+            Value::Real(1.0),
+            Value::Real(1.5),
+            Value::Real(f64::MAX),
+            Value::Text("1".into()),
+            Value::Text("1.0".into()),
+            Value::Text(" 1".into()),
+            Value::Text("a".into()),
+            Value::Blob(b"1".to_vec()),
+            Value::Blob(Vec::new()),
+        ];
+        let affs = [
+            Affinity::Integer,
+            Affinity::Text,
+            Affinity::Blob,
+            Affinity::Real,
+            Affinity::Numeric,
+        ];
+        let mut as_is = 0;
+        for v in &values {
+            for aff in affs {
+                if probes_as_is(v, aff) {
+                    as_is += 1;
+                    assert_eq!(probe(v.clone(), aff), *v, "{v:?} {aff:?}");
+                }
+            }
+        }
+        assert!(
+            as_is > values.len(),
+            "the fast path is taken for few values: {as_is}"
+        );
+    }
 }

@@ -589,6 +589,11 @@ pub struct Database<D: BlockDevice> {
     /// Bytes of the header sector and tuple a point read took from the device without the
     /// rest of the block (see [`Database::visit_row_read`]); kept for the next one.
     direct: Vec<u8>,
+    /// A point read's encoded key (primary, or a secondary index's), kept for the next one.
+    probe_key: Vec<u8>,
+    /// The primary key a point read through a secondary index found, kept for the next one.
+    #[cfg(feature = "secondary-index")]
+    probe_pk: Vec<u8>,
     /// The primary-index entry last found (table, key, location): an update or delete of a
     /// row the caller has just read finds it here instead of searching the index again.
     /// Forgotten at every change to a primary index (see [`Database::index_put`]), at
@@ -696,6 +701,9 @@ impl<D: BlockDevice> Database<D> {
             background_checkpoints: 0,
             failed: false,
             scan: ScanScratch::default(),
+            probe_key: Vec::new(),
+            #[cfg(feature = "secondary-index")]
+            probe_pk: Vec::new(),
             #[cfg(feature = "query-cache")]
             qcache: Default::default(),
         })
@@ -734,6 +742,9 @@ impl<D: BlockDevice> Database<D> {
             background_checkpoints: 0,
             failed: false,
             scan: ScanScratch::default(),
+            probe_key: Vec::new(),
+            #[cfg(feature = "secondary-index")]
+            probe_pk: Vec::new(),
             #[cfg(feature = "query-cache")]
             qcache: Default::default(),
         };
@@ -2374,6 +2385,9 @@ impl<D: BlockDevice> Database<D> {
         order: Order,
         mut visit: impl FnMut(RowValues<'_>) -> Result<()>,
     ) -> Result<()> {
+        if let Some(done) = self.equal_probe_visit(name, lo, hi, order, &mut visit)? {
+            return done;
+        }
         let (id, pks) = self.prefix_keys(name, lo, hi, order)?;
         // One row: a point read; several may share blocks, read whole.
         let point = pks.len() == 1;
@@ -2388,6 +2402,56 @@ impl<D: BlockDevice> Database<D> {
         }
         self.evict();
         Ok(())
+    }
+
+    /// [`find_prefix_visit`](Self::find_prefix_visit) of a probe with every indexed column
+    /// equal that finds at most one row (a unique index's probe, or any probe of a value
+    /// one row holds): the keys go through buffers kept for the next probe, so it
+    /// allocates nothing. `Ok(None)`: another probe, for the general path.
+    #[cfg(feature = "secondary-index")]
+    fn equal_probe_visit<V: AsValueRef + PartialEq>(
+        &mut self,
+        name: &str,
+        lo: Bound<&[V]>,
+        hi: Bound<&[V]>,
+        order: Order,
+        visit: &mut impl FnMut(RowValues<'_>) -> Result<()>,
+    ) -> Result<Option<Result<()>>> {
+        let (Bound::Included(v), Bound::Included(h)) = (lo, hi) else {
+            return Ok(None);
+        };
+        if v != h || order.limit == Some(0) {
+            return Ok(None);
+        }
+        let (id, pos) = self.index_named(name)?;
+        let Some(sec) = self.tables.get(&id).and_then(|t| t.secondary.get(pos)) else {
+            return Ok(None);
+        };
+        if v.len() != sec.def.columns.len() {
+            return Ok(None);
+        }
+        let mut k = core::mem::take(&mut self.probe_key);
+        k.clear();
+        encode_key(v, &mut k);
+        let mut pk = core::mem::take(&mut self.probe_pk);
+        pk.clear();
+        let found = sec.single(&k, &mut pk);
+        self.probe_key = k;
+        let r = match found {
+            None => Ok(None),
+            Some(false) => Ok(Some(Ok(()))),
+            Some(true) => {
+                let r = match self.index_get(id, &pk) {
+                    Ok(Some(loc)) => self.visit_row_read(loc, &pk, visit),
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                };
+                self.evict();
+                r.map(|()| Some(Ok(())))
+            }
+        };
+        self.probe_pk = pk;
+        r
     }
 
     /// The encoded primary keys of the rows [`find_prefix`](Self::find_prefix) would return,
@@ -2802,28 +2866,44 @@ impl<D: BlockDevice> Database<D> {
         owned: impl FnOnce(Vec<Value>) -> Result<T>,
     ) -> Result<Option<T>> {
         let id = self.table_id(table)?;
-        let k = key_bytes(key);
+        // The key is encoded into a buffer kept for the next read.
+        let mut k = core::mem::take(&mut self.probe_key);
+        k.clear();
+        encode_key(key, &mut k);
+        let r = self.get_visit_key(id, &k, visit, owned);
+        self.probe_key = k;
+        r
+    }
+
+    /// [`get_visit`](Self::get_visit) of the row with encoded primary key `k` in table `id`.
+    fn get_visit_key<T>(
+        &mut self,
+        id: u64,
+        k: &[u8],
+        visit: impl FnOnce(RowValues<'_>) -> Result<T>,
+        owned: impl FnOnce(Vec<Value>) -> Result<T>,
+    ) -> Result<Option<T>> {
         #[cfg(feature = "query-cache")]
-        if let Some(row) = self.qcache.get(id, &k) {
+        if let Some(row) = self.qcache.get(id, k) {
             return owned(row).map(Some);
         }
-        let Some(loc) = self.index_get(id, &k)? else {
+        let Some(loc) = self.index_get(id, k)? else {
             return Ok(None);
         };
         #[cfg(feature = "query-cache")]
         if self.opts.query_cache_bytes > 0
             && !self.cache.contains(&loc.block)
-            && self.qcache.admit(id, &k, self.opts.query_cache_bytes)
+            && self.qcache.admit(id, k, self.opts.query_cache_bytes)
         {
-            let row = self.visit_row_read(loc, &k, &mut owned_row)?;
-            self.qcache.put(id, &k, &row, self.opts.query_cache_bytes);
+            let row = self.visit_row_read(loc, k, &mut owned_row)?;
+            self.qcache.put(id, k, &row, self.opts.query_cache_bytes);
             self.evict();
             return owned(row).map(Some);
         }
         #[cfg(not(feature = "query-cache"))]
         let _ = owned;
         let mut visit = Some(visit);
-        let r = self.visit_row_read(loc, &k, &mut |values| match visit.take() {
+        let r = self.visit_row_read(loc, k, &mut |values| match visit.take() {
             Some(f) => f(values),
             None => Err(TableError::Invalid("a row visited twice")),
         });

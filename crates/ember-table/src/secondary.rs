@@ -257,6 +257,19 @@ impl Secondary {
             .unwrap_or_default()
     }
 
+    /// Whether at most one row's indexed columns encode to `key`: `Some(true)` with its
+    /// primary key appended to `pk`, `Some(false)` when none does, `None` when several do.
+    pub(crate) fn single(&self, key: &[u8], pk: &mut Vec<u8>) -> Option<bool> {
+        match self.pks(key) {
+            None => Some(false),
+            Some(Pks::One(p)) => {
+                pk.extend_from_slice(p);
+                Some(true)
+            }
+            Some(Pks::Many(_)) => None,
+        }
+    }
+
     /// Primary keys of the rows whose indexed columns equal `values`.
     pub(crate) fn lookup(&self, values: &[Value]) -> Vec<Vec<u8>> {
         let mut k = Vec::new();

@@ -252,8 +252,22 @@ impl<D: BlockDevice> TableStorage<D> {
         fn conv<'a>(b: Bound<&'a [Value]>) -> Bound<Vec<ValueRef<'a>>> {
             b.map(|v| v.iter().map(value_ref).collect())
         }
-        // An equality probe (both bounds the same values) converts them once.
+        // An equality probe (both bounds the same values) converts them once, on the stack
+        // when they are few.
         let same = matches!((lo, hi), (Bound::Included(a), Bound::Included(b)) if a == b);
+        if let (true, Bound::Included(v)) = (same, lo) {
+            let mut refs = [ValueRef::Null; 4];
+            if v.len() <= refs.len() {
+                for (r, x) in refs.iter_mut().zip(v) {
+                    *r = value_ref(x);
+                }
+                let probe = Bound::Included(&refs[..v.len()]);
+                let mut db = self.db.lock()?;
+                return collect_rows(|visit| {
+                    db.find_prefix_visit(index, probe, probe, order, visit)
+                });
+            }
+        }
         let (lo, hi) = (conv(lo), if same { Bound::Unbounded } else { conv(hi) });
         let lo = lo.as_ref().map(Vec::as_slice);
         let hi = if same {
