@@ -904,7 +904,8 @@ fn pad_num(sign: &str, digits: String, width: usize, zero: bool, left: bool) -> 
 }
 
 impl<S: Storage> Executor<S> {
-    /// The affinity of an expression, for comparisons (SQLite §4.2).
+    /// The affinity of an expression, for comparisons (SQLite §4.2). A unary `+` hides its
+    /// operand's: `+x` has none, as in SQLite (`+a = '5'` compares an integer with text).
     pub(crate) fn affinity_of(&self, e: &Expr, env: &Env<'_>) -> Option<Affinity> {
         match e {
             Expr::Column {
@@ -915,7 +916,6 @@ impl<S: Storage> Executor<S> {
             },
             Expr::Cast(_, ty) => Some(Affinity::of_decl(ty)),
             Expr::Collate(x, _) => self.affinity_of(x, env),
-            Expr::Unary(UnOp::Pos, x) => self.affinity_of(x, env),
             _ => None,
         }
     }

@@ -417,13 +417,16 @@ fn probes_as_is(v: &Value, aff: Affinity) -> bool {
         Value::Null | Value::Blob(_) => true,
         Value::Integer(_) => aff.is_numeric() || aff == Affinity::Blob,
         Value::Text(_) => aff == Affinity::Text || aff == Affinity::Blob,
-        Value::Real(_) => aff == Affinity::Blob,
+        Value::Real(r) => aff == Affinity::Blob && !r.is_nan(),
     }
 }
 
-/// The probe value for a column of affinity `aff`, converted as the comparison would.
+/// The probe value for a column of affinity `aff`, converted as the comparison would. A NaN
+/// is NULL: equal to nothing (and a key would encode it as NULL, which an index holds).
 fn probe(v: Value, aff: Affinity) -> Value {
-    if aff.is_numeric() {
+    if matches!(v, Value::Real(r) if r.is_nan()) {
+        Value::Null
+    } else if aff.is_numeric() {
         v.with_affinity(Affinity::Numeric)
     } else if aff == Affinity::Text {
         v.with_affinity(Affinity::Text)
@@ -881,7 +884,14 @@ impl<S: Storage> Executor<S> {
     }
 
     /// Sets up the executor for a statement about to run.
-    fn begin_statement(&mut self, p: &Parsed, params: Vec<Value>) {
+    fn begin_statement(&mut self, p: &Parsed, mut params: Vec<Value>) {
+        // A NaN bound is NULL, as `sqlite3_bind_double` makes it (and as arithmetic makes
+        // a NaN result): no comparison is true of it, and keys encode it as NULL.
+        for v in &mut params {
+            if matches!(v, Value::Real(r) if r.is_nan()) {
+                *v = Value::Null;
+            }
+        }
         self.params = params;
         self.stmt_id = p.id;
         if self.plans.len() + self.simple.len() + self.leaf_plans.len() + self.set_plans.len()
@@ -2947,8 +2957,8 @@ impl<S: Storage> Executor<S> {
     ///   that is not an integer), and the comparison brings `e` to the same NUMERIC affinity
     ///   (a column of INTEGER affinity against anything but a number) or compares a number
     ///   exactly — so the one row read is equal.
-    /// - An index equality probe answers `c = e` or `e = c` where `c` is one of the index's
-    ///   columns it probes and `e` that column's probe expression. The planner takes such a
+    /// - An index equality probe answers, for each column it probes, one `c = e` or `e = c`
+    ///   where `c` is that column and `e` its probe expression. The planner takes such a
     ///   probe only where [`index_safe`](Self::index_safe) holds (no collation anywhere, and
     ///   the comparison converts the value, not the column); the probe value is `e`'s value
     ///   converted as the comparison converts it ([`probe`]), and the index
@@ -2971,18 +2981,18 @@ impl<S: Storage> Executor<S> {
                 }
             }
             Access::IndexEq(_, _, cols, vals) => {
-                let probes = |x: &Expr, v: &Expr| {
-                    Self::leaf_column(leaf, t, x).flatten().is_some_and(|c| {
-                        cols.iter()
-                            .zip(vals)
-                            .any(|(&(col, _), e)| col == c && e == v)
-                    })
-                };
-                for (c, k) in conj.iter().zip(check.iter_mut()) {
-                    if let Expr::Binary(BinOp::Eq, a, b) = c {
-                        if probes(a, b) || probes(b, a) {
-                            *k = false;
-                        }
+                // One conjunct per probed column: a second one of the same text is checked
+                // as written (it may call a function whose value differs per call).
+                for (&(col, _), v) in cols.iter().zip(vals) {
+                    let probes = |x: &Expr, e: &Expr| {
+                        e == v && Self::leaf_column(leaf, t, x) == Some(Some(col))
+                    };
+                    let answered = conj.iter().zip(check.iter()).position(|(c, k)| {
+                        *k && matches!(c, Expr::Binary(BinOp::Eq, a, b)
+                            if probes(a, b) || probes(b, a))
+                    });
+                    if let Some(i) = answered {
+                        check[i] = false;
                     }
                 }
             }

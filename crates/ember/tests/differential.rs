@@ -488,10 +488,13 @@ fn ember_matches_sqlite_on_random_queries() {
 }
 
 /// Every column affinity, indexed and not, probed by equality with a value of every kind —
-/// as a literal, a parameter-free expression and a CAST, on either side of `=`, alone and
-/// with a second conjunct (on another column or the same one) — gives SQLite's rows. An index probe answers its equality
-/// without a second check of each row, so a probe that found a row the comparison rejects
-/// would show here.
+/// as a literal, an expression, a CAST (bare and under a unary `+`) and a bound parameter (a
+/// NaN among them), on either side of `=`, alone and with a second conjunct (on another
+/// column or the same one), and through an index whose probed column is not its first — gives
+/// SQLite's rows, and a DELETE by such a probe removes SQLite's rows. An index probe answers
+/// its equality without a second check of each row, so a probe that found a row the
+/// comparison rejects would show here; each indexed setup checks that the probe does use the
+/// index.
 #[test]
 fn index_equality_probes_match_sqlite() {
     let stored = [
@@ -510,6 +513,7 @@ fn index_equality_probes_match_sqlite() {
         "9223372036854775807.0",
         "'abc'",
         "''",
+        "'Inf'",
     ];
     let probes = [
         "1",
@@ -531,19 +535,48 @@ fn index_equality_probes_match_sqlite() {
         "9223372036854775807",
         "9223372036854775807.0",
         "''",
+        "CAST(1e999 AS REAL)",
+        "+CAST(1e999 AS REAL)",
+        "'Inf'",
+    ];
+    let params = [
+        Value::Integer(1),
+        Value::Real(1.0),
+        Value::Real(1.5),
+        Value::Real(f64::NAN),
+        Value::Real(f64::INFINITY),
+        Value::Integer(i64::MAX),
+        Value::Real(9_223_372_036_854_775_807.0),
+        Value::Text("1".into()),
+        Value::Text("a".into()),
+        Value::Text("Inf".into()),
+        Value::Blob(b"1".to_vec()),
+        Value::Null,
+    ];
+    // (index, the WHERE the plan must answer with it)
+    let indexes = [
+        None,
+        Some(("CREATE INDEX t_x ON t(x)", "x = 1")),
+        Some(("CREATE UNIQUE INDEX t_x ON t(x)", "x = 1")),
+        // x is a column of the index but not of the prefix a `y = …` probe fixes.
+        Some(("CREATE INDEX t_yzx ON t(y, z, x)", "y = 1 AND x = 1")),
     ];
     let mut mismatches = Vec::new();
+    let compare = |what: &str, q: &str, a: Rows, b: Rows| -> Option<String> {
+        (!same_rows(a.clone(), b.clone()))
+            .then(|| format!("{what}: {q}\n  sqlite: {a:?}\n  ember: {b:?}"))
+    };
     for ty in TYPES {
-        for (indexed, unique) in [(false, false), (true, false), (true, true)] {
+        for index in indexes {
+            let what = format!("{ty}, {}", index.map_or("no index", |i| i.0));
             let mut setup = vec![format!(
-                "CREATE TABLE t(id INTEGER PRIMARY KEY, x {ty}, y INT)"
+                "CREATE TABLE t(id INTEGER PRIMARY KEY, x {ty}, y INT, z INT)"
             )];
-            if indexed {
-                let u = if unique { "UNIQUE " } else { "" };
-                setup.push(format!("CREATE {u}INDEX t_x ON t(x)"));
+            if let Some((create, _)) = index {
+                setup.push(create.to_string());
             }
             for (i, v) in stored.iter().enumerate() {
-                setup.push(format!("INSERT INTO t(x, y) VALUES ({v}, {})", i % 3));
+                setup.push(format!("INSERT INTO t(x, y, z) VALUES ({v}, {}, 0)", i % 3));
             }
             let lite = rusqlite::Connection::open_in_memory().unwrap();
             let ember = Connection::open_in_memory().unwrap();
@@ -552,8 +585,18 @@ fn index_equality_probes_match_sqlite() {
                 let a = lite.execute_batch(s).is_ok();
                 let b = ember.execute_batch(s).is_ok();
                 if a != b {
-                    mismatches.push(format!("{ty}: {s}: sqlite ok {a}, ember ok {b}"));
+                    mismatches.push(format!("{what}: {s}: sqlite ok {a}, ember ok {b}"));
                 }
+            }
+            if let Some((_, filter)) = index {
+                let plan = run_ember(
+                    &ember,
+                    &format!("EXPLAIN QUERY PLAN SELECT id FROM t WHERE {filter}"),
+                );
+                assert!(
+                    format!("{plan:?}").contains("USING INDEX"),
+                    "{what}: the probe does not use the index: {plan:?}"
+                );
             }
             for p in probes {
                 for q in [
@@ -563,30 +606,47 @@ fn index_equality_probes_match_sqlite() {
                     format!("SELECT id FROM t WHERE y = 1 AND {p} = x"),
                     format!("SELECT count(*) FROM t WHERE x = {p}"),
                     format!("SELECT id FROM t WHERE x = {p} AND x = 'a'"),
+                    format!("SELECT id FROM t WHERE +x = {p}"),
                 ] {
-                    let mut a = run_sqlite(&lite, &q);
-                    let mut b = run_ember(&ember, &q);
-                    if let (Ok(a), Ok(b)) = (&mut a, &mut b) {
-                        canon(a);
-                        canon(b);
-                    }
-                    let same = match (&a, &b) {
-                        (Ok(a), Ok(b)) => {
-                            a.len() == b.len()
-                                && a.iter().zip(b).all(|(r, s)| {
-                                    r.len() == s.len()
-                                        && r.iter().zip(s).all(|(x, y)| same_value(x, y))
-                                })
-                        }
-                        (Err(_), Err(_)) => true,
-                        _ => false,
-                    };
-                    if !same {
-                        mismatches.push(format!(
-                            "{ty}, indexed {indexed}, unique {unique}: {q}\n  sqlite: {a:?}\n  ember: {b:?}"
-                        ));
-                    }
+                    mismatches.extend(compare(
+                        &what,
+                        &q,
+                        run_sqlite(&lite, &q),
+                        run_ember(&ember, &q),
+                    ));
                 }
+            }
+            for p in &params {
+                for q in [
+                    "SELECT id, x FROM t WHERE x = ?1",
+                    "SELECT id FROM t WHERE y = 1 AND x = ?1",
+                ] {
+                    let a = run_sqlite_with(&lite, q, p);
+                    let b = run_ember_with(&ember, q, p);
+                    mismatches.extend(compare(&what, &format!("{q} with {p:?}"), a, b));
+                }
+            }
+            // A DELETE by such a probe removes the same rows (a NaN bound is NULL: none).
+            for p in [
+                Value::Real(f64::NAN),
+                Value::Text("1".into()),
+                Value::Integer(1),
+            ] {
+                let q = "DELETE FROM t WHERE x = ?1";
+                let a = lite
+                    .execute(q, [sqlite_param(&p)])
+                    .map_err(|e| e.to_string());
+                let b = ember.execute(q, [p.clone()]).map_err(|e| e.to_string());
+                if a != b {
+                    mismatches.push(format!("{what}: {q} with {p:?}: sqlite {a:?}, ember {b:?}"));
+                }
+                let q = "SELECT id, x FROM t";
+                mismatches.extend(compare(
+                    &what,
+                    q,
+                    run_sqlite(&lite, q),
+                    run_ember(&ember, q),
+                ));
             }
         }
     }
@@ -596,4 +656,61 @@ fn index_equality_probes_match_sqlite() {
         mismatches.len(),
         mismatches.join("\n")
     );
+}
+
+/// A query's rows, or its error's text.
+type Rows = Result<Vec<Vec<Value>>, String>;
+
+/// Whether two results hold the same rows (as multisets, reals within `same_value`), or are
+/// both errors.
+fn same_rows(a: Rows, b: Rows) -> bool {
+    match (a, b) {
+        (Ok(mut a), Ok(mut b)) => {
+            canon(&mut a);
+            canon(&mut b);
+            a.len() == b.len()
+                && a.iter().zip(&b).all(|(r, s)| {
+                    r.len() == s.len() && r.iter().zip(s).all(|(x, y)| same_value(x, y))
+                })
+        }
+        (Err(_), Err(_)) => true,
+        _ => false,
+    }
+}
+
+/// An EmberDB value as a parameter for SQLite.
+fn sqlite_param(v: &Value) -> rusqlite::types::Value {
+    use rusqlite::types::Value as V;
+    match v {
+        Value::Null => V::Null,
+        Value::Integer(i) => V::Integer(*i),
+        Value::Real(r) => V::Real(*r),
+        Value::Text(t) => V::Text(t.clone()),
+        Value::Blob(b) => V::Blob(b.clone()),
+    }
+}
+
+fn run_sqlite_with(c: &rusqlite::Connection, q: &str, p: &Value) -> Rows {
+    let mut st = c.prepare(q).map_err(|e| e.to_string())?;
+    let n = st.column_count();
+    let mut rows = st.query([sqlite_param(p)]).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(|e| e.to_string())? {
+        out.push(
+            (0..n)
+                .map(|i| sqlite_value(r.get_ref(i).unwrap()))
+                .collect(),
+        );
+    }
+    Ok(out)
+}
+
+fn run_ember_with(c: &Connection, q: &str, p: &Value) -> Rows {
+    let mut st = c.prepare(q).map_err(|e| e.to_string())?;
+    let mut rows = st.query([p.clone()]).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(|e| e.to_string())? {
+        out.push(r.values().to_vec());
+    }
+    Ok(out)
 }
