@@ -327,28 +327,11 @@ impl Gen {
 }
 
 fn run_sqlite(c: &rusqlite::Connection, q: &str) -> Result<Vec<Vec<Value>>, String> {
-    let mut st = c.prepare(q).map_err(|e| e.to_string())?;
-    let n = st.column_count();
-    let mut rows = st.query([]).map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next().map_err(|e| e.to_string())? {
-        out.push(
-            (0..n)
-                .map(|i| sqlite_value(r.get_ref(i).unwrap()))
-                .collect(),
-        );
-    }
-    Ok(out)
+    run_sqlite_with(c, q, &[])
 }
 
 fn run_ember(c: &Connection, q: &str) -> Result<Vec<Vec<Value>>, String> {
-    let mut st = c.prepare(q).map_err(|e| e.to_string())?;
-    let mut rows = st.query([]).map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next().map_err(|e| e.to_string())? {
-        out.push(r.values().to_vec());
-    }
-    Ok(out)
+    run_ember_with(c, q, &[])
 }
 
 fn same_value(a: &Value, b: &Value) -> bool {
@@ -621,8 +604,8 @@ fn index_equality_probes_match_sqlite() {
                     "SELECT id, x FROM t WHERE x = ?1",
                     "SELECT id FROM t WHERE y = 1 AND x = ?1",
                 ] {
-                    let a = run_sqlite_with(&lite, q, p);
-                    let b = run_ember_with(&ember, q, p);
+                    let a = run_sqlite_with(&lite, q, std::slice::from_ref(p));
+                    let b = run_ember_with(&ember, q, std::slice::from_ref(p));
                     mismatches.extend(compare(&what, &format!("{q} with {p:?}"), a, b));
                 }
             }
@@ -690,10 +673,11 @@ fn sqlite_param(v: &Value) -> rusqlite::types::Value {
     }
 }
 
-fn run_sqlite_with(c: &rusqlite::Connection, q: &str, p: &Value) -> Rows {
+fn run_sqlite_with(c: &rusqlite::Connection, q: &str, ps: &[Value]) -> Rows {
     let mut st = c.prepare(q).map_err(|e| e.to_string())?;
     let n = st.column_count();
-    let mut rows = st.query([sqlite_param(p)]).map_err(|e| e.to_string())?;
+    let ps = rusqlite::params_from_iter(ps.iter().map(sqlite_param));
+    let mut rows = st.query(ps).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     while let Some(r) = rows.next().map_err(|e| e.to_string())? {
         out.push(
@@ -705,9 +689,9 @@ fn run_sqlite_with(c: &rusqlite::Connection, q: &str, p: &Value) -> Rows {
     Ok(out)
 }
 
-fn run_ember_with(c: &Connection, q: &str, p: &Value) -> Rows {
+fn run_ember_with(c: &Connection, q: &str, ps: &[Value]) -> Rows {
     let mut st = c.prepare(q).map_err(|e| e.to_string())?;
-    let mut rows = st.query([p.clone()]).map_err(|e| e.to_string())?;
+    let mut rows = st.query(ps.to_vec()).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     while let Some(r) = rows.next().map_err(|e| e.to_string())? {
         out.push(r.values().to_vec());
