@@ -46,12 +46,15 @@ fn limited(desc: bool, limit: usize) -> Order {
     }
 }
 
-/// A value borrowed from a table-engine row, copied into a SQL value.
+/// A value borrowed from a table-engine row, copied into a SQL value. A NaN reads as NULL,
+/// as SQLite reads one from a record: SQL has no NaN (a bound one is NULL, an arithmetic
+/// one too), and no comparison may meet one.
 #[inline]
 fn from_ref(v: ValueRef<'_>) -> Value {
     match v {
         ValueRef::Null => Value::Null,
         ValueRef::Integer(i) => Value::Integer(i),
+        ValueRef::Real(r) if r.is_nan() => Value::Null,
         ValueRef::Real(r) => Value::Real(r),
         ValueRef::Text(t) => Value::Text(t.to_owned()),
         ValueRef::Blob(b) => Value::Blob(b.to_vec()),
@@ -129,6 +132,7 @@ pub(crate) fn from_t(v: TValue) -> Value {
     match v {
         TValue::Null => Value::Null,
         TValue::Integer(i) => Value::Integer(i),
+        TValue::Real(r) if r.is_nan() => Value::Null,
         TValue::Real(r) => Value::Real(r),
         TValue::Text(t) => Value::Text(t),
         TValue::Blob(b) => Value::Blob(b),
@@ -650,5 +654,43 @@ impl<D: BlockDevice> Storage for TableStorage<D> {
             }
             _ => return Err(SqlError::invalid(format!("unknown PRAGMA {name}"))),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ember_table::row::encode_row_refs;
+    use ember_table::row_values;
+
+    /// A NaN in a stored row (written by the engine API, or a foreign file) reads as NULL,
+    /// as SQLite reads one, by every path from the engine's values to SQL's.
+    #[test]
+    fn a_stored_nan_reads_as_null() {
+        let mut bytes = Vec::new();
+        encode_row_refs(
+            &[
+                ValueRef::Integer(7),
+                ValueRef::Real(f64::NAN),
+                ValueRef::Real(1.5),
+            ],
+            &mut bytes,
+        );
+        let want = [Value::Null, Value::Real(1.5)];
+        let mut values = row_values(&bytes).unwrap();
+        assert_eq!(
+            values.next().transpose().unwrap(),
+            Some(ValueRef::Integer(7))
+        );
+        assert_eq!(sql_values(values).unwrap(), want);
+        // Into fresh vectors and into reused ones holding a real where the NaN goes.
+        for mut row in [
+            Vec::new(),
+            vec![Value::Real(2.0), Value::Blob(vec![1]), Value::Null],
+        ] {
+            assert!(fill_row(&mut row, row_values(&bytes).unwrap()).unwrap());
+            assert_eq!(row, [Value::Null, Value::Real(1.5), Value::Integer(7)]);
+        }
+        assert_eq!(from_t(TValue::Real(f64::NAN)), Value::Null);
     }
 }

@@ -699,6 +699,8 @@ impl Spec {
         for &ty in &self.cols {
             row.push(match read_num(data, off, ty) {
                 Some(TsValue::Int(n)) => Value::Integer(n),
+                // A NaN reading is NULL in SQL (see `storage::from_ref`).
+                Some(TsValue::Float(f)) if f.is_nan() => Value::Null,
                 Some(TsValue::Float(f)) => Value::Real(f),
                 None => Value::Null,
             });
