@@ -417,16 +417,14 @@ fn probes_as_is(v: &Value, aff: Affinity) -> bool {
         Value::Null | Value::Blob(_) => true,
         Value::Integer(_) => aff.is_numeric() || aff == Affinity::Blob,
         Value::Text(_) => aff == Affinity::Text || aff == Affinity::Blob,
-        Value::Real(r) => aff == Affinity::Blob && !r.is_nan(),
+        Value::Real(_) => aff == Affinity::Blob,
     }
 }
 
-/// The probe value for a column of affinity `aff`, converted as the comparison would. A NaN
-/// is NULL: equal to nothing (and a key would encode it as NULL, which an index holds).
+/// The probe value for a column of affinity `aff`, converted as the comparison would. (No
+/// value is a NaN: parameters, arithmetic and stored rows give NULL for one.)
 fn probe(v: Value, aff: Affinity) -> Value {
-    if matches!(v, Value::Real(r) if r.is_nan()) {
-        Value::Null
-    } else if aff.is_numeric() {
+    if aff.is_numeric() {
         v.with_affinity(Affinity::Numeric)
     } else if aff == Affinity::Text {
         v.with_affinity(Affinity::Text)

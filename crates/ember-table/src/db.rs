@@ -2385,10 +2385,11 @@ impl<D: BlockDevice> Database<D> {
         order: Order,
         mut visit: impl FnMut(RowValues<'_>) -> Result<()>,
     ) -> Result<()> {
-        if let Some(done) = self.equal_probe_visit(name, lo, hi, order, &mut visit)? {
+        let (id, pos) = self.index_named(name)?;
+        if let Some(done) = self.equal_probe_visit(id, pos, lo, hi, order, &mut visit)? {
             return done;
         }
-        let (id, pks) = self.prefix_keys(name, lo, hi, order)?;
+        let pks = self.prefix_keys_at(id, pos, lo, hi, order)?;
         // One row: a point read; several may share blocks, read whole.
         let point = pks.len() == 1;
         for pk in pks {
@@ -2411,7 +2412,8 @@ impl<D: BlockDevice> Database<D> {
     #[cfg(feature = "secondary-index")]
     fn equal_probe_visit<V: AsValueRef + PartialEq>(
         &mut self,
-        name: &str,
+        id: u64,
+        pos: usize,
         lo: Bound<&[V]>,
         hi: Bound<&[V]>,
         order: Order,
@@ -2423,7 +2425,6 @@ impl<D: BlockDevice> Database<D> {
         if v != h || order.limit == Some(0) {
             return Ok(None);
         }
-        let (id, pos) = self.index_named(name)?;
         let Some(sec) = self.tables.get(&id).and_then(|t| t.secondary.get(pos)) else {
             return Ok(None);
         };
@@ -2477,13 +2478,26 @@ impl<D: BlockDevice> Database<D> {
         order: Order,
     ) -> Result<(u64, Vec<Vec<u8>>)> {
         let (id, pos) = self.index_named(name)?;
+        Ok((id, self.prefix_keys_at(id, pos, lo, hi, order)?))
+    }
+
+    /// [`prefix_keys`](Self::prefix_keys) of secondary index `pos` of table `id`.
+    #[cfg(feature = "secondary-index")]
+    fn prefix_keys_at<V: AsValueRef + PartialEq>(
+        &mut self,
+        id: u64,
+        pos: usize,
+        lo: Bound<&[V]>,
+        hi: Bound<&[V]>,
+        order: Order,
+    ) -> Result<Vec<Vec<u8>>> {
         // Keys that start with prefix p lie in [p, successor(p)).
         let (lo_in, hi_in) = (lo, hi);
         let lo = match lo {
             Bound::Included(v) => Bound::Included(key_bytes(v)),
             Bound::Excluded(v) => match prefix_successor(key_bytes(v)) {
                 Some(s) => Bound::Included(s),
-                None => return Ok((id, Vec::new())),
+                None => return Ok(Vec::new()),
             },
             Bound::Unbounded => Bound::Unbounded,
         };
@@ -2493,7 +2507,7 @@ impl<D: BlockDevice> Database<D> {
                 // Every column equal: one probe, on a hash index too.
                 let mut pks = sec.get(k);
                 order.apply(&mut pks);
-                return Ok((id, pks));
+                return Ok(pks);
             }
         }
         let hi = match hi {
@@ -2516,12 +2530,12 @@ impl<D: BlockDevice> Database<D> {
             (&lo, &hi)
         {
             if l > h {
-                return Ok((id, Vec::new()));
+                return Ok(Vec::new());
             }
         }
         let limit = order.limit.unwrap_or(usize::MAX);
         let sec = self.secondary_mut(id, pos)?;
-        Ok((id, sec.range_from(lo, hi, order.desc, limit)?))
+        sec.range_from(lo, hi, order.desc, limit)
     }
 
     /// Secondary index `pos` of table `id` (as [`index_named`](Self::index_named) gives
